@@ -1,0 +1,69 @@
+import { connect } from '@nats-io/transport-node';
+import type { NatsConnection } from '@nats-io/nats-core';
+import type { Logger } from '../logging.ts';
+
+/** Options of a bus connection. */
+export interface BusConnectOptions {
+  readonly servers: string | string[];
+  /** Connection name, shown by `nats server report connections`. */
+  readonly name: string;
+  readonly logger: Logger;
+  readonly user?: string;
+  readonly pass?: string;
+  readonly token?: string;
+  /** Give up the first connect after this long; reconnects after a first success never give up. */
+  readonly connectTimeoutMs?: number;
+}
+
+/**
+ * Connects to NATS with reconnects that never give up, and logs status changes.
+ *
+ * @example
+ * const nc = await connectBus({ servers: 'nats://127.0.0.1:4222', name: 'agentbus-runtime', logger });
+ */
+export async function connectBus(options: BusConnectOptions): Promise<NatsConnection> {
+  const nc = await connect({
+    servers: options.servers,
+    name: options.name,
+    maxReconnectAttempts: -1,
+    reconnectTimeWait: 500,
+    pingInterval: 20_000,
+    timeout: options.connectTimeoutMs ?? 10_000,
+    ...(options.user === undefined ? {} : { user: options.user, pass: options.pass ?? '' }),
+    ...(options.token === undefined ? {} : { token: options.token }),
+  });
+  void (async () => {
+    for await (const status of nc.status()) {
+      if (status.type === 'ping') continue;
+      const level = status.type === 'disconnect' || status.type === 'error' ? 'warn' : 'info';
+      options.logger[level]({ status: status.type, server: 'server' in status ? status.server : undefined }, 'nats status');
+    }
+  })().catch((err: unknown) => options.logger.warn({ err }, 'nats status watcher stopped'));
+  return nc;
+}
+
+/**
+ * Drains the connection on SIGTERM and SIGINT, then runs `onClosed`. Returns a function that removes the handlers.
+ */
+export function drainOnSignals(nc: NatsConnection, logger: Logger, beforeDrain?: () => Promise<void>): () => void {
+  let draining = false;
+  const handler = (signal: NodeJS.Signals) => {
+    if (draining) return;
+    draining = true;
+    logger.info({ signal }, 'draining');
+    void (async () => {
+      try {
+        await beforeDrain?.();
+        await nc.drain();
+      } catch (err) {
+        logger.warn({ err }, 'drain failed');
+      }
+    })();
+  };
+  process.on('SIGTERM', handler);
+  process.on('SIGINT', handler);
+  return () => {
+    process.off('SIGTERM', handler);
+    process.off('SIGINT', handler);
+  };
+}

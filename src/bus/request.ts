@@ -1,0 +1,75 @@
+import { createInbox, headers as createHeaders } from '@nats-io/nats-core';
+import type { Msg, MsgHdrs, NatsConnection } from '@nats-io/nats-core';
+import { NoRespondersError, TimeoutError, abortReason } from '../errors.ts';
+import { ContentType } from '../protocol/index.ts';
+
+/** Options of every bus wait: a timeout and an optional AbortSignal. */
+export interface WaitOptions {
+  readonly timeoutMs: number;
+  readonly signal?: AbortSignal;
+  readonly headers?: MsgHdrs;
+}
+
+/** msgpack headers for a payload, plus any extra ones. */
+export function msgpackHeaders(extra?: MsgHdrs): MsgHdrs {
+  const result = createHeaders();
+  result.set('Content-Type', ContentType.msgpack);
+  if (extra) for (const [key, values] of extra) for (const value of values) result.append(key, value);
+  return result;
+}
+
+/** True when a message is the server's 503 "no responders" status. */
+export function isNoResponders(message: Msg): boolean {
+  return message.headers?.hasError === true && message.headers.code === 503;
+}
+
+/**
+ * One request, one reply, with a timeout and an AbortSignal. A late reply after abort is dropped.
+ * Rejects with {@link NoRespondersError}, {@link TimeoutError} or the signal's reason.
+ */
+export async function request(nc: NatsConnection, subject: string, payload: Uint8Array, options: WaitOptions): Promise<Msg> {
+  options.signal?.throwIfAborted();
+  const { promise: aborted, cleanup } = abortPromise(options.signal);
+  try {
+    const reply = nc.request(subject, payload, { timeout: options.timeoutMs, headers: options.headers ?? msgpackHeaders() });
+    const message = await Promise.race([reply, aborted]);
+    if (isNoResponders(message)) throw new NoRespondersError(subject);
+    return message;
+  } catch (error) {
+    throw translateRequestError(error, subject, options.timeoutMs);
+  } finally {
+    cleanup();
+  }
+}
+
+/** Maps nats.js request errors to ours. */
+export function translateRequestError(error: unknown, subject: string, timeoutMs: number): unknown {
+  if (!(error instanceof Error)) return error;
+  const noResponders =
+    error.name === 'NoRespondersError' ||
+    (error.cause instanceof Error && error.cause.name === 'NoRespondersError') ||
+    ('isNoResponders' in error && typeof error.isNoResponders === 'function' && error.isNoResponders() === true);
+  if (noResponders) {
+    return new NoRespondersError(subject);
+  }
+  if (error.name === 'TimeoutError' && !(error instanceof TimeoutError)) {
+    return new TimeoutError(`no reply on ${subject} within ${timeoutMs} ms`, timeoutMs, subject);
+  }
+  return error;
+}
+
+/** A promise that rejects with the signal's reason; `cleanup` removes the listener. */
+export function abortPromise(signal?: AbortSignal): { promise: Promise<never>; cleanup: () => void } {
+  if (!signal) return { promise: new Promise<never>(() => {}), cleanup: () => {} };
+  let onAbort: () => void = () => {};
+  const promise = new Promise<never>((_, reject) => {
+    onAbort = () => reject(abortReason(signal));
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
+  });
+  // Avoid an unhandled rejection when nobody raced against it.
+  promise.catch(() => {});
+  return { promise, cleanup: () => signal.removeEventListener('abort', onAbort) };
+}
+
+export { createInbox };

@@ -1,0 +1,77 @@
+import { createInbox } from '@nats-io/nats-core';
+import type { Msg, MsgHdrs, NatsConnection } from '@nats-io/nats-core';
+import { NoRespondersError, TimeoutError, abortReason } from '../errors.ts';
+import { isNoResponders, msgpackHeaders } from './request.ts';
+
+/** Options of a streamed request. */
+export interface StreamRequestOptions {
+  /** Longest wait for the first and for every next message. */
+  readonly idleTimeoutMs: number;
+  /** Longest wait for the whole stream. */
+  readonly timeoutMs: number;
+  readonly signal?: AbortSignal;
+  readonly headers?: MsgHdrs;
+}
+
+/**
+ * Sends a request whose answer is a stream of messages on the reply subject, and yields them in order
+ * until `isLast` says a message ends the stream. Throws {@link NoRespondersError} when no one listens,
+ * {@link TimeoutError} when the stream stalls or runs too long, the signal's reason on abort.
+ *
+ * Ordering is kept by NATS for one publisher and one subscriber; callers check `seq` all the same.
+ */
+export async function* streamRequest(
+  nc: NatsConnection,
+  subject: string,
+  payload: Uint8Array,
+  isLast: (message: Msg) => boolean,
+  options: StreamRequestOptions,
+): AsyncGenerator<Msg, void, undefined> {
+  options.signal?.throwIfAborted();
+  const inbox = createInbox();
+  const queue: Msg[] = [];
+  let wake: (() => void) | undefined;
+  const subscription = nc.subscribe(inbox, {
+    callback: (error, message) => {
+      if (!error) queue.push(message);
+      wake?.();
+    },
+  });
+  const started = Date.now();
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const onAbort = () => wake?.();
+  options.signal?.addEventListener('abort', onAbort, { once: true });
+  try {
+    nc.publish(subject, payload, { reply: inbox, headers: options.headers ?? msgpackHeaders() });
+    while (true) {
+      if (queue.length === 0) {
+        const remaining = options.timeoutMs - (Date.now() - started);
+        const wait = Math.max(0, Math.min(options.idleTimeoutMs, remaining));
+        await new Promise<void>((resolve) => {
+          wake = resolve;
+          timer = setTimeout(resolve, wait);
+        });
+        clearTimeout(timer);
+        wake = undefined;
+      }
+      if (options.signal?.aborted) throw abortReason(options.signal);
+      const message = queue.shift();
+      if (!message) {
+        const total = Date.now() - started >= options.timeoutMs;
+        const limit = total ? options.timeoutMs : options.idleTimeoutMs;
+        throw new TimeoutError(
+          total ? `stream on ${subject} ran past ${limit} ms` : `stream on ${subject} was silent for ${limit} ms`,
+          limit,
+          subject,
+        );
+      }
+      if (isNoResponders(message)) throw new NoRespondersError(subject);
+      yield message;
+      if (isLast(message)) return;
+    }
+  } finally {
+    clearTimeout(timer);
+    options.signal?.removeEventListener('abort', onAbort);
+    subscription.unsubscribe();
+  }
+}

@@ -1,0 +1,162 @@
+/** Error codes that cross the bus. */
+export const ErrorCode = {
+  invalidInput: 'invalid_input',
+  payloadTooLarge: 'payload_too_large',
+  unknownTool: 'unknown_tool',
+  invalidArguments: 'invalid_arguments',
+  toolFailed: 'tool_failed',
+  timeout: 'timeout',
+  cancelled: 'cancelled',
+  noResponders: 'no_responders',
+  providerError: 'provider_error',
+  rateLimited: 'rate_limited',
+  conflict: 'conflict',
+  notFound: 'not_found',
+  denied: 'denied',
+  budgetExceeded: 'budget_exceeded',
+  internal: 'internal',
+} as const;
+export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
+
+/** An error as it travels on the bus. */
+export interface ErrorData {
+  readonly code: string;
+  readonly message: string;
+  readonly retryable: boolean;
+}
+
+interface AgentbusErrorOptions {
+  readonly cause?: unknown;
+  readonly retryable?: boolean;
+}
+
+/** Base of every agentbus error: a stable `code` and whether a retry may help. */
+export class AgentbusError extends Error {
+  readonly code: string;
+  readonly retryable: boolean;
+  constructor(code: string, message: string, options: AgentbusErrorOptions = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'AgentbusError';
+    this.code = code;
+    this.retryable = options.retryable ?? false;
+  }
+}
+
+/** Input that fails validation: malformed bytes, wrong shape, bad ids. */
+export class InvalidInputError extends AgentbusError {
+  constructor(message: string, options: AgentbusErrorOptions = {}) {
+    super(ErrorCode.invalidInput, message, options);
+    this.name = 'InvalidInputError';
+  }
+}
+
+/** A payload over the configured size limit. */
+export class PayloadTooLargeError extends AgentbusError {
+  readonly size: number;
+  readonly limit: number;
+  constructor(size: number, limit: number) {
+    super(ErrorCode.payloadTooLarge, `payload of ${size} bytes exceeds the limit of ${limit} bytes`);
+    this.name = 'PayloadTooLargeError';
+    this.size = size;
+    this.limit = limit;
+  }
+}
+
+/** A wait that ran out of time. */
+export class TimeoutError extends AgentbusError {
+  readonly subject: string | undefined;
+  readonly timeoutMs: number;
+  constructor(message: string, timeoutMs: number, subject?: string) {
+    super(ErrorCode.timeout, message, { retryable: true });
+    this.name = 'TimeoutError';
+    this.subject = subject;
+    this.timeoutMs = timeoutMs;
+  }
+}
+
+/** Work stopped because its signal was aborted. */
+export class CancelledError extends AgentbusError {
+  constructor(message = 'cancelled', options: AgentbusErrorOptions = {}) {
+    super(ErrorCode.cancelled, message, options);
+    this.name = 'CancelledError';
+  }
+}
+
+/** Nobody listens on a request subject. */
+export class NoRespondersError extends AgentbusError {
+  readonly subject: string;
+  constructor(subject: string) {
+    super(ErrorCode.noResponders, `no service answers on ${subject}`, { retryable: true });
+    this.name = 'NoRespondersError';
+    this.subject = subject;
+  }
+}
+
+/** A session log append lost the single-writer race. */
+export class LogConflictError extends AgentbusError {
+  readonly sessionId: string;
+  readonly expectedSeq: number;
+  constructor(sessionId: string, expectedSeq: number, options: AgentbusErrorOptions = {}) {
+    super(ErrorCode.conflict, `session ${sessionId} log moved past sequence ${expectedSeq}: another writer`, options);
+    this.name = 'LogConflictError';
+    this.sessionId = sessionId;
+    this.expectedSeq = expectedSeq;
+  }
+}
+
+/** A tool call that failed; carries the tool call id. */
+export class ToolError extends AgentbusError {
+  readonly toolCallId: string | undefined;
+  constructor(code: string, message: string, options: AgentbusErrorOptions & { toolCallId?: string } = {}) {
+    super(code, message, options);
+    this.name = 'ToolError';
+    this.toolCallId = options.toolCallId;
+  }
+}
+
+/** A provider call that failed; `status` is the upstream HTTP status when there was one. */
+export class ProviderError extends AgentbusError {
+  readonly status: number | undefined;
+  readonly provider: string | undefined;
+  constructor(code: string, message: string, options: AgentbusErrorOptions & { status?: number; provider?: string } = {}) {
+    super(code, message, options);
+    this.name = 'ProviderError';
+    this.status = options.status;
+    this.provider = options.provider;
+  }
+}
+
+/** Turns any thrown value into the data that crosses the bus. */
+export function toErrorData(error: unknown): ErrorData {
+  if (error instanceof AgentbusError) {
+    return { code: error.code, message: error.message, retryable: error.retryable };
+  }
+  if (error instanceof Error && error.name === 'AbortError') {
+    return { code: ErrorCode.cancelled, message: error.message || 'cancelled', retryable: false };
+  }
+  if (error instanceof Error) return { code: ErrorCode.internal, message: error.message, retryable: false };
+  return { code: ErrorCode.internal, message: String(error), retryable: false };
+}
+
+/** Rebuilds an error received from the bus as the matching class. */
+export function fromErrorData(data: ErrorData): AgentbusError {
+  switch (data.code) {
+    case ErrorCode.invalidInput:
+      return new InvalidInputError(data.message);
+    case ErrorCode.cancelled:
+      return new CancelledError(data.message);
+    case ErrorCode.timeout:
+      return new TimeoutError(data.message, 0);
+    default:
+      return new AgentbusError(data.code, data.message, { retryable: data.retryable });
+  }
+}
+
+/** The reason of an aborted signal as an Error (AbortSignal.timeout gives a DOMException). */
+export function abortReason(signal: AbortSignal): Error {
+  const reason: unknown = signal.reason;
+  if (reason instanceof AgentbusError) return reason;
+  if (reason instanceof Error && reason.name === 'TimeoutError') return new TimeoutError(reason.message, 0);
+  if (reason instanceof Error) return new CancelledError(reason.message, { cause: reason });
+  return new CancelledError(reason === undefined ? 'cancelled' : String(reason));
+}

@@ -1,0 +1,179 @@
+import type { ErrorData } from '../errors.ts';
+import type { ToolCall, Usage } from './messages.ts';
+
+/** Safety tiers of a tool. */
+export const SafetyTier = {
+  readOnly: 'read_only',
+  sideEffecting: 'side_effecting',
+  privileged: 'privileged',
+} as const;
+export type SafetyTier = (typeof SafetyTier)[keyof typeof SafetyTier];
+
+/** How a turn ended. */
+export const TurnEndReason = {
+  yielded: 'yielded',
+  cancelled: 'cancelled',
+  budgetExceeded: 'budget_exceeded',
+  failed: 'failed',
+  timeout: 'timeout',
+} as const;
+export type TurnEndReason = (typeof TurnEndReason)[keyof typeof TurnEndReason];
+
+/** The turn machine's states. */
+export const RunState = {
+  preparing: 'Preparing',
+  streaming: 'Streaming',
+  toolExecution: 'ToolExecution',
+  awaitingApproval: 'AwaitingApproval',
+  compacting: 'Compacting',
+  yielding: 'Yielding',
+  cancelled: 'Cancelled',
+  budgetExceeded: 'BudgetExceeded',
+  failed: 'Failed',
+} as const;
+export type RunState = (typeof RunState)[keyof typeof RunState];
+
+/** Durable event types, appended to the session log. */
+export const LogEventType = {
+  sessionCreated: 'session.created',
+  userMessage: 'user.message',
+  assistantMessage: 'assistant.message',
+  toolUse: 'tool.use',
+  toolResult: 'tool.result',
+  approvalRequested: 'approval.requested',
+  approvalDecided: 'approval.decided',
+  summaryCreated: 'summary.created',
+  turnEnded: 'turn.ended',
+} as const;
+export type LogEventType = (typeof LogEventType)[keyof typeof LogEventType];
+
+/** Ephemeral event types, published on `live.<type>`. */
+export const LiveEventType = {
+  assistantDelta: 'assistant.delta',
+  toolProgress: 'tool.progress',
+  progress: 'progress',
+  state: 'state',
+  retry: 'retry',
+  error: 'error',
+} as const;
+export type LiveEventType = (typeof LiveEventType)[keyof typeof LiveEventType];
+
+/** The data of each event type. */
+export interface EventDataMap {
+  'session.created': { readonly createdBy: string };
+  'user.message': {
+    readonly text: string;
+    readonly model?: string;
+    readonly maxSteps?: number;
+    readonly maxCost?: number;
+    readonly metadata?: Record<string, unknown>;
+    /** True for a message injected into a running turn by `steer`. */
+    readonly steer?: boolean;
+  };
+  'assistant.message': {
+    readonly text: string;
+    readonly toolCalls: readonly ToolCall[];
+    readonly usage: Usage;
+    readonly cost: number;
+    readonly model: string;
+    readonly finishReason: string;
+  };
+  'tool.use': {
+    readonly toolCallId: string;
+    readonly effectId: string;
+    readonly name: string;
+    readonly args: unknown;
+    readonly tier: SafetyTier | 'unknown';
+  };
+  'tool.result': {
+    readonly toolCallId: string;
+    readonly name: string;
+    readonly output: string;
+    readonly isError: boolean;
+    readonly error?: ErrorData;
+    readonly durationMs: number;
+  };
+  'approval.requested': { readonly toolCallId: string; readonly name: string; readonly args: unknown };
+  'approval.decided': { readonly toolCallId: string; readonly approved: boolean; readonly reason?: string };
+  'summary.created': { readonly text: string; readonly throughSeq: number; readonly tokens: number };
+  'turn.ended': {
+    readonly reason: TurnEndReason;
+    readonly text?: string;
+    readonly error?: ErrorData;
+    readonly usage: Usage;
+    readonly cost: number;
+    readonly steps: number;
+  };
+  'assistant.delta': { readonly text: string };
+  'tool.progress': { readonly toolCallId: string; readonly name: string; readonly message: string };
+  progress: {
+    readonly kind: 'provider_call' | 'tool_execution' | 'rolling_summary';
+    readonly message: string;
+    readonly step: number;
+    readonly maxSteps: number;
+    readonly toolNames?: readonly string[];
+  };
+  state: { readonly machine: string; readonly value: string; readonly event: string };
+  retry: { readonly attempt: number; readonly maxAttempts: number; readonly delayMs: number; readonly error: ErrorData };
+  error: ErrorData & { readonly subject?: string };
+}
+
+export type EventType = keyof EventDataMap;
+
+/** The v1 envelope of every event on the bus. */
+export interface Envelope<T extends EventType = EventType> {
+  readonly v: 1;
+  readonly id: string;
+  readonly type: T;
+  readonly tenant: string;
+  readonly sessionId: string;
+  readonly turnId?: string;
+  readonly step?: number;
+  readonly ts: number;
+  readonly data: EventDataMap[T];
+  /** The log stream sequence; set on events read back from the log. */
+  readonly seq?: number;
+}
+
+/** Every event as one discriminated union on `type`. */
+export type AgentEvent = { [T in EventType]: Envelope<T> }[EventType];
+/** Durable events only. */
+export type LogEvent = Extract<AgentEvent, { type: LogEventType }>;
+/** Ephemeral events only. */
+export type LiveEvent = Extract<AgentEvent, { type: LiveEventType }>;
+
+const LOG_TYPES: ReadonlySet<string> = new Set(Object.values(LogEventType));
+
+/** True when the event type belongs in the durable log. */
+export function isLogEventType(type: string): type is LogEventType {
+  return LOG_TYPES.has(type);
+}
+
+/** Everything needed to make envelopes: ids and clock are injected. */
+export interface EnvelopeFactory {
+  create<T extends EventType>(
+    type: T,
+    scope: { tenant: string; sessionId: string; turnId?: string; step?: number },
+    data: EventDataMap[T],
+  ): Envelope<T>;
+}
+
+/** Creates an envelope factory from an id generator and a clock. */
+export function createEnvelopeFactory(deps: { newId: () => string; now: () => number }): EnvelopeFactory {
+  return {
+    create(type, scope, data) {
+      const envelope: { -readonly [K in keyof Envelope]: Envelope[K] } = {
+        v: 1,
+        id: deps.newId(),
+        type,
+        tenant: scope.tenant,
+        sessionId: scope.sessionId,
+        ts: deps.now(),
+        data,
+      };
+      if (scope.turnId !== undefined) envelope.turnId = scope.turnId;
+      if (scope.step !== undefined) envelope.step = scope.step;
+      return envelope as Envelope<typeof type>;
+    },
+  };
+}

@@ -1,0 +1,52 @@
+export { DEFAULT_PREFIX, TOKEN_PATTERN, SessionVerb, isToken, assertToken, createSubjects, streamNames } from './subjects.ts';
+export type { Subjects } from './subjects.ts';
+export {
+  SafetyTier,
+  TurnEndReason,
+  RunState,
+  LogEventType,
+  LiveEventType,
+  isLogEventType,
+  createEnvelopeFactory,
+} from './events.ts';
+export type {
+  EventDataMap,
+  EventType,
+  Envelope,
+  AgentEvent,
+  LogEvent,
+  LiveEvent,
+  EnvelopeFactory,
+} from './events.ts';
+export { ZERO_USAGE, addUsage } from './messages.ts';
+export type { ToolCall, ToolSpec, Usage, ChatMessage } from './messages.ts';
+export { ContentType, DEFAULT_MAX_PAYLOAD, createCodec } from './codec.ts';
+export type { Codec } from './codec.ts';
+export {
+  MODEL_PATTERN,
+  promptSchema,
+  steerSchema,
+  cancelSchema,
+  approveSchema,
+  toolCallRequestSchema,
+  toolCallReplySchema,
+  cancelRequestSchema,
+  generateRequestSchema,
+  generateChunkSchema,
+} from './schemas.ts';
+export type {
+  Prompt,
+  Steer,
+  Cancel,
+  Approve,
+  PromptReply,
+  CommandReply,
+  ToolCallRequest,
+  ToolCallReply,
+  CancelRequest,
+  CancelAck,
+  GenerateRequest,
+  GenerateChunk,
+  ChunkBody,
+} from './schemas.ts';
+export { decodePrompt, decodeSteer, decodeCancel, decodeApprove } from './ingress.ts';

@@ -1,0 +1,27 @@
+import type { Codec } from './codec.ts';
+import { approveSchema, cancelSchema, promptSchema, steerSchema } from './schemas.ts';
+import type { Approve, Cancel, Prompt, Steer } from './schemas.ts';
+
+/** Decodes a prompt body: an object, or a bare JSON string / plain text taken as `{ text }`. */
+export function decodePrompt(codec: Codec, bytes: Uint8Array, contentType?: string): Prompt {
+  const value = codec.decode(bytes, contentType);
+  return codec.validate(promptSchema, typeof value === 'string' ? { text: value } : value, 'prompt');
+}
+
+/** Decodes a steer body: an object or a bare string. */
+export function decodeSteer(codec: Codec, bytes: Uint8Array, contentType?: string): Steer {
+  const value = codec.decode(bytes, contentType);
+  return codec.validate(steerSchema, typeof value === 'string' ? { text: value } : value, 'steer');
+}
+
+/** Decodes a cancel body; an empty body or a bare string (the reason) is accepted. */
+export function decodeCancel(codec: Codec, bytes: Uint8Array, contentType?: string): Cancel {
+  const value = codec.decode(bytes, contentType);
+  if (value === undefined || value === null || value === '') return {};
+  return codec.validate(cancelSchema, typeof value === 'string' ? { reason: value } : value, 'cancel');
+}
+
+/** Decodes an approval decision. */
+export function decodeApprove(codec: Codec, bytes: Uint8Array, contentType?: string): Approve {
+  return codec.validate(approveSchema, codec.decode(bytes, contentType), 'approval');
+}

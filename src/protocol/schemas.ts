@@ -1,0 +1,151 @@
+import { z } from 'zod';
+
+/** `<provider>:<model>`, e.g. `openai:gpt-5.4-mini` or `scripted:default`. */
+export const MODEL_PATTERN = /^[A-Za-z0-9_-]{1,64}:[^\s]{1,200}$/;
+
+const errorData = z.object({ code: z.string(), message: z.string(), retryable: z.boolean() });
+
+const metadata = z.record(z.string(), z.unknown());
+
+/** The body of a prompt. Unknown fields are refused. */
+export const promptSchema = z.strictObject({
+  text: z.string().min(1, 'text must not be empty').max(1_000_000),
+  model: z.string().regex(MODEL_PATTERN, 'model must be <provider>:<model>').optional(),
+  maxSteps: z.int().min(1).max(1000).optional(),
+  maxCost: z.number().positive().optional(),
+  metadata: metadata.optional(),
+});
+export type Prompt = z.infer<typeof promptSchema>;
+
+/** The body of a steer message; a bare string is taken as `{ text }`. */
+export const steerSchema = z.strictObject({ text: z.string().min(1).max(1_000_000) });
+export type Steer = z.infer<typeof steerSchema>;
+
+/** The body of a cancel message (may be empty). */
+export const cancelSchema = z.strictObject({ reason: z.string().max(1000).optional() });
+export type Cancel = z.infer<typeof cancelSchema>;
+
+/** The body of an approval decision. */
+export const approveSchema = z.strictObject({
+  toolCallId: z.string().min(1).max(200),
+  approved: z.boolean(),
+  reason: z.string().max(10_000).optional(),
+});
+export type Approve = z.infer<typeof approveSchema>;
+
+/** The reply to a prompt request. */
+export interface PromptReply {
+  readonly accepted: boolean;
+  readonly sessionId: string;
+  readonly turnId?: string;
+  readonly error?: z.infer<typeof errorData>;
+}
+
+/** A reply to cancel, steer and approve requests. */
+export interface CommandReply {
+  readonly ok: boolean;
+  readonly turnId?: string;
+  readonly error?: z.infer<typeof errorData>;
+}
+
+const toolCall = z.object({ id: z.string(), name: z.string(), args: z.unknown() });
+
+const chatMessage = z.discriminatedUnion('role', [
+  z.object({ role: z.literal('system'), content: z.string() }),
+  z.object({ role: z.literal('user'), content: z.string() }),
+  z.object({ role: z.literal('assistant'), content: z.string(), toolCalls: z.array(toolCall).optional() }),
+  z.object({
+    role: z.literal('tool'),
+    toolCallId: z.string(),
+    name: z.string(),
+    content: z.string(),
+    isError: z.boolean().optional(),
+  }),
+]);
+
+/** A request to `agentbus.tools.<name>.call`. */
+export const toolCallRequestSchema = z.object({
+  v: z.literal(1),
+  callId: z.string().min(1),
+  effectId: z.string().min(1),
+  name: z.string().min(1),
+  args: z.unknown(),
+  tenant: z.string(),
+  sessionId: z.string(),
+  turnId: z.string(),
+  /** Epoch milliseconds after which the caller has given up. */
+  deadline: z.number(),
+});
+export type ToolCallRequest = z.infer<typeof toolCallRequestSchema>;
+
+/** The reply of a tool worker. */
+export const toolCallReplySchema = z.discriminatedUnion('ok', [
+  z.object({ v: z.literal(1), callId: z.string(), ok: z.literal(true), output: z.unknown() }),
+  z.object({ v: z.literal(1), callId: z.string(), ok: z.literal(false), error: errorData }),
+]);
+export type ToolCallReply = z.infer<typeof toolCallReplySchema>;
+
+/** A cancel of a provider or tool call in flight; the callee that holds it replies with {@link CancelAck}. */
+export const cancelRequestSchema = z.object({ v: z.literal(1), id: z.string().min(1) });
+export type CancelRequest = z.infer<typeof cancelRequestSchema>;
+export interface CancelAck {
+  readonly v: 1;
+  readonly id: string;
+  readonly cancelled: boolean;
+}
+
+/** A request to `agentbus.provider.<provider>.generate`. */
+export const generateRequestSchema = z.object({
+  v: z.literal(1),
+  requestId: z.string().min(1),
+  model: z.string().min(1),
+  messages: z.array(chatMessage),
+  tools: z.array(z.object({ name: z.string(), description: z.string(), parameters: z.record(z.string(), z.unknown()) })),
+  maxTokens: z.int().positive().optional(),
+  temperature: z.number().min(0).max(2).optional(),
+  /** Optional scope, used by the scripted provider to keep one script cursor per session. */
+  tenant: z.string().optional(),
+  sessionId: z.string().optional(),
+  turnId: z.string().optional(),
+});
+export type GenerateRequest = z.infer<typeof generateRequestSchema>;
+
+const usage = z.object({ inputTokens: z.number(), outputTokens: z.number() });
+
+/** One chunk of a provider's streamed answer. */
+export const generateChunkSchema = z.discriminatedUnion('type', [
+  z.object({ v: z.literal(1), requestId: z.string(), seq: z.int(), type: z.literal('text-delta'), text: z.string() }),
+  z.object({
+    v: z.literal(1),
+    requestId: z.string(),
+    seq: z.int(),
+    type: z.literal('tool-call'),
+    toolCallId: z.string(),
+    name: z.string(),
+    args: z.unknown(),
+  }),
+  z.object({ v: z.literal(1), requestId: z.string(), seq: z.int(), type: z.literal('usage'), usage }),
+  z.object({
+    v: z.literal(1),
+    requestId: z.string(),
+    seq: z.int(),
+    type: z.literal('done'),
+    finishReason: z.string(),
+    model: z.string().optional(),
+    cost: z.number().optional(),
+  }),
+  z.object({ v: z.literal(1), requestId: z.string(), seq: z.int(), type: z.literal('error'), error: errorData }),
+  z.object({
+    v: z.literal(1),
+    requestId: z.string(),
+    seq: z.int(),
+    type: z.literal('retry'),
+    attempt: z.int(),
+    maxAttempts: z.int(),
+    delayMs: z.number(),
+    error: errorData,
+  }),
+]);
+export type GenerateChunk = z.infer<typeof generateChunkSchema>;
+/** A chunk without its envelope fields, as an adapter yields it. */
+export type ChunkBody = GenerateChunk extends infer C ? (C extends GenerateChunk ? Omit<C, 'v' | 'requestId' | 'seq'> : never) : never;
