@@ -50,3 +50,5 @@ export type {
   ChunkBody,
 } from './schemas.ts';
 export { decodePrompt, decodeSteer, decodeCancel, decodeApprove } from './ingress.ts';
+export { ErrorCode, toErrorData, fromErrorData } from '../errors.ts';
+export type { ErrorData } from '../errors.ts';

@@ -1,0 +1,22 @@
+export { turnMachine, TRANSIENT_TURN_STATES } from './turn.ts';
+export type {
+  PreparedRequest,
+  StepScope,
+  PrepareInput,
+  PrepareOutput,
+  CompactInput,
+  StreamInput,
+  StreamOutput,
+  ExecuteToolsInput,
+  RequestApprovalInput,
+  TurnResume,
+  TurnInput,
+  TurnOutput,
+  TurnEvent,
+} from './turn.ts';
+export { sessionMachine } from './session.ts';
+export type { QueuedTurn, FinishTurnInput, SessionEvent, SessionInput } from './session.ts';
+export { nextBatch, needsApproval } from './tool-batch.ts';
+export type { PlannedCall, ApprovalDecision } from './tool-batch.ts';
+export { closeTranscript } from './transcript.ts';
+export type { OpenToolCall } from './transcript.ts';

@@ -1,0 +1,115 @@
+import { assign, fromPromise, sendTo, setup } from 'xstate';
+import { TurnEndReason, ZERO_USAGE, toErrorData } from '../src/protocol/index.ts';
+import { turnMachine } from './turn.ts';
+import type { TurnInput, TurnOutput, TurnResume } from './turn.ts';
+
+/** A prompt accepted into the session, durable in the log as its `user.message`. */
+export interface QueuedTurn {
+  readonly turnId: string;
+  readonly model: string;
+  readonly maxSteps: number;
+  readonly maxCost?: number;
+  readonly resume?: TurnResume;
+}
+
+export interface FinishTurnInput {
+  readonly turn: QueuedTurn;
+  readonly output: TurnOutput;
+}
+
+export type SessionEvent =
+  | { type: 'PROMPT'; turn: QueuedTurn }
+  | { type: 'CANCEL'; reason?: string }
+  | { type: 'APPROVAL'; toolCallId: string; approved: boolean; reason?: string };
+
+interface SessionContext {
+  readonly queue: readonly QueuedTurn[];
+  readonly current: QueuedTurn | undefined;
+  readonly output: TurnOutput | undefined;
+}
+
+export interface SessionInput {
+  /** Turns to run first, in order: those the log holds without a `turn.ended`. */
+  readonly queue?: readonly QueuedTurn[];
+}
+
+function turnInput(turn: QueuedTurn): TurnInput {
+  const input: TurnInput = { turnId: turn.turnId, model: turn.model, maxSteps: turn.maxSteps };
+  return {
+    ...input,
+    ...(turn.maxCost === undefined ? {} : { maxCost: turn.maxCost }),
+    ...(turn.resume === undefined ? {} : { resume: turn.resume }),
+  };
+}
+
+/**
+ * One session: runs one turn at a time; prompts that arrive meanwhile wait in order. The turn machine
+ * (with its actors) and `finishTurn` (which closes the transcript and appends `turn.ended`) are provided
+ * by the runtime.
+ */
+export const sessionMachine = setup({
+  types: {
+    context: {} as SessionContext,
+    events: {} as SessionEvent,
+    input: {} as SessionInput,
+  },
+  actors: {
+    turn: turnMachine,
+    finishTurn: fromPromise<void, FinishTurnInput>(() => Promise.reject(new Error('session actor "finishTurn" was not provided'))),
+  },
+  guards: {
+    hasQueued: ({ context }) => context.queue.length > 0,
+  },
+}).createMachine({
+  id: 'session',
+  context: ({ input }) => ({ queue: input.queue ?? [], current: undefined, output: undefined }),
+  initial: 'idle',
+  on: {
+    PROMPT: { actions: assign({ queue: ({ context, event }) => [...context.queue, event.turn] }) },
+  },
+  states: {
+    idle: {
+      always: { guard: 'hasQueued', target: 'running' },
+    },
+    running: {
+      entry: assign(({ context }) => ({ current: context.queue[0], queue: context.queue.slice(1), output: undefined })),
+      invoke: {
+        id: 'turn',
+        src: 'turn',
+        input: ({ context }) => {
+          if (!context.current) throw new Error('running without a current turn');
+          return turnInput(context.current);
+        },
+        onDone: { target: 'finishing', actions: assign({ output: ({ event }) => event.output }) },
+        onError: {
+          target: 'finishing',
+          actions: assign({
+            output: ({ event }) => ({
+              reason: TurnEndReason.failed,
+              error: toErrorData(event.error),
+              usage: ZERO_USAGE,
+              cost: 0,
+              steps: 0,
+            }),
+          }),
+        },
+      },
+      on: {
+        CANCEL: { actions: sendTo('turn', ({ event }) => event) },
+        APPROVAL: { actions: sendTo('turn', ({ event }) => event) },
+      },
+    },
+    finishing: {
+      invoke: {
+        src: 'finishTurn',
+        input: ({ context }) => {
+          if (!context.current || !context.output) throw new Error('finishing without a turn');
+          return { turn: context.current, output: context.output };
+        },
+        onDone: { target: 'idle', actions: assign({ current: undefined, output: undefined }) },
+        // The runtime logs the failure; the next prompt must still run.
+        onError: { target: 'idle', actions: assign({ current: undefined, output: undefined }) },
+      },
+    },
+  },
+});

@@ -1,0 +1,43 @@
+import { SafetyTier } from '../src/protocol/index.ts';
+import type { ToolCall } from '../src/protocol/index.ts';
+
+/** A tool call as the turn plans it: the model's call plus the tier of the tool (`unknown` when no worker serves it). */
+export interface PlannedCall extends ToolCall {
+  readonly tier: SafetyTier | 'unknown';
+}
+
+/** A decision on a privileged call. */
+export interface ApprovalDecision {
+  readonly approved: boolean;
+  readonly reason?: string;
+}
+
+function runsInParallel(call: PlannedCall): boolean {
+  // An unknown tool fails at once without side effects, so it may join a read-only batch.
+  return call.tier === SafetyTier.readOnly || call.tier === 'unknown';
+}
+
+/**
+ * The next calls to run together: the leading run of read-only calls, or a single side-effecting or
+ * privileged call. Order is kept, so a side-effecting call flushes the batch before it.
+ *
+ * @example
+ * nextBatch([read('a'), read('b'), write('c'), read('d')]) // → [read('a'), read('b')]
+ */
+export function nextBatch(pending: readonly PlannedCall[]): PlannedCall[] {
+  const first = pending[0];
+  if (!first) return [];
+  if (!runsInParallel(first)) return [first];
+  const batch: PlannedCall[] = [];
+  for (const call of pending) {
+    if (!runsInParallel(call)) break;
+    batch.push(call);
+  }
+  return batch;
+}
+
+/** True when the next call is privileged and nobody has decided on it yet. */
+export function needsApproval(pending: readonly PlannedCall[], decisions: Readonly<Record<string, ApprovalDecision>>): boolean {
+  const first = pending[0];
+  return first !== undefined && first.tier === SafetyTier.privileged && decisions[first.id] === undefined;
+}

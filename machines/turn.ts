@@ -1,0 +1,300 @@
+import { assign, fromPromise, setup } from 'xstate';
+import { ErrorCode, RunState, TurnEndReason, ZERO_USAGE, addUsage, toErrorData } from '../src/protocol/index.ts';
+import type { ChatMessage, ErrorData, ToolSpec, Usage } from '../src/protocol/index.ts';
+import { needsApproval, nextBatch } from './tool-batch.ts';
+import type { ApprovalDecision, PlannedCall } from './tool-batch.ts';
+
+/** What a provider call is given: built in Preparing. */
+export interface PreparedRequest {
+  readonly model: string;
+  readonly messages: readonly ChatMessage[];
+  readonly tools: readonly ToolSpec[];
+}
+
+/** Fields every turn actor receives. */
+export interface StepScope {
+  readonly turnId: string;
+  readonly model: string;
+  readonly step: number;
+  readonly maxSteps: number;
+}
+
+export interface PrepareInput extends StepScope {
+  /** True once this step has compacted, so Preparing does not ask again. */
+  readonly compacted: boolean;
+}
+export interface PrepareOutput {
+  readonly needsCompaction: boolean;
+  readonly request: PreparedRequest;
+}
+export type CompactInput = StepScope;
+export interface StreamInput extends StepScope {
+  readonly request: PreparedRequest;
+}
+export interface StreamOutput {
+  readonly text: string;
+  readonly toolCalls: readonly PlannedCall[];
+  readonly usage: Usage;
+  readonly cost: number;
+}
+export interface ExecuteToolsInput extends StepScope {
+  readonly calls: readonly PlannedCall[];
+  readonly decisions: Readonly<Record<string, ApprovalDecision>>;
+}
+export interface RequestApprovalInput extends StepScope {
+  readonly call: PlannedCall;
+}
+
+/** Where a resumed turn picks up, rebuilt from the log. */
+export interface TurnResume {
+  readonly step: number;
+  readonly pendingCalls: readonly PlannedCall[];
+  readonly decisions: Readonly<Record<string, ApprovalDecision>>;
+  readonly usage: Usage;
+  readonly cost: number;
+}
+
+export interface TurnInput {
+  readonly turnId: string;
+  readonly model: string;
+  readonly maxSteps: number;
+  readonly maxCost?: number;
+  readonly resume?: TurnResume;
+}
+
+/** How the turn ended; becomes `turn.ended`. */
+export interface TurnOutput {
+  readonly reason: TurnEndReason;
+  readonly text?: string;
+  readonly error?: ErrorData;
+  readonly usage: Usage;
+  readonly cost: number;
+  readonly steps: number;
+}
+
+export type TurnEvent =
+  | { type: 'CANCEL'; reason?: string }
+  | { type: 'APPROVAL'; toolCallId: string; approved: boolean; reason?: string };
+
+interface TurnContext {
+  readonly turnId: string;
+  readonly model: string;
+  readonly maxSteps: number;
+  readonly maxCost: number | undefined;
+  readonly step: number;
+  readonly compacted: boolean;
+  readonly request: PreparedRequest | undefined;
+  readonly pending: readonly PlannedCall[];
+  readonly decisions: Readonly<Record<string, ApprovalDecision>>;
+  readonly usage: Usage;
+  readonly cost: number;
+  readonly text: string;
+  readonly outcome: TurnOutput['reason'] | undefined;
+  readonly error: ErrorData | undefined;
+}
+
+function notProvided(name: string) {
+  return () => Promise.reject(new Error(`turn actor "${name}" was not provided`));
+}
+
+function scope(context: TurnContext): StepScope {
+  return { turnId: context.turnId, model: context.model, step: context.step, maxSteps: context.maxSteps };
+}
+
+/**
+ * The turn: one user prompt from `user.message` to a terminal state. Pure: every effect is an actor
+ * named here and provided by the runtime (or a test) with `.provide()`. Write-through to the log
+ * happens inside those actors, before they resolve.
+ */
+export const turnMachine = setup({
+  types: {
+    context: {} as TurnContext,
+    events: {} as TurnEvent,
+    input: {} as TurnInput,
+    output: {} as TurnOutput,
+  },
+  actors: {
+    prepare: fromPromise<PrepareOutput, PrepareInput>(notProvided('prepare')),
+    compact: fromPromise<void, CompactInput>(notProvided('compact')),
+    stream: fromPromise<StreamOutput, StreamInput>(notProvided('stream')),
+    executeTools: fromPromise<void, ExecuteToolsInput>(notProvided('executeTools')),
+    requestApproval: fromPromise<void, RequestApprovalInput>(notProvided('requestApproval')),
+  },
+  guards: {
+    needsCompaction: ({ context }, params: { needsCompaction: boolean }) => params.needsCompaction && !context.compacted,
+    overCost: ({ context }) => context.maxCost !== undefined && context.cost > context.maxCost,
+    awaitsApproval: ({ context }) => needsApproval(context.pending, context.decisions),
+    hasPending: ({ context }) => context.pending.length > 0,
+    outOfSteps: ({ context }) => context.step >= context.maxSteps,
+  },
+  actions: {
+    end: assign((_, params: { reason: TurnEndReason }) => ({ outcome: params.reason })),
+    fail: assign((_, params: { error: unknown }) => {
+      const error = toErrorData(params.error);
+      return { outcome: error.code === ErrorCode.timeout ? TurnEndReason.timeout : TurnEndReason.failed, error };
+    }),
+  },
+  delays: {
+    approvalTimeout: 10 * 60_000,
+  },
+}).createMachine({
+  id: 'turn',
+  context: ({ input }) => ({
+    turnId: input.turnId,
+    model: input.model,
+    maxSteps: input.maxSteps,
+    maxCost: input.maxCost,
+    step: input.resume?.step ?? 1,
+    compacted: false,
+    request: undefined,
+    pending: input.resume?.pendingCalls ?? [],
+    decisions: input.resume?.decisions ?? {},
+    usage: input.resume?.usage ?? ZERO_USAGE,
+    cost: input.resume?.cost ?? 0,
+    text: '',
+    outcome: undefined,
+    error: undefined,
+  }),
+  initial: RunState.preparing,
+  on: {
+    CANCEL: { target: `.${RunState.cancelled}` },
+  },
+  states: {
+    [RunState.preparing]: {
+      // A resumed turn with tool calls still to run goes straight back to them.
+      always: [
+        { guard: 'awaitsApproval', target: RunState.awaitingApproval },
+        { guard: 'hasPending', target: RunState.toolExecution },
+      ],
+      invoke: {
+        id: 'prepare',
+        src: 'prepare',
+        input: ({ context }) => ({ ...scope(context), compacted: context.compacted }),
+        onDone: [
+          {
+            guard: { type: 'needsCompaction', params: ({ event }) => ({ needsCompaction: event.output.needsCompaction }) },
+            target: RunState.compacting,
+          },
+          { target: RunState.streaming, actions: assign({ request: ({ event }) => event.output.request }) },
+        ],
+        onError: { target: RunState.failed, actions: { type: 'fail', params: ({ event }) => ({ error: event.error }) } },
+      },
+    },
+    [RunState.compacting]: {
+      invoke: {
+        id: 'compact',
+        src: 'compact',
+        input: ({ context }) => scope(context),
+        // A failed summary is not fatal: Preparing then keeps only the newest history that fits.
+        onDone: { target: RunState.preparing, actions: assign({ compacted: true }) },
+        onError: { target: RunState.preparing, actions: assign({ compacted: true }) },
+      },
+    },
+    [RunState.streaming]: {
+      invoke: {
+        id: 'stream',
+        src: 'stream',
+        input: ({ context }) => {
+          if (!context.request) throw new Error('Streaming entered without a prepared request');
+          return { ...scope(context), request: context.request };
+        },
+        onDone: {
+          target: 'streamed',
+          actions: assign(({ context, event }) => ({
+            usage: addUsage(context.usage, event.output.usage),
+            cost: context.cost + event.output.cost,
+            text: event.output.text,
+            pending: event.output.toolCalls,
+            request: undefined,
+          })),
+        },
+        onError: { target: RunState.failed, actions: { type: 'fail', params: ({ event }) => ({ error: event.error }) } },
+      },
+    },
+    streamed: {
+      always: [
+        { guard: 'overCost', target: RunState.budgetExceeded },
+        { guard: 'awaitsApproval', target: RunState.awaitingApproval },
+        { guard: 'hasPending', target: RunState.toolExecution },
+        { target: RunState.yielding },
+      ],
+    },
+    [RunState.toolExecution]: {
+      invoke: {
+        id: 'executeTools',
+        src: 'executeTools',
+        input: ({ context }) => ({ ...scope(context), calls: nextBatch(context.pending), decisions: context.decisions }),
+        onDone: {
+          target: 'toolsRan',
+          actions: assign(({ context }) => ({ pending: context.pending.slice(nextBatch(context.pending).length) })),
+        },
+        onError: { target: RunState.failed, actions: { type: 'fail', params: ({ event }) => ({ error: event.error }) } },
+      },
+    },
+    toolsRan: {
+      always: [
+        { guard: 'awaitsApproval', target: RunState.awaitingApproval },
+        { guard: 'hasPending', target: RunState.toolExecution },
+        { guard: 'outOfSteps', target: RunState.budgetExceeded },
+        {
+          target: RunState.preparing,
+          actions: assign(({ context }) => ({ step: context.step + 1, compacted: false })),
+        },
+      ],
+    },
+    [RunState.awaitingApproval]: {
+      invoke: {
+        id: 'requestApproval',
+        src: 'requestApproval',
+        input: ({ context }) => {
+          const call = context.pending[0];
+          if (!call) throw new Error('AwaitingApproval entered without a pending call');
+          return { ...scope(context), call };
+        },
+        onError: { target: RunState.failed, actions: { type: 'fail', params: ({ event }) => ({ error: event.error }) } },
+      },
+      on: {
+        APPROVAL: {
+          guard: ({ context, event }) => context.pending[0]?.id === event.toolCallId,
+          target: RunState.toolExecution,
+          actions: assign(({ context, event }) => ({
+            decisions: {
+              ...context.decisions,
+              [event.toolCallId]: event.reason === undefined ? { approved: event.approved } : { approved: event.approved, reason: event.reason },
+            },
+          })),
+        },
+      },
+      after: {
+        approvalTimeout: {
+          target: RunState.toolExecution,
+          actions: assign(({ context }) => {
+            const call = context.pending[0];
+            if (!call) return {};
+            return { decisions: { ...context.decisions, [call.id]: { approved: false, reason: 'approval timed out' } } };
+          }),
+        },
+      },
+    },
+    [RunState.yielding]: { type: 'final', entry: { type: 'end', params: { reason: TurnEndReason.yielded } } },
+    [RunState.cancelled]: { type: 'final', entry: { type: 'end', params: { reason: TurnEndReason.cancelled } } },
+    [RunState.budgetExceeded]: { type: 'final', entry: { type: 'end', params: { reason: TurnEndReason.budgetExceeded } } },
+    [RunState.failed]: { type: 'final' },
+  },
+  output: ({ context }) => {
+    const output: TurnOutput = {
+      reason: context.outcome ?? TurnEndReason.failed,
+      usage: context.usage,
+      cost: context.cost,
+      steps: context.step,
+    };
+    return {
+      ...output,
+      ...(context.text !== '' ? { text: context.text } : {}),
+      ...(context.error ? { error: context.error } : {}),
+    };
+  },
+});
+
+/** The names of the turn machine's states that are reported as run states. */
+export const TRANSIENT_TURN_STATES: ReadonlySet<string> = new Set(['streamed', 'toolsRan']);
