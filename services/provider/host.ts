@@ -1,0 +1,239 @@
+import type { Msg, NatsConnection, Subscription } from '@nats-io/nats-core';
+import { msgpackHeaders } from '../../src/bus/request.ts';
+import { CancelledError, ErrorCode, InvalidInputError, ProviderError, TimeoutError, abortReason, toErrorData } from '../../src/errors.ts';
+import type { ErrorData } from '../../src/errors.ts';
+import type { Logger } from '../../src/logging.ts';
+import { cancelRequestSchema, generateRequestSchema } from '../../src/protocol/index.ts';
+import type { CancelAck, Codec, GenerateRequest, Subjects } from '../../src/protocol/index.ts';
+import type { AdapterRequest, ProviderAdapter } from './adapter.ts';
+import { createChunkWriter, isTerminalChunk } from './chunk-writer.ts';
+import type { ChunkWriter } from './chunk-writer.ts';
+
+/** Default longest run of one provider request. */
+export const DEFAULT_REQUEST_TIMEOUT_MS = 10 * 60_000;
+
+/** Options of {@link createProviderHost}. */
+export interface ProviderHostOptions {
+  readonly nc: NatsConnection;
+  readonly subjects: Subjects;
+  readonly codec: Codec;
+  readonly logger: Logger;
+  readonly adapters: readonly ProviderAdapter[];
+  /** Longest run of one request; the stream then ends with a `timeout` error chunk. Default 10 minutes. */
+  readonly requestTimeoutMs?: number;
+  /** How long `stop()` waits for aborted adapters to wind down. Default 5 s. */
+  readonly stopGraceMs?: number;
+}
+
+/** The provider service: serves every adapter's generate and cancel subjects. */
+export interface ProviderHost {
+  /** Subscribes every adapter's subjects; resolves once the server has them. */
+  start(): Promise<void>;
+  /** Unsubscribes, ends every request in flight with a retryable error chunk, and aborts its adapter call. */
+  stop(): Promise<void>;
+  /** Requests in flight, for stats and tests. */
+  readonly inFlight: number;
+}
+
+interface Running {
+  readonly controller: AbortController;
+  readonly writer: ChunkWriter;
+  readonly done: Promise<void>;
+}
+
+/** Splits `<provider>:<model>` and returns the model part, or throws when it names another provider. */
+export function adapterModel(model: string, provider: string): string {
+  const colon = model.indexOf(':');
+  if (colon < 0) return model;
+  const prefix = model.slice(0, colon);
+  if (prefix !== provider) {
+    throw new InvalidInputError(`model ${JSON.stringify(model)} belongs to provider ${JSON.stringify(prefix)}, not ${JSON.stringify(provider)}`);
+  }
+  return model.slice(colon + 1);
+}
+
+function toAdapterRequest(request: GenerateRequest, provider: string): AdapterRequest {
+  return {
+    requestId: request.requestId,
+    model: adapterModel(request.model, provider),
+    messages: request.messages,
+    tools: request.tools,
+    ...(request.maxTokens === undefined ? {} : { maxTokens: request.maxTokens }),
+    ...(request.temperature === undefined ? {} : { temperature: request.temperature }),
+    ...(request.tenant === undefined ? {} : { tenant: request.tenant }),
+    ...(request.sessionId === undefined ? {} : { sessionId: request.sessionId }),
+    ...(request.turnId === undefined ? {} : { turnId: request.turnId }),
+  };
+}
+
+/** The requestId of a body that failed validation, when it has a usable one. */
+function salvageRequestId(codec: Codec, message: Msg): string {
+  try {
+    const value = codec.decode(message.data, message.headers?.get('Content-Type'));
+    if (typeof value === 'object' && value !== null && 'requestId' in value && typeof value.requestId === 'string') {
+      return value.requestId.slice(0, 200);
+    }
+  } catch {
+    // The body is unreadable; the error chunk says why and carries an empty requestId.
+  }
+  return '';
+}
+
+/**
+ * Creates the provider host. Each adapter gets `subjects.providerGenerate(name)` in queue group
+ * `subjects.providerQueue(name)` (so more instances add capacity) and `subjects.providerCancel(name)`
+ * without a queue group (so the instance holding the request hears the cancel).
+ *
+ * @example
+ * const host = createProviderHost({ nc, subjects, codec, logger, adapters: [createScriptedAdapter()] });
+ * await host.start();
+ */
+export function createProviderHost(options: ProviderHostOptions): ProviderHost {
+  const { nc, subjects, codec } = options;
+  const requestTimeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
+  const stopGraceMs = options.stopGraceMs ?? 5_000;
+  const names = new Set<string>();
+  for (const adapter of options.adapters) {
+    if (names.has(adapter.name)) throw new InvalidInputError(`two adapters are named ${JSON.stringify(adapter.name)}`);
+    names.add(adapter.name);
+  }
+  // Keyed by provider, then requestId: two providers may see the same requestId.
+  const running = new Map<string, Map<string, Running>>();
+  const subscriptions: Subscription[] = [];
+  let state: 'idle' | 'started' | 'stopped' = 'idle';
+
+  /** Ends a request early: the terminal chunk goes out now, the adapter is aborted behind it. */
+  function interrupt(writer: ChunkWriter, controller: AbortController, reason: Error): void {
+    writer.fail(toErrorData(reason));
+    controller.abort(reason);
+  }
+
+  async function run(adapter: ProviderAdapter, request: GenerateRequest, writer: ChunkWriter, controller: AbortController, logger: Logger): Promise<void> {
+    const { signal } = controller;
+    const timer = setTimeout(
+      () => interrupt(writer, controller, new TimeoutError(`provider request ran past ${requestTimeoutMs} ms`, requestTimeoutMs)),
+      requestTimeoutMs,
+    );
+    try {
+      const adapterRequest = toAdapterRequest(request, adapter.name);
+      for await (const chunk of adapter.generate(adapterRequest, { signal })) {
+        if (writer.ended) break;
+        writer.write(chunk);
+        if (isTerminalChunk(chunk)) break;
+      }
+      if (!writer.ended && !signal.aborted) {
+        logger.warn('adapter ended without a done chunk; sending one');
+        writer.write({ type: 'done', finishReason: 'stop' });
+      }
+    } catch (error) {
+      if (!writer.ended) {
+        const data: ErrorData = signal.aborted ? toErrorData(abortReason(signal)) : toErrorData(error);
+        if (data.code === ErrorCode.internal) logger.error({ err: error }, 'adapter failed');
+        else logger.info({ code: data.code, retryable: data.retryable }, 'provider request failed');
+        writer.fail(data);
+      }
+    } finally {
+      clearTimeout(timer);
+      // An adapter that stopped early because it noticed the abort still owes the stream its end.
+      if (!writer.ended) writer.fail(toErrorData(abortReason(signal)));
+    }
+  }
+
+  function onGenerate(adapter: ProviderAdapter, message: Msg, logger: Logger): void {
+    if (!message.reply) {
+      logger.warn({ subject: message.subject }, 'generate request without a reply subject; dropped');
+      return;
+    }
+    let request: GenerateRequest;
+    try {
+      request = codec.decodeAs(generateRequestSchema, message.data, message.headers?.get('Content-Type'));
+      adapterModel(request.model, adapter.name);
+    } catch (error) {
+      const requestId = salvageRequestId(codec, message);
+      logger.warn({ err: error, requestId }, 'invalid generate request');
+      createChunkWriter({ nc, codec, replySubject: message.reply, requestId }).fail(toErrorData(error));
+      return;
+    }
+    const perProvider = running.get(adapter.name)!;
+    const writer = createChunkWriter({ nc, codec, replySubject: message.reply, requestId: request.requestId });
+    if (perProvider.has(request.requestId)) {
+      writer.fail({ code: ErrorCode.conflict, message: `request ${request.requestId} is already running`, retryable: false });
+      return;
+    }
+    const requestLogger = logger.child({ requestId: request.requestId });
+    const controller = new AbortController();
+    const done = run(adapter, request, writer, controller, requestLogger)
+      .catch((err: unknown) => requestLogger.error({ err }, 'provider request handler failed'))
+      .finally(() => perProvider.delete(request.requestId));
+    perProvider.set(request.requestId, { controller, writer, done });
+  }
+
+  function onCancel(adapter: ProviderAdapter, message: Msg, logger: Logger): void {
+    let id: string;
+    try {
+      id = codec.decodeAs(cancelRequestSchema, message.data, message.headers?.get('Content-Type')).id;
+    } catch (err) {
+      // Every instance hears a cancel, so none answers a bad one: the first answer would hide the rest.
+      logger.warn({ err }, 'invalid cancel request; ignored');
+      return;
+    }
+    const entry = running.get(adapter.name)?.get(id);
+    if (!entry) return;
+    logger.info({ requestId: id }, 'provider request cancelled');
+    interrupt(entry.writer, entry.controller, new CancelledError('provider request cancelled by the caller'));
+    const ack: CancelAck = { v: 1, id, cancelled: true };
+    if (message.reply) nc.publish(message.reply, codec.encode(ack), { headers: msgpackHeaders() });
+  }
+
+  return {
+    async start() {
+      if (state !== 'idle') throw new InvalidInputError(`provider host cannot start: it is ${state}`);
+      state = 'started';
+      for (const adapter of options.adapters) {
+        const logger = options.logger.child({ provider: adapter.name });
+        running.set(adapter.name, new Map());
+        subscriptions.push(
+          nc.subscribe(subjects.providerGenerate(adapter.name), {
+            queue: subjects.providerQueue(adapter.name),
+            callback: (error, message) => {
+              if (error) logger.warn({ err: error }, 'generate subscription error');
+              else onGenerate(adapter, message, logger);
+            },
+          }),
+          nc.subscribe(subjects.providerCancel(adapter.name), {
+            callback: (error, message) => {
+              if (error) logger.warn({ err: error }, 'cancel subscription error');
+              else onCancel(adapter, message, logger);
+            },
+          }),
+        );
+        logger.info({ subject: subjects.providerGenerate(adapter.name) }, 'provider serving');
+      }
+      await nc.flush();
+    },
+    async stop() {
+      if (state === 'stopped') return;
+      state = 'stopped';
+      for (const subscription of subscriptions.splice(0)) subscription.unsubscribe();
+      const pending: Promise<void>[] = [];
+      for (const perProvider of running.values()) {
+        for (const entry of perProvider.values()) {
+          interrupt(entry.writer, entry.controller, new ProviderError(ErrorCode.providerError, 'provider service is stopping', { retryable: true }));
+          pending.push(entry.done);
+        }
+      }
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const grace = new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, stopGraceMs);
+      });
+      await Promise.race([Promise.allSettled(pending), grace]);
+      clearTimeout(timer);
+      if (!nc.isClosed()) await nc.flush().catch((err: unknown) => options.logger.warn({ err }, 'flush on stop failed'));
+    },
+    get inFlight() {
+      let count = 0;
+      for (const perProvider of running.values()) count += perProvider.size;
+      return count;
+    },
+  };
+}
