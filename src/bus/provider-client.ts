@@ -1,0 +1,155 @@
+import type { Msg, NatsConnection } from '@nats-io/nats-core';
+import {
+  AgentbusError,
+  ErrorCode,
+  InvalidInputError,
+  NoRespondersError,
+  ProviderError,
+  abortReason,
+  fromErrorData,
+} from '../errors.ts';
+import type { ErrorData } from '../errors.ts';
+import type { Logger } from '../logging.ts';
+import { generateChunkSchema, isToken } from '../protocol/index.ts';
+import type { CancelRequest, Codec, GenerateChunk, GenerateRequest, Subjects } from '../protocol/index.ts';
+import { request as busRequest } from './request.ts';
+import { streamRequest } from './stream-reply.ts';
+
+/** Default longest silence between two chunks (the first one included). */
+export const DEFAULT_IDLE_TIMEOUT_MS = 120_000;
+/** Default longest provider call. */
+export const DEFAULT_GENERATE_TIMEOUT_MS = 600_000;
+/** Default wait for the acknowledgement of a cancel. */
+export const DEFAULT_CANCEL_TIMEOUT_MS = 1_000;
+
+/** Options of one provider call. */
+export interface GenerateOptions {
+  readonly signal?: AbortSignal;
+  /** Longest silence before the first chunk and between chunks. Default 120 s. */
+  readonly idleTimeoutMs?: number;
+  /** Longest whole call. Default 10 minutes. */
+  readonly timeoutMs?: number;
+}
+
+/** The runtime's side of the provider protocol. */
+export interface ProviderClient {
+  /**
+   * Streams one provider call: yields `text-delta`, `tool-call`, `usage` and `retry` chunks and finally
+   * the `done` chunk. An `error` chunk is thrown as the rebuilt error. When the call ends early (abort,
+   * timeout, a broken stream, or the consumer stops iterating) a cancel is sent to the provider first.
+   */
+  generate(request: GenerateRequest, options?: GenerateOptions): AsyncIterable<GenerateChunk>;
+}
+
+/** Options of {@link createProviderClient}. */
+export interface ProviderClientOptions {
+  readonly nc: NatsConnection;
+  readonly subjects: Subjects;
+  readonly codec: Codec;
+  readonly logger: Logger;
+  /** Wait for the acknowledgement of a cancel; no acknowledgement is fine. Default 1 s. */
+  readonly cancelTimeoutMs?: number;
+}
+
+/** The provider of a `<provider>:<model>` name; throws {@link InvalidInputError} when there is none. */
+export function providerOfModel(model: string): string {
+  const provider = model.slice(0, Math.max(0, model.indexOf(':')));
+  if (!isToken(provider)) throw new InvalidInputError(`model must be <provider>:<model>, got ${JSON.stringify(model)}`);
+  return provider;
+}
+
+/** Rebuilds an `error` chunk's error: the generic codes as their classes, the rest as a {@link ProviderError}. */
+export function providerErrorFromData(data: ErrorData, provider: string): AgentbusError {
+  if (data.code === ErrorCode.cancelled || data.code === ErrorCode.timeout || data.code === ErrorCode.invalidInput) {
+    return fromErrorData(data);
+  }
+  return new ProviderError(data.code, data.message, { retryable: data.retryable, provider });
+}
+
+/**
+ * Creates the provider client.
+ *
+ * @example
+ * const providers = createProviderClient({ nc, subjects, codec, logger });
+ * for await (const chunk of providers.generate(request, { signal })) {
+ *   if (chunk.type === 'text-delta') process.stdout.write(chunk.text);
+ * }
+ */
+export function createProviderClient(options: ProviderClientOptions): ProviderClient {
+  const { nc, subjects, codec, logger } = options;
+  const cancelTimeoutMs = options.cancelTimeoutMs ?? DEFAULT_CANCEL_TIMEOUT_MS;
+
+  async function sendCancel(provider: string, requestId: string): Promise<void> {
+    const body: CancelRequest = { v: 1, id: requestId };
+    try {
+      const reply = await busRequest(nc, subjects.providerCancel(provider), codec.encode(body), {
+        timeoutMs: cancelTimeoutMs,
+      });
+      logger.debug({ provider, requestId, ack: codec.decode(reply.data, reply.headers?.get('Content-Type')) }, 'provider cancel acknowledged');
+    } catch (err) {
+      // The request may have finished meanwhile: then no instance holds it and none answers.
+      logger.debug({ err, provider, requestId }, 'provider cancel not acknowledged');
+    }
+  }
+
+  function decodeChunk(message: Msg, provider: string): GenerateChunk {
+    try {
+      return codec.decodeAs(generateChunkSchema, message.data, message.headers?.get('Content-Type'));
+    } catch (cause) {
+      throw new ProviderError(ErrorCode.providerError, `provider ${provider} sent a malformed chunk: ${(cause as Error).message}`, {
+        provider,
+        cause,
+      });
+    }
+  }
+
+  async function* generate(request: GenerateRequest, callOptions: GenerateOptions = {}): AsyncGenerator<GenerateChunk, void, undefined> {
+    const { signal } = callOptions;
+    if (signal?.aborted) throw abortReason(signal);
+    const provider = providerOfModel(request.model);
+    const subject = subjects.providerGenerate(provider);
+    let expectedSeq = 0;
+    let ended = false;
+    let cancelNeeded = true;
+    try {
+      const stream = streamRequest(nc, subject, codec.encode(request), () => false, {
+        idleTimeoutMs: callOptions.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS,
+        timeoutMs: callOptions.timeoutMs ?? DEFAULT_GENERATE_TIMEOUT_MS,
+        ...(signal === undefined ? {} : { signal }),
+      });
+      for await (const message of stream) {
+        const chunk = decodeChunk(message, provider);
+        if (chunk.requestId !== request.requestId || chunk.seq !== expectedSeq) {
+          throw new ProviderError(
+            ErrorCode.providerError,
+            `provider ${provider} broke the stream of ${request.requestId}: expected seq ${expectedSeq}, got ${chunk.requestId} seq ${chunk.seq}`,
+            { provider },
+          );
+        }
+        expectedSeq += 1;
+        if (chunk.type === 'error') {
+          ended = true;
+          throw providerErrorFromData(chunk.error, provider);
+        }
+        if (chunk.type === 'done') ended = true;
+        yield chunk;
+        if (ended) return;
+      }
+    } catch (error) {
+      if (error instanceof NoRespondersError) {
+        cancelNeeded = false;
+        throw new ProviderError(ErrorCode.noResponders, `no provider service serves "${provider}" (nobody listens on ${subject})`, {
+          retryable: true,
+          provider,
+          cause: error,
+        });
+      }
+      throw error;
+    } finally {
+      // Whatever ended the call early, the provider should stop spending tokens on it.
+      if (!ended && cancelNeeded) await sendCancel(provider, request.requestId);
+    }
+  }
+
+  return { generate };
+}
