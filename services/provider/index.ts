@@ -1,0 +1,77 @@
+import type { NatsConnection } from '@nats-io/nats-core';
+import { InvalidInputError } from '../../src/errors.ts';
+import type { Logger } from '../../src/logging.ts';
+import { createCodec, createSubjects } from '../../src/protocol/index.ts';
+import type { ProviderAdapter } from './adapter.ts';
+import { createProviderHost } from './host.ts';
+import type { ProviderHost } from './host.ts';
+import { loadScript } from './script.ts';
+import type { Script } from './script.ts';
+import { SCRIPTED_PROVIDER, createScriptedAdapter } from './scripted.ts';
+
+export { createProviderHost, adapterModel, DEFAULT_REQUEST_TIMEOUT_MS } from './host.ts';
+export type { ProviderHost, ProviderHostOptions } from './host.ts';
+export { createScriptedAdapter, createTimerClock, splitText, SCRIPTED_PROVIDER } from './scripted.ts';
+export type { ScriptedAdapterOptions, ScriptedClock } from './scripted.ts';
+export { loadScript, parseScript, scriptSchema } from './script.ts';
+export type { Script, ScriptResponse } from './script.ts';
+export { createChunkWriter, isTerminalChunk } from './chunk-writer.ts';
+export type { ChunkWriter } from './chunk-writer.ts';
+export type { AdapterRequest, ProviderAdapter } from './adapter.ts';
+
+/** Options of {@link startProviderService}. */
+export interface ProviderServiceOptions {
+  readonly nc: NatsConnection;
+  readonly logger: Logger;
+  /** Subject prefix; default `agentbus`. */
+  readonly prefix?: string;
+  /** A JSON script file for the `scripted` provider. */
+  readonly scriptPath?: string;
+  /** A script given directly; wins over `scriptPath`. */
+  readonly script?: Script;
+  /** More adapters (openai, anthropic, …). One named `scripted` replaces the built-in one. */
+  readonly adapters?: readonly ProviderAdapter[];
+  /** Longest run of one request. Default 10 minutes. */
+  readonly requestTimeoutMs?: number;
+  readonly signal?: AbortSignal;
+}
+
+/** A running provider service. */
+export interface ProviderService {
+  /** The names of the providers served. */
+  readonly providers: readonly string[];
+  /** Stops serving and ends the requests in flight; the connection stays open. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts the provider service on an open connection, in this process: the built-in `scripted`
+ * provider plus any `adapters`.
+ *
+ * @example
+ * const service = await startProviderService({ nc, logger, scriptPath: 'examples/demo-script.json' });
+ * // …
+ * await service.stop();
+ */
+export async function startProviderService(options: ProviderServiceOptions): Promise<ProviderService> {
+  options.signal?.throwIfAborted();
+  const extra = options.adapters ?? [];
+  const adapters: ProviderAdapter[] = [...extra];
+  if (!extra.some((adapter) => adapter.name === SCRIPTED_PROVIDER)) {
+    const script =
+      options.script ?? (options.scriptPath === undefined ? undefined : await loadScript(options.scriptPath, { signal: options.signal }));
+    adapters.push(createScriptedAdapter(script === undefined ? {} : { script }));
+  }
+  if (adapters.length === 0) throw new InvalidInputError('the provider service needs at least one adapter');
+  const logger = options.logger.child({ service: 'provider' });
+  const host: ProviderHost = createProviderHost({
+    nc: options.nc,
+    subjects: createSubjects(options.prefix),
+    codec: createCodec(),
+    logger,
+    adapters,
+    ...(options.requestTimeoutMs === undefined ? {} : { requestTimeoutMs: options.requestTimeoutMs }),
+  });
+  await host.start();
+  return { providers: adapters.map((adapter) => adapter.name), stop: () => host.stop() };
+}

@@ -1,0 +1,25 @@
+import { connectBus, drainOnSignals } from '../../src/bus/connect.ts';
+import { createLogger } from '../../src/logging.ts';
+import { startProviderService } from './index.ts';
+
+// The provider service as its own process. Env: NATS_URL, AGENTBUS_PREFIX, AGENTBUS_SCRIPT, LOG_LEVEL.
+const logger = createLogger({ name: 'provider', level: process.env.LOG_LEVEL });
+const nc = await connectBus({
+  servers: process.env.NATS_URL ?? 'nats://127.0.0.1:4222',
+  name: 'agentbus-provider',
+  logger,
+});
+try {
+  const service = await startProviderService({
+    nc,
+    logger,
+    prefix: process.env.AGENTBUS_PREFIX ?? 'agentbus',
+    ...(process.env.AGENTBUS_SCRIPT ? { scriptPath: process.env.AGENTBUS_SCRIPT } : {}),
+  });
+  logger.info({ providers: service.providers }, 'provider service started');
+  drainOnSignals(nc, logger, () => service.stop());
+} catch (err) {
+  logger.fatal({ err }, 'provider service failed to start');
+  await nc.close();
+  process.exitCode = 1;
+}
