@@ -1,0 +1,277 @@
+import Anthropic, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from '@anthropic-ai/sdk';
+import type {
+  ContentBlockParam,
+  Message,
+  MessageCreateParamsBase,
+  MessageParam,
+  RawMessageStreamEvent,
+  Tool,
+} from '@anthropic-ai/sdk/resources/messages';
+import { ProviderError } from '../../../src/errors.ts';
+import type { Logger } from '../../../src/logging.ts';
+import type { ChatMessage, ChunkBody, ToolSpec } from '../../../src/protocol/index.ts';
+import type { AdapterRequest, ProviderAdapter } from '../adapter.ts';
+import { streamWithFallback } from '../fallback-stream.ts';
+import { ProviderErrorCode, scrubSecrets, signalReason, toProviderError } from '../provider-errors.ts';
+import { FinishReason, bridgeSdkLogger, parseToolArguments } from './shared.ts';
+
+/** The default base URL of the Anthropic API. */
+export const ANTHROPIC_BASE_URL = 'https://api.anthropic.com';
+/** `max_tokens` is required by the Messages API; this is sent when the request names none. */
+export const DEFAULT_ANTHROPIC_MAX_TOKENS = 4096;
+
+/** Options of {@link createAnthropicAdapter}. */
+export interface AnthropicAdapterOptions {
+  readonly name?: string;
+  readonly apiKey: string;
+  /** Default {@link ANTHROPIC_BASE_URL}; never read from the environment here. */
+  readonly baseURL?: string;
+  readonly defaultHeaders?: Readonly<Record<string, string>>;
+  readonly logger?: Logger;
+  /** Sent as `max_tokens` when the request has no `maxTokens`. Default 4096. */
+  readonly defaultMaxTokens?: number;
+  /** Fall back to one non-streaming call when the stream fails before its first token. Default true. */
+  readonly streamFallback?: boolean;
+  /** Per-request timeout of the HTTP client. Default 10 minutes. */
+  readonly timeoutMs?: number;
+  readonly now?: () => number;
+}
+
+const SDK_ERRORS = { APIError, APIUserAbortError, APIConnectionError, APIConnectionTimeoutError };
+
+/**
+ * Creates an adapter for the Anthropic Messages API. System messages become `system`, tool results
+ * become `tool_result` blocks in a user message, tool calls `tool_use` blocks. Input usage comes from
+ * `message_start`, output usage from `message_delta`; each tool call is yielded at its
+ * `content_block_stop`, its `input_json_delta` pieces joined and parsed.
+ *
+ * @example
+ * const adapter = createAnthropicAdapter({ apiKey: process.env.ANTHROPIC_API_KEY!, logger });
+ */
+export function createAnthropicAdapter(options: AnthropicAdapterOptions): ProviderAdapter {
+  const name = options.name ?? 'anthropic';
+  const now = options.now ?? Date.now;
+  const secrets = [options.apiKey];
+  const scrub = (text: string) => scrubSecrets(text, secrets);
+  const client = new Anthropic({
+    apiKey: options.apiKey,
+    baseURL: options.baseURL ?? ANTHROPIC_BASE_URL,
+    maxRetries: 0,
+    // An explicit timeout also keeps the SDK from refusing large non-streaming fallback calls.
+    timeout: options.timeoutMs ?? 600_000,
+    logger: bridgeSdkLogger(options.logger, scrub),
+    logLevel: 'warn',
+    ...(options.defaultHeaders ? { defaultHeaders: { ...options.defaultHeaders } } : {}),
+  });
+
+  const mapError = (error: unknown, signal: AbortSignal) =>
+    toProviderError(error, { provider: name, secrets, signal, classes: SDK_ERRORS, now: now() });
+
+  function params(request: AdapterRequest): MessageCreateParamsBase {
+    const { system, messages } = toAnthropicMessages(request.messages);
+    const body: MessageCreateParamsBase = {
+      model: request.model,
+      max_tokens: request.maxTokens ?? options.defaultMaxTokens ?? DEFAULT_ANTHROPIC_MAX_TOKENS,
+      messages,
+    };
+    if (system !== '') body.system = system;
+    if (request.tools.length > 0) body.tools = request.tools.map(toAnthropicTool);
+    // `temperature` is not sent: the Messages API this SDK speaks has no such parameter any more.
+    return body;
+  }
+
+  async function* stream(request: AdapterRequest, signal: AbortSignal): AsyncGenerator<ChunkBody, void, undefined> {
+    let response: AsyncIterable<RawMessageStreamEvent>;
+    try {
+      response = await client.messages.create({ ...params(request), stream: true }, { signal });
+    } catch (error) {
+      const mapped = mapError(error, signal);
+      throw mapped instanceof ProviderError && mapped.code === ProviderErrorCode.streamInterrupted
+        ? new ProviderError(ProviderErrorCode.connectionFailed, mapped.message, { provider: name, retryable: true })
+        : mapped;
+    }
+    const blocks = new Map<number, { id: string; name: string; json: string }>();
+    let inputTokens = 0;
+    let outputTokens = 0;
+    let stopReason: string | null = null;
+    let stopped = false;
+    try {
+      for await (const event of response) {
+        switch (event.type) {
+          case 'message_start': {
+            const usage = event.message.usage;
+            inputTokens = usage.input_tokens + (usage.cache_creation_input_tokens ?? 0) + (usage.cache_read_input_tokens ?? 0);
+            outputTokens = usage.output_tokens;
+            break;
+          }
+          case 'content_block_start': {
+            const block = event.content_block;
+            if (block.type === 'text' && block.text !== '') yield { type: 'text-delta', text: block.text };
+            if (block.type === 'tool_use') {
+              const initial = isEmptyObject(block.input) ? '' : JSON.stringify(block.input);
+              blocks.set(event.index, { id: block.id, name: block.name, json: initial });
+            }
+            break;
+          }
+          case 'content_block_delta': {
+            const delta = event.delta;
+            if (delta.type === 'text_delta' && delta.text !== '') yield { type: 'text-delta', text: delta.text };
+            if (delta.type === 'input_json_delta') {
+              const block = blocks.get(event.index);
+              if (block) block.json += delta.partial_json;
+            }
+            break;
+          }
+          case 'content_block_stop': {
+            const block = blocks.get(event.index);
+            if (block) {
+              blocks.delete(event.index);
+              yield { type: 'tool-call', toolCallId: block.id, name: block.name, args: parseToolArguments(block.json) };
+            }
+            break;
+          }
+          case 'message_delta': {
+            // Counts in message_delta are cumulative.
+            outputTokens = event.usage.output_tokens;
+            if (typeof event.usage.input_tokens === 'number') {
+              inputTokens = event.usage.input_tokens + (event.usage.cache_creation_input_tokens ?? 0) + (event.usage.cache_read_input_tokens ?? 0);
+            }
+            if (event.delta.stop_reason) stopReason = event.delta.stop_reason;
+            break;
+          }
+          case 'message_stop':
+            stopped = true;
+            break;
+        }
+      }
+    } catch (error) {
+      throw mapError(error, signal);
+    }
+    if (signal.aborted) throw signalReason(signal);
+    if (!stopped) {
+      throw new ProviderError(ProviderErrorCode.streamInterrupted, `${name}: stream ended before message_stop`, { provider: name, retryable: true });
+    }
+    yield { type: 'usage', usage: { inputTokens, outputTokens } };
+    yield { type: 'done', finishReason: normalizeStopReason(stopReason) };
+  }
+
+  async function complete(request: AdapterRequest, signal: AbortSignal): Promise<ChunkBody[]> {
+    let message: Message;
+    try {
+      message = await client.messages.create({ ...params(request), stream: false }, { signal });
+    } catch (error) {
+      throw mapError(error, signal);
+    }
+    const chunks: ChunkBody[] = [];
+    for (const block of message.content) {
+      if (block.type === 'text' && block.text !== '') chunks.push({ type: 'text-delta', text: block.text });
+      if (block.type === 'tool_use') chunks.push({ type: 'tool-call', toolCallId: block.id, name: block.name, args: block.input });
+    }
+    const usage = message.usage;
+    chunks.push({
+      type: 'usage',
+      usage: {
+        inputTokens: usage.input_tokens + (usage.cache_creation_input_tokens ?? 0) + (usage.cache_read_input_tokens ?? 0),
+        outputTokens: usage.output_tokens,
+      },
+    });
+    chunks.push({ type: 'done', finishReason: normalizeStopReason(message.stop_reason) });
+    return chunks;
+  }
+
+  return {
+    name,
+    async *generate(request, { signal }) {
+      signal.throwIfAborted();
+      options.logger?.debug({ provider: name, model: request.model, requestId: request.requestId }, 'messages call');
+      yield* streamWithFallback({
+        provider: name,
+        stream: () => stream(request, signal),
+        complete: () => complete(request, signal),
+        signal,
+        enabled: options.streamFallback !== false,
+        ...(options.logger ? { logger: options.logger } : {}),
+      });
+    },
+  };
+}
+
+function isEmptyObject(value: unknown): boolean {
+  return typeof value === 'object' && value !== null && Object.keys(value).length === 0;
+}
+
+function normalizeStopReason(reason: string | null): string {
+  switch (reason) {
+    case null:
+    case 'end_turn':
+    case 'stop_sequence':
+      return FinishReason.stop;
+    case 'max_tokens':
+    case 'model_context_window_exceeded':
+      return FinishReason.length;
+    case 'tool_use':
+      return FinishReason.toolCalls;
+    case 'refusal':
+      return FinishReason.contentFilter;
+    default:
+      return reason;
+  }
+}
+
+function toAnthropicTool(tool: ToolSpec): Tool {
+  const schema = tool.parameters;
+  return {
+    name: tool.name,
+    description: tool.description,
+    input_schema: { ...schema, type: 'object' },
+  };
+}
+
+/**
+ * Our messages in Messages API form. System messages, wherever they are, join into `system`; tool
+ * results become `tool_result` blocks, and consecutive user-side messages (tool results, then a user
+ * message) merge into one user message, tool results first, as the API requires.
+ */
+export function toAnthropicMessages(messages: readonly ChatMessage[]): { system: string; messages: MessageParam[] } {
+  const system: string[] = [];
+  const result: MessageParam[] = [];
+  let userBlocks: ContentBlockParam[] | undefined;
+  const flushUser = () => {
+    if (userBlocks && userBlocks.length > 0) result.push({ role: 'user', content: userBlocks });
+    userBlocks = undefined;
+  };
+  for (const message of messages) {
+    switch (message.role) {
+      case 'system':
+        system.push(message.content);
+        break;
+      case 'user':
+        userBlocks ??= [];
+        userBlocks.push({ type: 'text', text: message.content });
+        break;
+      case 'tool':
+        userBlocks ??= [];
+        userBlocks.push({
+          type: 'tool_result',
+          tool_use_id: message.toolCallId,
+          content: message.content,
+          ...(message.isError ? { is_error: true } : {}),
+        });
+        break;
+      case 'assistant': {
+        flushUser();
+        const content: ContentBlockParam[] = [];
+        if (message.content !== '') content.push({ type: 'text', text: message.content });
+        for (const call of message.toolCalls ?? []) {
+          const input = typeof call.args === 'object' && call.args !== null && !Array.isArray(call.args) ? call.args : { value: call.args };
+          content.push({ type: 'tool_use', id: call.id, name: call.name, input });
+        }
+        // The API refuses empty assistant turns.
+        if (content.length > 0) result.push({ role: 'assistant', content });
+        break;
+      }
+    }
+  }
+  flushUser();
+  return { system: system.join('\n\n'), messages: result };
+}

@@ -1,0 +1,208 @@
+import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai';
+import type {
+  ChatCompletion,
+  ChatCompletionChunk,
+  ChatCompletionCreateParamsBase,
+  ChatCompletionFunctionTool,
+  ChatCompletionMessageParam,
+} from 'openai/resources/chat/completions';
+import type { Logger } from '../../../src/logging.ts';
+import type { ChatMessage, ChunkBody, ToolSpec, Usage } from '../../../src/protocol/index.ts';
+import type { AdapterRequest, ProviderAdapter } from '../adapter.ts';
+import { streamWithFallback } from '../fallback-stream.ts';
+import { ProviderErrorCode, scrubSecrets, signalReason, toProviderError } from '../provider-errors.ts';
+import { ProviderError } from '../../../src/errors.ts';
+import { FinishReason, bridgeSdkLogger, parseToolArguments } from './shared.ts';
+
+/** The default base URL of the OpenAI API. */
+export const OPENAI_BASE_URL = 'https://api.openai.com/v1';
+
+/** Options of {@link createOpenAIAdapter}. */
+export interface OpenAIAdapterOptions {
+  /** The model prefix served: `openai`, `ollama`, or any OpenAI-compatible server's name. */
+  readonly name?: string;
+  /** Required for api.openai.com; local servers accept any value. */
+  readonly apiKey?: string;
+  /** Default {@link OPENAI_BASE_URL}; never read from the environment here. */
+  readonly baseURL?: string;
+  readonly defaultHeaders?: Readonly<Record<string, string>>;
+  readonly logger?: Logger;
+  /** Which request field carries `maxTokens`: `max_completion_tokens` for OpenAI (the default when `name` is `openai`), `max_tokens` for compatible servers. */
+  readonly maxTokensField?: 'max_tokens' | 'max_completion_tokens';
+  /** Ask for the usage chunk (`stream_options.include_usage`). Default true. */
+  readonly streamUsage?: boolean;
+  /** Fall back to one non-streaming call when the stream fails before its first token. Default true. */
+  readonly streamFallback?: boolean;
+  /** Per-request timeout of the HTTP client. Default 10 minutes. */
+  readonly timeoutMs?: number;
+  readonly now?: () => number;
+}
+
+const SDK_ERRORS = { APIError, APIUserAbortError, APIConnectionError, APIConnectionTimeoutError };
+
+/**
+ * Creates an adapter for the Chat Completions API: OpenAI itself, Ollama (`/v1`) and any compatible
+ * server. The SDK's own retries are off; wrap the adapter with `withResilience`.
+ *
+ * Tool-call arguments stream in pieces keyed by `index`; they are joined and parsed when the stream
+ * ends, and text that is not JSON is passed on as `{ _invalidJson, _parseError }`.
+ *
+ * @example
+ * const adapter = createOpenAIAdapter({ apiKey: process.env.OPENAI_API_KEY, logger });
+ * for await (const chunk of adapter.generate({ requestId, model: 'gpt-5.4-mini', messages, tools: [] }, { signal })) { … }
+ */
+export function createOpenAIAdapter(options: OpenAIAdapterOptions = {}): ProviderAdapter {
+  const name = options.name ?? 'openai';
+  const now = options.now ?? Date.now;
+  const secrets = [options.apiKey];
+  const scrub = (text: string) => scrubSecrets(text, secrets);
+  const maxTokensField = options.maxTokensField ?? (name === 'openai' ? 'max_completion_tokens' : 'max_tokens');
+  const client = new OpenAI({
+    // Local servers ignore the key, but the SDK refuses to start without one.
+    apiKey: options.apiKey ?? 'not-needed',
+    baseURL: options.baseURL ?? OPENAI_BASE_URL,
+    organization: null,
+    project: null,
+    maxRetries: 0,
+    timeout: options.timeoutMs ?? 600_000,
+    logger: bridgeSdkLogger(options.logger, scrub),
+    logLevel: 'warn',
+    ...(options.defaultHeaders ? { defaultHeaders: { ...options.defaultHeaders } } : {}),
+  });
+
+  const mapError = (error: unknown, signal: AbortSignal) =>
+    toProviderError(error, { provider: name, secrets, signal, classes: SDK_ERRORS, now: now() });
+
+  function params(request: AdapterRequest): ChatCompletionCreateParamsBase {
+    const body: ChatCompletionCreateParamsBase = { model: request.model, messages: toOpenAIMessages(request.messages) };
+    if (request.tools.length > 0) body.tools = request.tools.map(toOpenAITool);
+    if (request.maxTokens !== undefined) body[maxTokensField] = request.maxTokens;
+    if (request.temperature !== undefined) body.temperature = request.temperature;
+    return body;
+  }
+
+  async function* stream(request: AdapterRequest, signal: AbortSignal): AsyncGenerator<ChunkBody, void, undefined> {
+    const body = { ...params(request), stream: true as const };
+    if (options.streamUsage !== false) body.stream_options = { include_usage: true };
+    let response: AsyncIterable<ChatCompletionChunk>;
+    try {
+      response = await client.chat.completions.create(body, { signal });
+    } catch (error) {
+      const mapped = mapError(error, signal);
+      // An error before the response is an HTTP answer or a refused connection, not a broken stream.
+      throw mapped instanceof ProviderError && mapped.code === ProviderErrorCode.streamInterrupted
+        ? new ProviderError(ProviderErrorCode.connectionFailed, mapped.message, { provider: name, retryable: true })
+        : mapped;
+    }
+    const calls = new Map<number, { id: string; name: string; arguments: string }>();
+    let usage: Usage | undefined;
+    let finishReason: string | undefined;
+    try {
+      for await (const chunk of response) {
+        if (chunk.usage) usage = { inputTokens: chunk.usage.prompt_tokens, outputTokens: chunk.usage.completion_tokens };
+        const choice = chunk.choices?.[0];
+        if (!choice) continue;
+        const text = choice.delta?.content;
+        if (typeof text === 'string' && text !== '') yield { type: 'text-delta', text };
+        for (const delta of choice.delta?.tool_calls ?? []) {
+          const call = calls.get(delta.index) ?? { id: '', name: '', arguments: '' };
+          if (delta.id) call.id = delta.id;
+          if (delta.function?.name && call.name === '') call.name = delta.function.name;
+          if (delta.function?.arguments) call.arguments += delta.function.arguments;
+          calls.set(delta.index, call);
+        }
+        if (choice.finish_reason) finishReason = choice.finish_reason;
+      }
+    } catch (error) {
+      throw mapError(error, signal);
+    }
+    // The SDK ends the iteration quietly when its request is aborted.
+    if (signal.aborted) throw signalReason(signal);
+    if (finishReason === undefined) {
+      throw new ProviderError(ProviderErrorCode.streamInterrupted, `${name}: stream ended before a finish reason`, { provider: name, retryable: true });
+    }
+    const ordered = [...calls.entries()].sort(([a], [b]) => a - b).map(([index, call]) => ({ ...call, id: call.id || `${request.requestId}-call-${index}` }));
+    for (const call of ordered) yield { type: 'tool-call', toolCallId: call.id, name: call.name, args: parseToolArguments(call.arguments) };
+    if (usage) yield { type: 'usage', usage };
+    yield { type: 'done', finishReason: normalizeFinishReason(finishReason, ordered.length > 0) };
+  }
+
+  async function complete(request: AdapterRequest, signal: AbortSignal): Promise<ChunkBody[]> {
+    let completion: ChatCompletion;
+    try {
+      completion = await client.chat.completions.create({ ...params(request), stream: false }, { signal });
+    } catch (error) {
+      throw mapError(error, signal);
+    }
+    const choice = completion.choices[0];
+    if (!choice) throw new ProviderError(ProviderErrorCode.invalidResponse, `${name}: completion without choices`, { provider: name });
+    const chunks: ChunkBody[] = [];
+    if (choice.message.content) chunks.push({ type: 'text-delta', text: choice.message.content });
+    let toolCalls = 0;
+    for (const call of choice.message.tool_calls ?? []) {
+      if (call.type !== 'function') continue;
+      toolCalls += 1;
+      chunks.push({ type: 'tool-call', toolCallId: call.id, name: call.function.name, args: parseToolArguments(call.function.arguments) });
+    }
+    if (completion.usage) {
+      chunks.push({ type: 'usage', usage: { inputTokens: completion.usage.prompt_tokens, outputTokens: completion.usage.completion_tokens } });
+    }
+    chunks.push({ type: 'done', finishReason: normalizeFinishReason(choice.finish_reason, toolCalls > 0) });
+    return chunks;
+  }
+
+  return {
+    name,
+    async *generate(request, { signal }) {
+      signal.throwIfAborted();
+      options.logger?.debug({ provider: name, model: request.model, requestId: request.requestId }, 'chat completion');
+      yield* streamWithFallback({
+        provider: name,
+        stream: () => stream(request, signal),
+        complete: () => complete(request, signal),
+        signal,
+        enabled: options.streamFallback !== false,
+        ...(options.logger ? { logger: options.logger } : {}),
+      });
+    },
+  };
+}
+
+function normalizeFinishReason(reason: string | null | undefined, hasToolCalls: boolean): string {
+  // Some compatible servers say `stop` even when the answer is a tool call.
+  if (hasToolCalls) return FinishReason.toolCalls;
+  if (reason === 'function_call') return FinishReason.toolCalls;
+  return reason ?? FinishReason.stop;
+}
+
+function toOpenAITool(tool: ToolSpec): ChatCompletionFunctionTool {
+  return { type: 'function', function: { name: tool.name, description: tool.description, parameters: { ...tool.parameters } } };
+}
+
+/** Our messages in Chat Completions form: tool results become `tool` messages, tool calls carry JSON text. */
+export function toOpenAIMessages(messages: readonly ChatMessage[]): ChatCompletionMessageParam[] {
+  return messages.map((message): ChatCompletionMessageParam => {
+    switch (message.role) {
+      case 'system':
+        return { role: 'system', content: message.content };
+      case 'user':
+        return { role: 'user', content: message.content };
+      case 'assistant': {
+        const calls = message.toolCalls ?? [];
+        if (calls.length === 0) return { role: 'assistant', content: message.content };
+        return {
+          role: 'assistant',
+          content: message.content === '' ? null : message.content,
+          tool_calls: calls.map((call) => ({
+            id: call.id,
+            type: 'function' as const,
+            function: { name: call.name, arguments: JSON.stringify(call.args ?? {}) },
+          })),
+        };
+      }
+      case 'tool':
+        // Chat Completions has no error flag on tool results; say it in the text.
+        return { role: 'tool', tool_call_id: message.toolCallId, content: message.isError ? `Error: ${message.content}` : message.content };
+    }
+  });
+}

@@ -1,0 +1,182 @@
+import { ProviderError } from '../../src/errors.ts';
+
+/** Error codes of provider failures, as they cross the bus in `error` and `retry` chunks. */
+export const ProviderErrorCode = {
+  providerError: 'provider_error',
+  rateLimited: 'rate_limited',
+  overloaded: 'overloaded',
+  unauthorized: 'unauthorized',
+  badRequest: 'bad_request',
+  notFound: 'not_found',
+  connectionFailed: 'connection_failed',
+  timeout: 'timeout',
+  streamInterrupted: 'stream_interrupted',
+  invalidResponse: 'invalid_response',
+  circuitOpen: 'circuit_open',
+  spendLimit: 'spend_limit',
+} as const;
+export type ProviderErrorCode = (typeof ProviderErrorCode)[keyof typeof ProviderErrorCode];
+
+/**
+ * A provider failure that carries the server's `retry-after` hint. It is a {@link ProviderError}
+ * for everyone else; the resilience layer reads `retryAfterMs`.
+ */
+export class RetryAfterProviderError extends ProviderError {
+  readonly retryAfterMs: number;
+  constructor(
+    code: string,
+    message: string,
+    options: { retryAfterMs: number; status?: number; provider?: string; retryable?: boolean; cause?: unknown },
+  ) {
+    super(code, message, options);
+    this.name = 'RetryAfterProviderError';
+    this.retryAfterMs = options.retryAfterMs;
+  }
+}
+
+/** The server's wait hint in milliseconds, or undefined. */
+export function retryAfterOf(error: unknown): number | undefined {
+  return error instanceof RetryAfterProviderError ? error.retryAfterMs : undefined;
+}
+
+const REDACTED = '[redacted]';
+/** Shapes of well-known API keys, also in the masked form some APIs echo back (`sk-abc***xyz`). */
+const KEY_SHAPES = [/\b(?:sk|pk|rk)-[A-Za-z0-9_*\-.]{6,}/g, /\bBearer\s+[^\s"',]+/gi, /\bx-api-key:\s*[^\s"',]+/gi];
+
+/**
+ * Removes secrets from a text: each given secret verbatim, and anything shaped like an API key or a
+ * bearer token. Used on every message that leaves an adapter.
+ */
+export function scrubSecrets(text: string, secrets: readonly (string | undefined)[]): string {
+  let result = text;
+  for (const secret of secrets) {
+    if (secret !== undefined && secret.length >= 4) result = result.split(secret).join(REDACTED);
+  }
+  for (const shape of KEY_SHAPES) result = result.replace(shape, REDACTED);
+  return result;
+}
+
+/** True when `text` holds a secret verbatim. */
+function containsSecret(text: string, secrets: readonly (string | undefined)[]): boolean {
+  return secrets.some((secret) => secret !== undefined && secret.length >= 4 && text.includes(secret));
+}
+
+/** The error classes of an SDK built by Stainless (openai, @anthropic-ai/sdk): same shape, different classes. */
+export interface SdkErrorClasses {
+  readonly APIError: abstract new (...args: never[]) => Error & { readonly status: number | undefined; readonly headers: Headers | undefined; readonly error: unknown };
+  readonly APIUserAbortError: abstract new (...args: never[]) => Error;
+  readonly APIConnectionError: abstract new (...args: never[]) => Error;
+  readonly APIConnectionTimeoutError: abstract new (...args: never[]) => Error;
+}
+
+/** Parses `retry-after-ms` or `retry-after` (seconds or an HTTP date) into milliseconds. */
+export function parseRetryAfter(headers: Headers | undefined, now: number): number | undefined {
+  if (!headers) return undefined;
+  const milliseconds = Number.parseFloat(headers.get('retry-after-ms') ?? '');
+  if (Number.isFinite(milliseconds) && milliseconds >= 0) return milliseconds;
+  const value = headers.get('retry-after');
+  if (value === null || value.trim() === '') return undefined;
+  const seconds = Number(value);
+  if (Number.isFinite(seconds) && seconds >= 0) return seconds * 1000;
+  const date = Date.parse(value);
+  return Number.isNaN(date) ? undefined : Math.max(0, date - now);
+}
+
+/** The `error.type` and `error.details.error_code` of an API error body, when present. */
+function bodyFields(body: unknown): { type?: string; detailCode?: string; message?: string } {
+  if (typeof body !== 'object' || body === null) return {};
+  const record = body as Record<string, unknown>;
+  const inner = typeof record.error === 'object' && record.error !== null ? (record.error as Record<string, unknown>) : record;
+  const details = typeof inner.details === 'object' && inner.details !== null ? (inner.details as Record<string, unknown>) : {};
+  const fields: { type?: string; detailCode?: string; message?: string } = {};
+  if (typeof inner.type === 'string') fields.type = inner.type;
+  else if (typeof inner.code === 'string') fields.type = inner.code;
+  if (typeof details.error_code === 'string') fields.detailCode = details.error_code;
+  if (typeof inner.message === 'string') fields.message = inner.message;
+  return fields;
+}
+
+/** Code and retryability of an HTTP status plus an API error type. */
+function classify(status: number | undefined, type: string | undefined, detailCode: string | undefined): { code: ProviderErrorCode; retryable: boolean } {
+  if (detailCode === 'enforced_spend_limit_reached' || type === 'insufficient_quota') return { code: ProviderErrorCode.spendLimit, retryable: false };
+  if (status === 529 || type === 'overloaded_error') return { code: ProviderErrorCode.overloaded, retryable: true };
+  if (status === 429 || type === 'rate_limit_error') return { code: ProviderErrorCode.rateLimited, retryable: true };
+  if (status === 401 || status === 403 || type === 'authentication_error' || type === 'permission_error') {
+    return { code: ProviderErrorCode.unauthorized, retryable: false };
+  }
+  if (status === 404) return { code: ProviderErrorCode.notFound, retryable: false };
+  if (status === 408) return { code: ProviderErrorCode.timeout, retryable: true };
+  if (status === 409) return { code: ProviderErrorCode.providerError, retryable: true };
+  if (status !== undefined && status >= 500) return { code: ProviderErrorCode.providerError, retryable: true };
+  if (status !== undefined && status >= 400) return { code: ProviderErrorCode.badRequest, retryable: false };
+  // An error event inside a stream carries no status; only its type says what happened.
+  if (type === 'api_error' || type === 'server_error') return { code: ProviderErrorCode.providerError, retryable: true };
+  return { code: ProviderErrorCode.providerError, retryable: false };
+}
+
+/**
+ * Maps an error thrown by an SDK call to a {@link ProviderError}: status, code and `retryable` from
+ * the HTTP status and error body, `retry-after` kept, message scrubbed of the API key. An abort
+ * rethrows the signal's reason. Errors that are not SDK errors (a socket cut while reading the body,
+ * malformed SSE) become `stream_interrupted`, retryable.
+ */
+export function toProviderError(
+  error: unknown,
+  context: { provider: string; secrets: readonly (string | undefined)[]; signal: AbortSignal; classes: SdkErrorClasses; now: number },
+): Error {
+  const { provider, secrets, signal, classes } = context;
+  if (signal.aborted) return signalReason(signal);
+  if (error instanceof ProviderError) return error;
+  const scrub = (text: string) => scrubSecrets(text, secrets);
+  // The SDK error is kept as the cause only when it holds no secret, so a logged cause cannot leak one.
+  const causeOf = (candidate: unknown) => {
+    if (!(candidate instanceof Error)) return undefined;
+    const text = `${candidate.message}\n${candidate.stack ?? ''}\n${safeStringify((candidate as { error?: unknown }).error)}`;
+    return containsSecret(text, secrets) ? undefined : candidate;
+  };
+  if (error instanceof classes.APIUserAbortError) {
+    return new ProviderError('cancelled', `${provider}: request aborted`, { provider, cause: causeOf(error) });
+  }
+  if (error instanceof classes.APIConnectionTimeoutError) {
+    return new ProviderError(ProviderErrorCode.timeout, `${provider}: request timed out`, { provider, retryable: true, cause: causeOf(error) });
+  }
+  if (error instanceof classes.APIConnectionError) {
+    const detail = error.cause instanceof Error ? `: ${error.cause.message}` : '';
+    return new ProviderError(ProviderErrorCode.connectionFailed, scrub(`${provider}: connection failed${detail}`), {
+      provider,
+      retryable: true,
+      cause: causeOf(error),
+    });
+  }
+  if (error instanceof classes.APIError) {
+    const fields = bodyFields(error.error);
+    const { code, retryable } = classify(error.status, fields.type, fields.detailCode);
+    const status = error.status;
+    const message = scrub(`${provider}: ${error.message}`);
+    const retryAfterMs = parseRetryAfter(error.headers, context.now);
+    const options = { provider, retryable, cause: causeOf(error), ...(status === undefined ? {} : { status }) };
+    return retryAfterMs === undefined
+      ? new ProviderError(code, message, options)
+      : new RetryAfterProviderError(code, message, { ...options, retryAfterMs });
+  }
+  const message = error instanceof Error ? error.message : String(error);
+  return new ProviderError(ProviderErrorCode.streamInterrupted, scrub(`${provider}: stream failed: ${message}`), {
+    provider,
+    retryable: true,
+    cause: causeOf(error),
+  });
+}
+
+/** The signal's reason as thrown by `throwIfAborted`, always an Error. */
+export function signalReason(signal: AbortSignal): Error {
+  const reason: unknown = signal.reason;
+  return reason instanceof Error ? reason : new DOMException(String(reason ?? 'aborted'), 'AbortError');
+}
+
+function safeStringify(value: unknown): string {
+  try {
+    return JSON.stringify(value) ?? '';
+  } catch {
+    return '';
+  }
+}
