@@ -1,0 +1,73 @@
+import type { z } from 'zod';
+import { InvalidInputError } from '../errors.ts';
+import type { Logger } from '../logging.ts';
+import { SafetyTier, isToken } from '../protocol/index.ts';
+
+/** What a tool's `execute` gets besides its arguments. */
+export interface ToolContext {
+  /** Aborts on the caller's cancel, the request deadline, the tool's timeout or the worker stopping. */
+  readonly signal: AbortSignal;
+  /** Id of this call attempt. */
+  readonly callId: string;
+  /** Stable across retries and resumes of one logical call: key side effects on it. */
+  readonly effectId: string;
+  readonly tenant: string;
+  readonly sessionId: string;
+  readonly turnId: string;
+  /** Epoch milliseconds after which the caller has given up. */
+  readonly deadline: number;
+  /** A child logger bound to the tool and call. */
+  readonly logger: Logger;
+}
+
+/** A tool a worker serves. `S` is the zod schema of its arguments. */
+export interface ToolDefinition<S extends z.ZodType = z.ZodType> {
+  /** Tool name, one subject token: `[A-Za-z0-9_-]{1,64}`. */
+  readonly name: string;
+  /** What the tool does, for the model. */
+  readonly description: string;
+  /** Schema of the arguments; announced as JSON Schema and checked before `execute` runs. */
+  readonly parameters: S;
+  readonly tier: SafetyTier;
+  /** Longest run of one call; the request deadline may cut it shorter. */
+  readonly timeoutMs: number;
+  /** True when running the call twice with the same `effectId` has the effect of running it once. */
+  readonly idempotent: boolean;
+  /**
+   * Runs the tool. Returns a string or any JSON-serialisable value; throw to fail the call (an
+   * `AgentbusError`'s `code` is kept, anything else becomes `tool_failed`). Must honour `context.signal`.
+   */
+  execute(args: z.output<S>, context: ToolContext): Promise<unknown> | unknown;
+}
+
+/** Any tool, whatever its argument schema. */
+export type AnyToolDefinition = ToolDefinition<z.ZodType>;
+
+const TIERS: ReadonlySet<string> = new Set(Object.values(SafetyTier));
+
+/**
+ * Checks a tool definition and returns it with its argument types inferred from the schema.
+ *
+ * @example
+ * const echo = defineTool({
+ *   name: 'echo',
+ *   description: 'Returns its text',
+ *   parameters: z.object({ text: z.string() }),
+ *   tier: SafetyTier.readOnly,
+ *   timeoutMs: 5_000,
+ *   idempotent: true,
+ *   execute: ({ text }) => text,
+ * });
+ */
+export function defineTool<S extends z.ZodType>(definition: ToolDefinition<S>): ToolDefinition<S> {
+  if (!isToken(definition.name)) {
+    throw new InvalidInputError(`tool name must match [A-Za-z0-9_-]{1,64}, got ${JSON.stringify(definition.name)}`);
+  }
+  if (!TIERS.has(definition.tier)) {
+    throw new InvalidInputError(`tool ${definition.name}: tier must be one of ${[...TIERS].join(', ')}`);
+  }
+  if (!Number.isFinite(definition.timeoutMs) || definition.timeoutMs <= 0) {
+    throw new InvalidInputError(`tool ${definition.name}: timeoutMs must be a positive number`);
+  }
+  return definition;
+}

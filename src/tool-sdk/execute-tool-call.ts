@@ -1,0 +1,105 @@
+import type { z } from 'zod';
+import { AgentbusError, ErrorCode, TimeoutError, abortReason, toErrorData } from '../errors.ts';
+import type { ErrorData } from '../errors.ts';
+import type { Logger } from '../logging.ts';
+import type { ToolCallReply, ToolCallRequest } from '../protocol/index.ts';
+import { abortPromise } from '../bus/request.ts';
+import type { AnyToolDefinition } from './define-tool.ts';
+
+/** Inputs of one tool call on a worker. */
+export interface ExecuteToolCallOptions {
+  readonly tool: AnyToolDefinition;
+  readonly request: ToolCallRequest;
+  readonly logger: Logger;
+  /** Aborts on the caller's cancel or the worker stopping. */
+  readonly signal: AbortSignal;
+  readonly now: () => number;
+}
+
+/** A failed reply of a call. */
+export function errorReply(callId: string, error: ErrorData): ToolCallReply {
+  return { v: 1, callId, ok: false, error: { code: error.code, message: error.message, retryable: error.retryable } };
+}
+
+/** The zod issues of bad arguments as one line a model can act on. */
+export function formatIssues(error: z.ZodError, limit = 5): string {
+  const lines = error.issues.slice(0, limit).map((issue) => {
+    const path = issue.path.length > 0 ? `${issue.path.map(String).join('.')}: ` : '';
+    return `${path}${issue.message}`;
+  });
+  const more = error.issues.length > limit ? `; and ${error.issues.length - limit} more` : '';
+  return `${lines.join('; ')}${more}`;
+}
+
+function failure(error: unknown): ErrorData {
+  if (error instanceof AgentbusError) return toErrorData(error);
+  const message = error instanceof Error ? error.message : String(error);
+  return { code: ErrorCode.toolFailed, message: message || 'the tool failed', retryable: false };
+}
+
+/**
+ * Runs one call of a tool: checks the arguments against the tool's schema, runs `execute` under a
+ * signal that combines the caller's cancel, the request deadline and the tool's timeout, and turns the
+ * outcome into a reply. Never throws: every failure is a reply with an error code (`invalid_arguments`,
+ * `timeout`, `cancelled`, `tool_failed` or the code of a thrown `AgentbusError`). A tool that ignores its
+ * signal is not waited for: the reply goes out when the signal aborts, and the late result is dropped.
+ */
+export async function executeToolCall(options: ExecuteToolCallOptions): Promise<ToolCallReply> {
+  const { tool, request, logger } = options;
+  const callId = request.callId;
+  if (request.name !== tool.name) {
+    return errorReply(callId, {
+      code: ErrorCode.invalidInput,
+      message: `request names tool ${JSON.stringify(request.name)} but was sent to ${tool.name}`,
+      retryable: false,
+    });
+  }
+  // Models often send no arguments at all for a tool without parameters.
+  const parsed = tool.parameters.safeParse(request.args ?? {});
+  if (!parsed.success) {
+    return errorReply(callId, {
+      code: ErrorCode.invalidArguments,
+      message: `invalid arguments for ${tool.name}: ${formatIssues(parsed.error)}`,
+      retryable: false,
+    });
+  }
+  const remaining = request.deadline - options.now();
+  if (remaining <= 0) {
+    return errorReply(callId, toErrorData(new TimeoutError(`the deadline of ${tool.name} passed before it started`, 0)));
+  }
+  if (options.signal.aborted) return errorReply(callId, toErrorData(abortReason(options.signal)));
+
+  const limit = Math.min(tool.timeoutMs, remaining);
+  const timeout = new AbortController();
+  const timer = setTimeout(() => {
+    const which = limit === tool.timeoutMs ? `its ${limit} ms timeout` : `the caller's deadline (${Math.round(limit)} ms)`;
+    timeout.abort(new TimeoutError(`${tool.name} ran past ${which}`, limit));
+  }, limit);
+  const signal = AbortSignal.any([options.signal, timeout.signal]);
+  const { promise: aborted, cleanup } = abortPromise(signal);
+  try {
+    const output = await Promise.race([
+      Promise.resolve().then(() =>
+        tool.execute(parsed.data, {
+          signal,
+          callId,
+          effectId: request.effectId,
+          tenant: request.tenant,
+          sessionId: request.sessionId,
+          turnId: request.turnId,
+          deadline: request.deadline,
+          logger,
+        }),
+      ),
+      aborted,
+    ]);
+    return { v: 1, callId, ok: true, output: output ?? null };
+  } catch (error) {
+    if (signal.aborted) return errorReply(callId, toErrorData(abortReason(signal)));
+    logger.debug({ err: error }, 'tool failed');
+    return errorReply(callId, failure(error));
+  } finally {
+    clearTimeout(timer);
+    cleanup();
+  }
+}

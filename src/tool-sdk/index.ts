@@ -1,0 +1,10 @@
+export { defineTool } from './define-tool.ts';
+export type { AnyToolDefinition, ToolContext, ToolDefinition } from './define-tool.ts';
+export { createToolWorker, DEFAULT_TOOL_SERVICE_NAME } from './tool-worker.ts';
+export type { ToolWorker, ToolWorkerOptions } from './tool-worker.ts';
+export { executeToolCall, errorReply, formatIssues } from './execute-tool-call.ts';
+export type { ExecuteToolCallOptions } from './execute-tool-call.ts';
+export { ToolMetadataKey, parseToolMetadata, toToolMetadata, toolParametersSchema } from './tool-metadata.ts';
+export type { ToolDescriptor } from './tool-metadata.ts';
+export { createConcurrencyGate } from './concurrency-gate.ts';
+export type { ConcurrencyGate } from './concurrency-gate.ts';

@@ -1,0 +1,281 @@
+import type { Msg, NatsConnection, Subscription } from '@nats-io/nats-core';
+import { CancelledError, ErrorCode, InvalidInputError, toErrorData } from '../errors.ts';
+import type { Logger } from '../logging.ts';
+import { cancelRequestSchema, toolCallRequestSchema } from '../protocol/index.ts';
+import type { CancelAck, Codec, Subjects, ToolCallReply, ToolCallRequest } from '../protocol/index.ts';
+import { abortPromise, msgpackHeaders } from '../bus/request.ts';
+import { createServiceRegistration } from '../bus/service-registry.ts';
+import type { ServiceRegistration } from '../bus/service-registry.ts';
+import { createCallRegistry } from './call-registry.ts';
+import { createConcurrencyGate } from './concurrency-gate.ts';
+import type { AnyToolDefinition } from './define-tool.ts';
+import { errorReply, executeToolCall } from './execute-tool-call.ts';
+import { toToolMetadata } from './tool-metadata.ts';
+
+/** The service name tool workers register under unless told otherwise. */
+export const DEFAULT_TOOL_SERVICE_NAME = 'agentbus-tools';
+
+/** Options of {@link createToolWorker}. */
+export interface ToolWorkerOptions {
+  readonly nc: NatsConnection;
+  readonly subjects: Subjects;
+  readonly codec: Codec;
+  readonly logger: Logger;
+  readonly tools: readonly AnyToolDefinition[];
+  /** The `$SRV` service name; default `agentbus-tools`. */
+  readonly serviceName?: string;
+  /** Semver version announced on `$SRV`. */
+  readonly version: string;
+  readonly description?: string;
+  /** Extra service metadata (strings). */
+  readonly metadata?: Readonly<Record<string, string>>;
+  /** Calls run at once across all tools; more wait in the subscription buffers. Default 64. */
+  readonly maxConcurrency?: number;
+  /** How long `stop()` lets running calls finish before aborting them. Default 5000 ms. */
+  readonly stopGraceMs?: number;
+  readonly now?: () => number;
+  readonly newId?: () => string;
+}
+
+/** A running tool worker. */
+export interface ToolWorker {
+  /** Subscribes every tool and announces them on `$SRV`; resolves once the server has the subscriptions. */
+  start(options?: { signal?: AbortSignal }): Promise<void>;
+  /**
+   * Leaves discovery, stops taking calls, lets running calls finish for the grace period, then aborts
+   * the rest (they reply `cancelled`). Calls still buffered then get a retryable `no_responders` reply.
+   */
+  stop(options?: { signal?: AbortSignal }): Promise<void>;
+  /** The `$SRV` instance id, once started. */
+  readonly id: string | undefined;
+  /** Calls running or waiting for a slot. */
+  readonly activeCalls: number;
+}
+
+interface AcceptedCall {
+  readonly tool: AnyToolDefinition;
+  readonly message: Msg;
+  readonly request: ToolCallRequest;
+  readonly controller: AbortController;
+  readonly started: number;
+}
+
+/**
+ * Creates a worker that serves tools on the bus: each tool on `subjects.toolCall(name)` in queue group
+ * `subjects.toolQueue(name)` (so more workers add capacity), with cancels on `subjects.toolCancel(name)`,
+ * announced through the NATS services API with the tool's description, JSON Schema, tier, timeout and
+ * idempotency as endpoint metadata.
+ *
+ * @example
+ * const worker = createToolWorker({ nc, subjects, codec, logger, tools: [echo], version: '0.1.0' });
+ * await worker.start({ signal });
+ * // later
+ * await worker.stop();
+ */
+export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
+  const { nc, subjects, codec } = options;
+  const now = options.now ?? Date.now;
+  const logger = options.logger.child({ component: 'tool-worker' });
+  const gate = createConcurrencyGate(options.maxConcurrency ?? 64);
+  const calls = createCallRegistry();
+  const names = new Set<string>();
+  for (const tool of options.tools) {
+    if (names.has(tool.name)) throw new InvalidInputError(`tool ${tool.name} is defined twice`);
+    names.add(tool.name);
+  }
+
+  let registration: ServiceRegistration | undefined;
+  const callSubscriptions: Subscription[] = [];
+  const cancelSubscriptions: Subscription[] = [];
+  const loops: Promise<void>[] = [];
+  const running = new Set<Promise<void>>();
+  let state: 'idle' | 'running' | 'stopping' | 'stopped' = 'idle';
+  // Set when the grace period is over: buffered calls are refused instead of run.
+  let refusing = false;
+  let stopped: Promise<void> | undefined;
+
+  function reply(call: { tool: AnyToolDefinition; message: Msg; started: number }, body: ToolCallReply): void {
+    registration?.record(call.tool.name, {
+      durationMs: now() - call.started,
+      ...(body.ok ? {} : { error: `${body.error.code}: ${body.error.message}` }),
+    });
+    try {
+      call.message.respond(codec.encode(body), { headers: msgpackHeaders() });
+    } catch (err) {
+      logger.warn({ err, tool: call.tool.name }, 'could not send a tool reply');
+    }
+  }
+
+  function decodeRequest(tool: AnyToolDefinition, message: Msg, started: number): ToolCallRequest | undefined {
+    let raw: unknown;
+    try {
+      raw = codec.decode(message.data, message.headers?.get('Content-Type') || undefined);
+      return codec.validate(toolCallRequestSchema, raw, 'tool call');
+    } catch (error) {
+      const data = toErrorData(error);
+      const callId = typeof raw === 'object' && raw !== null && 'callId' in raw && typeof raw.callId === 'string' ? raw.callId : '';
+      const code = data.code === ErrorCode.payloadTooLarge ? data.code : ErrorCode.invalidInput;
+      reply({ tool, message, started }, errorReply(callId, { ...data, code, retryable: false }));
+      return undefined;
+    }
+  }
+
+  /** Decodes a call, waits for a slot and starts it; answers at once what cannot run. */
+  async function accept(tool: AnyToolDefinition, message: Msg): Promise<void> {
+    const started = now();
+    if (!message.reply) {
+      logger.warn({ tool: tool.name }, 'dropped a tool call without a reply subject');
+      return;
+    }
+    const request = decodeRequest(tool, message, started);
+    if (!request) return;
+    const base = { tool, message, started };
+    if (refusing) {
+      const message = 'the tool worker stopped before running the call';
+      reply(base, errorReply(request.callId, { code: ErrorCode.noResponders, message, retryable: true }));
+      return;
+    }
+    const controller = calls.open(tool.name, request.callId);
+    if (!controller) {
+      reply(base, errorReply(request.callId, toErrorData(new CancelledError('cancelled before it started'))));
+      return;
+    }
+    let release: () => void;
+    try {
+      release = await gate.acquire({ signal: controller.signal });
+    } catch (error) {
+      // Only an abort (cancel or stop) rejects the wait for a slot.
+      calls.close(tool.name, request.callId);
+      reply(base, errorReply(request.callId, toErrorData(error)));
+      return;
+    }
+    void run({ ...base, request, controller }, release);
+  }
+
+  function run(call: AcceptedCall, release: () => void): Promise<void> {
+    const task = (async () => {
+      const callLogger = logger.child({ tool: call.tool.name, callId: call.request.callId });
+      try {
+        const body = await executeToolCall({ tool: call.tool, request: call.request, logger: callLogger, signal: call.controller.signal, now });
+        reply(call, body);
+      } finally {
+        calls.close(call.tool.name, call.request.callId);
+        release();
+      }
+    })();
+    running.add(task);
+    void task.finally(() => running.delete(task));
+    return task;
+  }
+
+  async function serve(tool: AnyToolDefinition, subscription: Subscription): Promise<void> {
+    try {
+      // Waiting in accept() before pulling the next message keeps the rest queued in the subscription.
+      for await (const message of subscription) await accept(tool, message);
+    } catch (err) {
+      logger.error({ err, tool: tool.name }, 'tool subscription failed');
+    }
+  }
+
+  function onCancel(tool: AnyToolDefinition, error: Error | null, message: Msg): void {
+    if (error) {
+      logger.warn({ err: error, tool: tool.name }, 'cancel subscription failed');
+      return;
+    }
+    let id: string;
+    try {
+      id = codec.decodeAs(cancelRequestSchema, message.data, message.headers?.get('Content-Type') || undefined).id;
+    } catch (err) {
+      // Every worker sees every cancel, so a reply from each would be noise; the log is enough.
+      logger.warn({ err, tool: tool.name }, 'ignored a malformed tool cancel');
+      return;
+    }
+    if (!calls.cancel(tool.name, id, new CancelledError(`call ${id} cancelled by the caller`))) return;
+    logger.debug({ tool: tool.name, callId: id }, 'cancelled a tool call');
+    if (message.reply) {
+      const ack: CancelAck = { v: 1, id, cancelled: true };
+      message.respond(codec.encode(ack), { headers: msgpackHeaders() });
+    }
+  }
+
+  async function start(startOptions: { signal?: AbortSignal } = {}): Promise<void> {
+    startOptions.signal?.throwIfAborted();
+    if (state !== 'idle') throw new InvalidInputError(`tool worker cannot start: it is ${state}`);
+    state = 'running';
+    for (const tool of options.tools) {
+      const subscription = nc.subscribe(subjects.toolCall(tool.name), { queue: subjects.toolQueue(tool.name) });
+      callSubscriptions.push(subscription);
+      loops.push(serve(tool, subscription));
+      cancelSubscriptions.push(
+        nc.subscribe(subjects.toolCancel(tool.name), { callback: (error, message) => onCancel(tool, error, message) }),
+      );
+    }
+    registration = createServiceRegistration(
+      nc,
+      {
+        name: options.serviceName ?? DEFAULT_TOOL_SERVICE_NAME,
+        version: options.version,
+        description: options.description ?? 'agentbus tool worker',
+        metadata: { prefix: subjects.prefix, ...options.metadata },
+        endpoints: options.tools.map((tool) => ({
+          name: tool.name,
+          subject: subjects.toolCall(tool.name),
+          queueGroup: subjects.toolQueue(tool.name),
+          metadata: toToolMetadata(tool),
+        })),
+      },
+      { logger, now, ...(options.newId ? { newId: options.newId } : {}) },
+    );
+    const { promise: aborted, cleanup } = abortPromise(startOptions.signal);
+    try {
+      await Promise.race([nc.flush(), aborted]);
+    } finally {
+      cleanup();
+    }
+    logger.info({ tools: [...names], id: registration.id }, 'tool worker started');
+  }
+
+  async function stopNow(stopOptions: { signal?: AbortSignal }): Promise<void> {
+    if (state !== 'running') {
+      state = 'stopped';
+      return;
+    }
+    state = 'stopping';
+    await registration?.stop();
+    const closed = nc.isClosed();
+    const drains = closed ? [] : callSubscriptions.map((subscription) => subscription.drain());
+    const grace = options.stopGraceMs ?? 5000;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const { promise: aborted, cleanup } = abortPromise(stopOptions.signal);
+    await Promise.race([
+      Promise.allSettled([...loops, ...running]),
+      new Promise((resolve) => (timer = setTimeout(resolve, grace))),
+      aborted.catch(() => undefined),
+    ]);
+    clearTimeout(timer);
+    cleanup();
+    refusing = true;
+    calls.abortAll(new CancelledError('the tool worker stopped'));
+    if (closed) for (const subscription of callSubscriptions) subscription.unsubscribe();
+    await Promise.allSettled([...loops, ...running]);
+    for (const subscription of cancelSubscriptions) if (!subscription.isClosed()) subscription.unsubscribe();
+    const results = await Promise.allSettled(drains);
+    for (const result of results) if (result.status === 'rejected') logger.warn({ err: result.reason }, 'tool subscription drain failed');
+    state = 'stopped';
+    logger.info({ id: registration?.id }, 'tool worker stopped');
+  }
+
+  return {
+    start,
+    stop(stopOptions = {}) {
+      stopped ??= stopNow(stopOptions);
+      return stopped;
+    },
+    get id() {
+      return registration?.id;
+    },
+    get activeCalls() {
+      return calls.size;
+    },
+  };
+}

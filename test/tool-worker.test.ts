@@ -1,0 +1,375 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { NatsConnection } from '@nats-io/nats-core';
+import { connect } from '@nats-io/transport-node';
+import { pino } from 'pino';
+import { z } from 'zod';
+import { AgentbusError } from '../src/errors.ts';
+import { SafetyTier, createCodec, createSubjects } from '../src/protocol/index.ts';
+import type { CancelAck, ToolCallRequest } from '../src/protocol/index.ts';
+import { msgpackHeaders } from '../src/bus/request.ts';
+import { discoverServices } from '../src/bus/service-registry.ts';
+import { createToolClient } from '../src/bus/tool-client.ts';
+import { createToolWorker, defineTool } from '../src/tool-sdk/index.ts';
+import type { AnyToolDefinition, ToolWorker } from '../src/tool-sdk/index.ts';
+import { startNatsServer } from './helpers/nats-server.ts';
+import type { TestNatsServer } from './helpers/nats-server.ts';
+
+let server: TestNatsServer;
+let nc: NatsConnection;
+const logger = pino({ level: 'silent' });
+const codec = createCodec();
+const subjects = createSubjects('wt');
+let sequence = 0;
+
+beforeAll(async () => {
+  server = await startNatsServer();
+  nc = await connect({ servers: server.url });
+});
+
+afterAll(async () => {
+  await nc?.close();
+  await server?.stop();
+});
+
+function callRequest(name: string, args: unknown, deadlineMs = 5000): ToolCallRequest {
+  sequence += 1;
+  return {
+    v: 1,
+    callId: `call-${sequence}`,
+    effectId: `effect-${sequence}`,
+    name,
+    args,
+    tenant: 'default',
+    sessionId: 's1',
+    turnId: 't1',
+    deadline: Date.now() + deadlineMs,
+  };
+}
+
+async function startWorker(tools: AnyToolDefinition[], extra: { maxConcurrency?: number } = {}): Promise<ToolWorker> {
+  const worker = createToolWorker({ nc, subjects, codec, logger, tools, version: '0.1.0', stopGraceMs: 200, ...extra });
+  await worker.start();
+  return worker;
+}
+
+const client = () => createToolClient({ nc, subjects, codec, logger, discoveryTtlMs: 0 });
+
+function deferred(): { promise: Promise<void>; resolve: () => void } {
+  let resolve: () => void = () => {};
+  const promise = new Promise<void>((done) => (resolve = done));
+  return { promise, resolve };
+}
+
+const echo = defineTool({
+  name: 'echo',
+  description: 'Returns its text',
+  parameters: z.object({ text: z.string(), times: z.number().int().min(1).default(1) }),
+  tier: SafetyTier.readOnly,
+  timeoutMs: 2000,
+  idempotent: true,
+  execute: ({ text, times }) => text.repeat(times),
+});
+
+describe('tool worker', () => {
+  it('answers a call with the tool output', async () => {
+    const worker = await startWorker([echo]);
+    const reply = await client().call(callRequest('echo', { text: 'ab', times: 2 }), {});
+    expect(reply).toMatchObject({ ok: true, output: 'abab' });
+    await worker.stop();
+  });
+
+  it('shares calls between two workers in the queue group', async () => {
+    const seen: string[] = [];
+    const whoami = (label: string) =>
+      defineTool({
+        name: 'whoami',
+        description: 'Names the worker',
+        parameters: z.object({}),
+        tier: SafetyTier.readOnly,
+        timeoutMs: 1000,
+        idempotent: true,
+        execute: () => {
+          seen.push(label);
+          return label;
+        },
+      });
+    const first = await startWorker([whoami('first')]);
+    const second = await startWorker([whoami('second')]);
+    const tools = client();
+    await Promise.all(Array.from({ length: 40 }, () => tools.call(callRequest('whoami', {}), {})));
+    expect(seen).toHaveLength(40);
+    expect(new Set(seen)).toEqual(new Set(['first', 'second']));
+    await Promise.all([first.stop(), second.stop()]);
+  });
+
+  it('refuses arguments that do not match the schema with a readable invalid_arguments error', async () => {
+    const worker = await startWorker([echo]);
+    const reply = await client().call(callRequest('echo', { text: 3 }), {});
+    expect(reply.ok).toBe(false);
+    if (reply.ok) return;
+    expect(reply.error.code).toBe('invalid_arguments');
+    expect(reply.error.retryable).toBe(false);
+    expect(reply.error.message).toMatch(/^invalid arguments for echo: text: .*expected string/i);
+    await worker.stop();
+  });
+
+  it('answers a malformed request with invalid_input', async () => {
+    const worker = await startWorker([echo]);
+    const message = await nc.request(subjects.toolCall('echo'), codec.encode({ v: 1, callId: 'x' }), { timeout: 1000, headers: msgpackHeaders() });
+    expect(codec.decode(message.data, message.headers?.get('Content-Type'))).toMatchObject({
+      v: 1,
+      callId: 'x',
+      ok: false,
+      error: { code: 'invalid_input', retryable: false },
+    });
+    await worker.stop();
+  });
+
+  it('turns a thrown error into tool_failed and keeps the code of an AgentbusError', async () => {
+    const broken = defineTool({
+      name: 'broken',
+      description: 'Fails',
+      parameters: z.object({ typed: z.boolean() }),
+      tier: SafetyTier.sideEffecting,
+      timeoutMs: 1000,
+      idempotent: false,
+      execute: ({ typed }) => {
+        if (typed) throw new AgentbusError('not_found', 'no such thing');
+        throw new Error('disk on fire');
+      },
+    });
+    const worker = await startWorker([broken]);
+    const tools = client();
+    expect(await tools.call(callRequest('broken', { typed: false }), {})).toMatchObject({
+      ok: false,
+      error: { code: 'tool_failed', message: 'disk on fire', retryable: false },
+    });
+    expect(await tools.call(callRequest('broken', { typed: true }), {})).toMatchObject({
+      ok: false,
+      error: { code: 'not_found', message: 'no such thing' },
+    });
+    await worker.stop();
+  });
+
+  it('times out a tool that runs past its timeoutMs, aborting its signal', async () => {
+    const aborted = deferred();
+    const slow = defineTool({
+      name: 'slow',
+      description: 'Sleeps',
+      parameters: z.object({}),
+      tier: SafetyTier.readOnly,
+      timeoutMs: 100,
+      idempotent: true,
+      execute: async (_args, { signal }) => {
+        signal.addEventListener('abort', aborted.resolve);
+        await new Promise((resolve) => setTimeout(resolve, 5000));
+      },
+    });
+    const worker = await startWorker([slow]);
+    const started = Date.now();
+    const reply = await client().call(callRequest('slow', {}), {});
+    expect(Date.now() - started).toBeLessThan(2000);
+    expect(reply).toMatchObject({ ok: false, error: { code: 'timeout', retryable: true } });
+    await aborted.promise;
+    await worker.stop();
+  });
+
+  it('answers timeout at once when the request deadline already passed', async () => {
+    let ran = false;
+    const tool = defineTool({
+      name: 'late',
+      description: 'Never runs',
+      parameters: z.object({}),
+      tier: SafetyTier.readOnly,
+      timeoutMs: 1000,
+      idempotent: true,
+      execute: () => {
+        ran = true;
+      },
+    });
+    const worker = await startWorker([tool]);
+    const reply = await client().call({ ...callRequest('late', {}), deadline: Date.now() - 1 }, { timeoutMs: 1000 });
+    expect(reply).toMatchObject({ ok: false, error: { code: 'timeout' } });
+    expect(ran).toBe(false);
+    await worker.stop();
+  });
+
+  it('runs at most maxConcurrency calls at once and queues the rest', async () => {
+    let running = 0;
+    let peak = 0;
+    const busy = defineTool({
+      name: 'busy',
+      description: 'Takes a while',
+      parameters: z.object({}),
+      tier: SafetyTier.readOnly,
+      timeoutMs: 2000,
+      idempotent: true,
+      execute: async () => {
+        running += 1;
+        peak = Math.max(peak, running);
+        await new Promise((resolve) => setTimeout(resolve, 30));
+        running -= 1;
+        return 'done';
+      },
+    });
+    const worker = await startWorker([busy], { maxConcurrency: 2 });
+    const replies = await Promise.all(Array.from({ length: 8 }, () => client().call(callRequest('busy', {}), {})));
+    expect(replies.every((reply) => reply.ok)).toBe(true);
+    expect(peak).toBe(2);
+    await worker.stop();
+  });
+});
+
+describe('tool cancellation', () => {
+  function blockingTool(name: string, onAbort: (reason: unknown) => void, started?: () => void): AnyToolDefinition {
+    return defineTool({
+      name,
+      description: 'Waits until aborted',
+      parameters: z.object({}),
+      tier: SafetyTier.readOnly,
+      timeoutMs: 10_000,
+      idempotent: true,
+      execute: (_args, { signal }) =>
+        new Promise((_, reject) => {
+          started?.();
+          signal.addEventListener('abort', () => {
+            onAbort(signal.reason);
+            reject(signal.reason);
+          });
+        }),
+    });
+  }
+
+  it('rejects at once and runs nothing when the signal is already aborted', async () => {
+    let ran = false;
+    const worker = await startWorker([blockingTool('never', () => {}, () => (ran = true))]);
+    await expect(client().call(callRequest('never', {}), { signal: AbortSignal.abort(new Error('too late')) })).rejects.toThrow('too late');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(ran).toBe(false);
+    await worker.stop();
+  });
+
+  it('aborts the running tool, acknowledges the cancel and rejects the call with the reason', async () => {
+    const aborted = deferred();
+    const started = deferred();
+    let reason: unknown;
+    const worker = await startWorker([
+      blockingTool(
+        'wait_cancel',
+        (value) => {
+          reason = value;
+          aborted.resolve();
+        },
+        started.resolve,
+      ),
+    ]);
+    const controller = new AbortController();
+    const pending = client().call(callRequest('wait_cancel', {}), { signal: controller.signal });
+    await started.promise;
+    controller.abort(new Error('user pressed stop'));
+    await expect(pending).rejects.toThrow('user pressed stop');
+    await aborted.promise;
+    expect((reason as Error).name).toBe('CancelledError');
+    expect(worker.activeCalls).toBe(0);
+    await worker.stop();
+  });
+
+  it('acks a cancel only from the worker that holds the call', async () => {
+    const started = deferred();
+    const first = await startWorker([blockingTool('held', () => {}, started.resolve)]);
+    const second = await startWorker([blockingTool('held', () => {})]);
+    const request = callRequest('held', {});
+    const pending = nc.request(subjects.toolCall('held'), codec.encode(request), { timeout: 5000, headers: msgpackHeaders() });
+    await started.promise;
+    const acks: unknown[] = [];
+    const replies = await nc.requestMany(subjects.toolCancel('held'), codec.encode({ v: 1, id: request.callId }), {
+      strategy: 'timer',
+      maxWait: 300,
+    });
+    for await (const message of replies) acks.push(codec.decode(message.data, message.headers?.get('Content-Type')));
+    const ack: CancelAck = { v: 1, id: request.callId, cancelled: true };
+    expect(acks).toEqual([ack]);
+    const reply = await pending;
+    expect(codec.decode(reply.data, reply.headers?.get('Content-Type'))).toMatchObject({ ok: false, error: { code: 'cancelled' } });
+    await Promise.all([first.stop(), second.stop()]);
+  });
+
+  it('cancels a call that is still waiting for a slot without running it', async () => {
+    const started = deferred();
+    let runs = 0;
+    const worker = await startWorker(
+      [
+        blockingTool(
+          'queued',
+          () => {},
+          () => {
+            runs += 1;
+            started.resolve();
+          },
+        ),
+      ],
+      { maxConcurrency: 1 },
+    );
+    const tools = client();
+    const blocker = new AbortController();
+    const first = tools.call(callRequest('queued', {}), { signal: blocker.signal });
+    await started.promise;
+    const waiting = new AbortController();
+    const second = tools.call(callRequest('queued', {}), { signal: waiting.signal });
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    waiting.abort(new Error('never mind'));
+    await expect(second).rejects.toThrow('never mind');
+    blocker.abort(new Error('done'));
+    await expect(first).rejects.toThrow('done');
+    expect(runs).toBe(1);
+    await worker.stop();
+  });
+});
+
+describe('tool discovery', () => {
+  it('announces each tool on $SRV with its description, JSON Schema, tier, timeout and idempotency', async () => {
+    const worker = await startWorker([echo]);
+    const instances = await discoverServices(nc, 'agentbus-tools', { timeoutMs: 1000 });
+    const instance = instances.find((candidate) => candidate.id === worker.id);
+    expect(instance?.metadata).toMatchObject({ prefix: 'wt' });
+    const endpoint = instance?.endpoints.find((candidate) => candidate.name === 'echo');
+    expect(endpoint).toMatchObject({
+      subject: 'wt.tools.echo.call',
+      queue_group: 'wt.tools.echo',
+      metadata: { description: 'Returns its text', tier: 'read_only', timeoutMs: '2000', idempotent: 'true' },
+    });
+    expect(JSON.parse(endpoint!.metadata['parameters']!)).toMatchObject({
+      type: 'object',
+      properties: { text: { type: 'string' } },
+      required: ['text'],
+    });
+    await worker.stop();
+  });
+
+  it('counts calls and errors in $SRV.STATS', async () => {
+    const worker = await startWorker([echo]);
+    const tools = client();
+    await tools.call(callRequest('echo', { text: 'a' }), {});
+    await tools.call(callRequest('echo', {}), {});
+    const message = await nc.request(`$SRV.STATS.agentbus-tools.${worker.id}`, new Uint8Array(), { timeout: 1000 });
+    const stats = JSON.parse(new TextDecoder().decode(message.data)) as { endpoints: Array<Record<string, unknown>> };
+    expect(stats.endpoints[0]).toMatchObject({ name: 'echo', num_requests: 2, num_errors: 1 });
+    expect(String(stats.endpoints[0]?.['last_error'])).toMatch(/^invalid_arguments/);
+    await worker.stop();
+  });
+
+  it('lists a tool while a worker serves it and drops it after the worker stops', async () => {
+    const tools = client();
+    const worker = await startWorker([echo]);
+    expect(await tools.listTools({})).toContainEqual({
+      name: 'echo',
+      description: 'Returns its text',
+      parameters: expect.objectContaining({ type: 'object' }),
+      tier: 'read_only',
+      timeoutMs: 2000,
+      idempotent: true,
+    });
+    await worker.stop();
+    expect((await tools.listTools({})).map((tool) => tool.name)).not.toContain('echo');
+  });
+});
