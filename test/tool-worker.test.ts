@@ -277,7 +277,7 @@ describe('tool cancellation', () => {
   it('acks a cancel only from the worker that holds the call', async () => {
     const started = deferred();
     const first = await startWorker([blockingTool('held', () => {}, started.resolve)]);
-    const second = await startWorker([blockingTool('held', () => {})]);
+    const second = await startWorker([blockingTool('held', () => {}, started.resolve)]);
     const request = callRequest('held', {});
     const pending = nc.request(subjects.toolCall('held'), codec.encode(request), { timeout: 5000, headers: msgpackHeaders() });
     await started.promise;
