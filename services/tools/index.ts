@@ -1,0 +1,70 @@
+import type { NatsConnection } from '@nats-io/nats-core';
+import type { Logger } from '../../src/logging.ts';
+import { createCodec, createSubjects } from '../../src/protocol/index.ts';
+import type { Codec } from '../../src/protocol/index.ts';
+import { createToolWorker } from '../../src/tool-sdk/index.ts';
+import type { AnyToolDefinition } from '../../src/tool-sdk/index.ts';
+import { createBuiltInTools } from './built-in-tools.ts';
+import { createWorkspace } from './workspace.ts';
+
+/** The version the tools service announces on `$SRV`. */
+export const TOOLS_SERVICE_VERSION = '0.1.0';
+
+/** Options of {@link startToolsService}. */
+export interface ToolsServiceOptions {
+  readonly nc: NatsConnection;
+  readonly logger: Logger;
+  /** Subject prefix; default `agentbus`. */
+  readonly prefix?: string;
+  /** Directory the built-in tools are rooted at; default the current directory. */
+  readonly workspace?: string;
+  readonly codec?: Codec;
+  /** Tools served besides the built-ins. */
+  readonly extraTools?: readonly AnyToolDefinition[];
+  readonly maxConcurrency?: number;
+  readonly signal?: AbortSignal;
+}
+
+/** A running tools service. */
+export interface ToolsService {
+  /** The `$SRV` instance id. */
+  readonly id: string | undefined;
+  /** Stops taking calls, lets running ones finish briefly, leaves discovery. Does not close the connection. */
+  stop(options?: { signal?: AbortSignal }): Promise<void>;
+}
+
+/**
+ * Starts a tool worker with the built-in tools on an existing connection, in this process. The CLI
+ * uses it to run the service in-process; `main.ts` uses it to run it as its own process.
+ *
+ * @example
+ * const tools = await startToolsService({ nc, logger, prefix: 'agentbus', workspace: process.cwd() });
+ * // later
+ * await tools.stop();
+ */
+export async function startToolsService(options: ToolsServiceOptions): Promise<ToolsService> {
+  const workspace = createWorkspace(options.workspace ?? process.cwd());
+  const logger = options.logger.child({ service: 'tools' });
+  const worker = createToolWorker({
+    nc: options.nc,
+    subjects: createSubjects(options.prefix),
+    codec: options.codec ?? createCodec(),
+    logger,
+    tools: [...createBuiltInTools(workspace), ...(options.extraTools ?? [])],
+    version: TOOLS_SERVICE_VERSION,
+    description: 'agentbus built-in tools',
+    metadata: { workspace: workspace.root },
+    ...(options.maxConcurrency === undefined ? {} : { maxConcurrency: options.maxConcurrency }),
+  });
+  await worker.start(options.signal ? { signal: options.signal } : {});
+  return {
+    get id() {
+      return worker.id;
+    },
+    stop: (stopOptions) => worker.stop(stopOptions),
+  };
+}
+
+export { createBuiltInTools } from './built-in-tools.ts';
+export { createWorkspace } from './workspace.ts';
+export type { Workspace } from './workspace.ts';

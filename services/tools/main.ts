@@ -1,0 +1,27 @@
+import { connectBus, drainOnSignals } from '../../src/bus/connect.ts';
+import { createLogger } from '../../src/logging.ts';
+import { startToolsService } from './index.ts';
+
+/** Runs the tools service as its own process: config from the environment, drains on SIGTERM/SIGINT. */
+async function main(): Promise<void> {
+  const logger = createLogger({ name: 'tools', level: process.env['LOG_LEVEL'] ?? 'info' });
+  const nc = await connectBus({
+    servers: process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222',
+    name: 'agentbus-tools',
+    logger,
+  });
+  const service = await startToolsService({
+    nc,
+    logger,
+    prefix: process.env['AGENTBUS_PREFIX'] ?? 'agentbus',
+    workspace: process.env['AGENTBUS_WORKSPACE'] ?? process.cwd(),
+  });
+  drainOnSignals(nc, logger, () => service.stop());
+  const closed = await nc.closed();
+  if (closed) logger.error({ err: closed }, 'connection closed with an error');
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`agentbus tools: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.exitCode = 1;
+});

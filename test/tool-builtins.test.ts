@@ -1,0 +1,161 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { NatsConnection } from '@nats-io/nats-core';
+import { connect } from '@nats-io/transport-node';
+import { pino } from 'pino';
+import { createCodec, createSubjects } from '../src/protocol/index.ts';
+import type { ToolCallReply, ToolCallRequest } from '../src/protocol/index.ts';
+import { createToolClient } from '../src/bus/tool-client.ts';
+import { executeToolCall } from '../src/tool-sdk/index.ts';
+import type { AnyToolDefinition } from '../src/tool-sdk/index.ts';
+import { createBuiltInTools, createWorkspace, startToolsService } from '../services/tools/index.ts';
+import { READ_FILE_DEFAULT_LINES } from '../services/tools/read-file-tool.ts';
+import { startNatsServer } from './helpers/nats-server.ts';
+import type { TestNatsServer } from './helpers/nats-server.ts';
+
+const logger = pino({ level: 'silent' });
+let root: string;
+let outsideDir: string;
+let tools: Map<string, AnyToolDefinition>;
+
+beforeAll(async () => {
+  root = await mkdtemp(join(tmpdir(), 'agentbus-ws-'));
+  outsideDir = await mkdtemp(join(tmpdir(), 'agentbus-outside-'));
+  await writeFile(join(outsideDir, 'secret.txt'), 'top secret');
+  await mkdir(join(root, 'src'));
+  await writeFile(join(root, 'src', 'a.txt'), 'one\ntwo\nthree\n');
+  await writeFile(join(root, 'big.txt'), Array.from({ length: 3000 }, (_, i) => `line ${i}`).join('\n'));
+  await writeFile(join(root, 'blob.bin'), Buffer.from([1, 0, 2, 3]));
+  await symlink(outsideDir, join(root, 'escape'));
+  await symlink(join(outsideDir, 'secret.txt'), join(root, 'secret-link.txt'));
+  await symlink(join(root, 'src', 'a.txt'), join(root, 'inner-link.txt'));
+  tools = new Map(createBuiltInTools(createWorkspace(root)).map((tool) => [tool.name, tool]));
+});
+
+afterAll(async () => {
+  await rm(root, { recursive: true, force: true });
+  await rm(outsideDir, { recursive: true, force: true });
+});
+
+let sequence = 0;
+function callRequest(name: string, args: unknown): ToolCallRequest {
+  sequence += 1;
+  return { v: 1, callId: `c${sequence}`, effectId: `e${sequence}`, name, args, tenant: 'default', sessionId: 's', turnId: 't', deadline: Date.now() + 5000 };
+}
+
+function run(name: string, args: unknown): Promise<ToolCallReply> {
+  const tool = tools.get(name)!;
+  return executeToolCall({ tool, request: callRequest(name, args), logger, signal: new AbortController().signal, now: Date.now });
+}
+
+function output(reply: ToolCallReply): unknown {
+  if (!reply.ok) throw new Error(`expected success, got ${reply.error.code}: ${reply.error.message}`);
+  return reply.output;
+}
+
+describe('workspace path checks', () => {
+  it.each([
+    ['a parent-relative path', '../etc/passwd'],
+    ['a path that climbs out midway', 'src/../../x'],
+    ['an absolute path outside', '/etc/passwd'],
+    ['a symlinked directory that points outside', 'escape/secret.txt'],
+    ['a symlinked file that points outside', 'secret-link.txt'],
+  ])('refuses %s with invalid_arguments', async (_label, path) => {
+    const reply = await run('read_file', { path });
+    expect(reply).toMatchObject({ ok: false, error: { code: 'invalid_arguments', retryable: false } });
+    if (!reply.ok) expect(reply.error.message).toMatch(/outside the workspace/);
+  });
+
+  it('refuses to write through a symlink that points outside', async () => {
+    const reply = await run('write_file', { path: 'escape/new.txt', content: 'x' });
+    expect(reply).toMatchObject({ ok: false, error: { code: 'invalid_arguments' } });
+  });
+
+  it('allows an absolute path inside the workspace and a symlink that stays inside', async () => {
+    expect(output(await run('read_file', { path: join(root, 'src', 'a.txt') }))).toBe('one\ntwo\nthree');
+    expect(output(await run('read_file', { path: 'inner-link.txt' }))).toBe('one\ntwo\nthree');
+  });
+});
+
+describe('read_file', () => {
+  it('returns the lines from offset up to limit with a note that more remains', async () => {
+    expect(output(await run('read_file', { path: 'src/a.txt', offset: 1, limit: 1 }))).toBe(
+      'two\n[truncated: showed lines 1-1 of 3; call read_file with offset 2 to read on]',
+    );
+  });
+
+  it('reads a default number of lines from a long file', async () => {
+    const text = String(output(await run('read_file', { path: 'big.txt' })));
+    expect(text.split('\n')).toHaveLength(READ_FILE_DEFAULT_LINES + 1);
+    expect(text).toMatch(/offset 2000 to read on\]$/);
+  });
+
+  it('says so for a binary file and answers not_found for a missing one', async () => {
+    expect(output(await run('read_file', { path: 'blob.bin' }))).toBe('[blob.bin is a binary file of 4 bytes]');
+    expect(await run('read_file', { path: 'nope.txt' })).toMatchObject({ ok: false, error: { code: 'not_found' } });
+  });
+
+  it('refuses unknown arguments', async () => {
+    expect(await run('read_file', { path: 'src/a.txt', mode: 'x' })).toMatchObject({ ok: false, error: { code: 'invalid_arguments' } });
+  });
+});
+
+describe('list_dir', () => {
+  it('lists entries with type and size, sorted by name', async () => {
+    expect(output(await run('list_dir', { path: 'src' }))).toEqual({ path: 'src', entries: [{ name: 'a.txt', type: 'file', size: 14 }] });
+    const top = output(await run('list_dir', {})) as { path: string; entries: Array<{ name: string; type: string }> };
+    expect(top.path).toBe('.');
+    expect(top.entries.map((entry) => `${entry.name}:${entry.type}`)).toEqual([
+      'big.txt:file',
+      'blob.bin:file',
+      'escape:symlink',
+      'inner-link.txt:symlink',
+      'secret-link.txt:symlink',
+      'src:directory',
+    ]);
+  });
+});
+
+describe('write_file', () => {
+  it('creates missing directories and writes the content', async () => {
+    expect(output(await run('write_file', { path: 'notes/deep/todo.md', content: '- ship\n' }))).toEqual({
+      path: join('notes', 'deep', 'todo.md'),
+      bytes: 7,
+      changed: true,
+    });
+    expect(await readFile(join(root, 'notes', 'deep', 'todo.md'), 'utf8')).toBe('- ship\n');
+  });
+
+  it('changes nothing when the same content is written again', async () => {
+    await run('write_file', { path: 'same.txt', content: 'x' });
+    expect(output(await run('write_file', { path: 'same.txt', content: 'x' }))).toEqual({ path: 'same.txt', bytes: 1, changed: false });
+  });
+});
+
+describe('tools service on the bus', () => {
+  let server: TestNatsServer;
+  let nc: NatsConnection;
+
+  beforeAll(async () => {
+    server = await startNatsServer();
+    nc = await connect({ servers: server.url });
+  });
+
+  afterAll(async () => {
+    await nc?.close();
+    await server?.stop();
+  });
+
+  it('serves the built-ins on a temp workspace and lists them', async () => {
+    const service = await startToolsService({ nc, logger, prefix: 'bt', workspace: root });
+    const client = createToolClient({ nc, subjects: createSubjects('bt'), codec: createCodec(), logger });
+    const listed = await client.listTools({});
+    expect(listed.map((tool) => `${tool.name}:${tool.tier}`)).toEqual(['list_dir:read_only', 'read_file:read_only', 'write_file:side_effecting']);
+    expect(listed.find((tool) => tool.name === 'read_file')?.parameters).toMatchObject({ required: ['path'], additionalProperties: false });
+    expect(await client.call(callRequest('read_file', { path: 'src/a.txt' }), {})).toMatchObject({ ok: true, output: 'one\ntwo\nthree' });
+    expect(await client.call(callRequest('read_file', { path: '../x' }), {})).toMatchObject({ ok: false, error: { code: 'invalid_arguments' } });
+    await service.stop();
+  });
+});
