@@ -66,9 +66,15 @@ describe('tool client', () => {
   });
 
   it('answers internal when the reply is malformed or belongs to another call', async () => {
-    const garbage = nc.subscribe(subjects.toolCall('garbage'), { callback: (_e, message) => message.respond(new Uint8Array([0xc1])) });
+    const garbage = nc.subscribe(subjects.toolCall('garbage'), {
+      callback: (_e, message) => {
+        message.respond(new Uint8Array([0xc1]));
+      },
+    });
     const stranger = nc.subscribe(subjects.toolCall('stranger'), {
-      callback: (_e, message) => message.respond(codec.encode({ v: 1, callId: 'other', ok: true, output: 1 }), { headers: msgpackHeaders() }),
+      callback: (_e, message) => {
+        message.respond(codec.encode({ v: 1, callId: 'other', ok: true, output: 1 }), { headers: msgpackHeaders() });
+      },
     });
     const tools = createToolClient({ nc, subjects, codec, logger });
     expect(await tools.call(callRequest('garbage'), {})).toMatchObject({ ok: false, error: { code: 'internal' } });
