@@ -53,7 +53,7 @@ const toolCall = z.object({ id: z.string(), name: z.string(), args: z.unknown() 
 const chatMessage = z.discriminatedUnion('role', [
   z.object({ role: z.literal('system'), content: z.string() }),
   z.object({ role: z.literal('user'), content: z.string() }),
-  z.object({ role: z.literal('assistant'), content: z.string(), toolCalls: z.array(toolCall).optional() }),
+  z.object({ role: z.literal('assistant'), content: z.string(), toolCalls: z.array(toolCall).readonly().optional() }),
   z.object({
     role: z.literal('tool'),
     toolCallId: z.string(),

@@ -1,0 +1,131 @@
+import type { KV } from '@nats-io/kv';
+import type { Codec } from '../../src/protocol/index.ts';
+import type { Logger } from '../../src/logging.ts';
+
+/** A lease as stored in the KV bucket, one key per session (`<tenant>.<sessionId>`). */
+interface LeaseValue {
+  /** Owner node id; empty once released. */
+  readonly node: string;
+  readonly expiresAt: number;
+  /** True while the session has a turn running or queued: a node that finds it expired resumes it. */
+  readonly active: boolean;
+}
+
+/** A session another node should pick up. */
+export interface OrphanSession {
+  readonly tenant: string;
+  readonly sessionId: string;
+}
+
+/**
+ * Which node hosts which session. A node acts on a session only while it holds its lease; leases are
+ * renewed while held and expire when a node dies, so another node can claim and resume the session.
+ * Compare-and-set on the KV revision makes every claim race have one winner. Expiry compares node clocks,
+ * so keep them in sync (NTP) to well within the lease TTL.
+ */
+export interface SessionLeases {
+  /** True when this node holds (or just took) the session's lease. */
+  claim(tenant: string, sessionId: string): Promise<boolean>;
+  /** Marks whether a held session has work, so a node that finds its lease expired resumes it. */
+  setActive(tenant: string, sessionId: string, active: boolean): void;
+  /** Gives a held lease back. An active session's lease stays visible as an orphan to resume. */
+  release(tenant: string, sessionId: string): Promise<void>;
+  /** Sessions whose lease expired or was released with work left. */
+  orphans(): Promise<OrphanSession[]>;
+  /** Renews every held lease; calls `onLost` for those another node took. */
+  renewAll(onLost: (tenant: string, sessionId: string) => void): Promise<void>;
+  held(): number;
+}
+
+/** Creates the lease manager of one node over a KV bucket. */
+export function createSessionLeases(deps: { kv: KV; codec: Codec; nodeId: string; ttlMs: number; now: () => number; logger: Logger }): SessionLeases {
+  const { kv, codec, nodeId, ttlMs, now } = deps;
+  const held = new Map<string, { revision: number; expiresAt: number; active: boolean }>();
+  const keyOf = (tenant: string, sessionId: string) => `${tenant}.${sessionId}`;
+  const encode = (active: boolean, node = nodeId): { value: LeaseValue; bytes: Uint8Array } => {
+    const value = { node, expiresAt: node === '' ? 0 : now() + ttlMs, active };
+    return { value, bytes: codec.encode(value) };
+  };
+  const decode = (bytes: Uint8Array): LeaseValue | undefined => {
+    try {
+      const value = codec.decode(bytes) as Partial<LeaseValue> | undefined;
+      if (value && typeof value.node === 'string' && typeof value.expiresAt === 'number') {
+        return { node: value.node, expiresAt: value.expiresAt, active: value.active === true };
+      }
+    } catch (err) {
+      deps.logger.warn({ err }, 'unreadable lease');
+    }
+    return undefined;
+  };
+
+  async function claim(tenant: string, sessionId: string): Promise<boolean> {
+    const key = keyOf(tenant, sessionId);
+    const mine = held.get(key);
+    if (mine && mine.expiresAt - now() > ttlMs / 3) return true;
+    const entry = await kv.get(key);
+    const current = entry && entry.operation === 'PUT' ? decode(entry.value) : undefined;
+    if (current && current.node !== '' && current.node !== nodeId && current.expiresAt > now()) return false;
+    const { value, bytes } = encode(mine?.active ?? current?.active ?? false);
+    try {
+      const revision = entry ? (entry.operation === 'PUT' ? await kv.update(key, bytes, entry.revision) : await kv.create(key, bytes)) : await kv.create(key, bytes);
+      held.set(key, { revision, expiresAt: value.expiresAt, active: value.active });
+      return true;
+    } catch {
+      // Someone else won the race.
+      held.delete(key);
+      return false;
+    }
+  }
+
+  return {
+    claim,
+    setActive(tenant, sessionId, active) {
+      const lease = held.get(keyOf(tenant, sessionId));
+      if (lease && lease.active !== active) {
+        lease.active = active;
+        lease.expiresAt = 0; // renew soon so other nodes see it
+      }
+    },
+    async release(tenant, sessionId) {
+      const key = keyOf(tenant, sessionId);
+      const lease = held.get(key);
+      if (!lease) return;
+      held.delete(key);
+      try {
+        if (lease.active) await kv.update(key, encode(true, '').bytes, lease.revision);
+        else await kv.delete(key, { previousSeq: lease.revision });
+      } catch (err) {
+        deps.logger.warn({ err, key }, 'lease not released; it will expire');
+      }
+    },
+    async orphans() {
+      const found: OrphanSession[] = [];
+      const keys = await kv.keys();
+      for await (const key of keys) {
+        if (held.has(key)) continue;
+        const entry = await kv.get(key);
+        if (!entry || entry.operation !== 'PUT') continue;
+        const value = decode(entry.value);
+        if (!value?.active || (value.node !== '' && value.expiresAt > now())) continue;
+        const [tenant, sessionId] = key.split('.');
+        if (tenant && sessionId) found.push({ tenant, sessionId });
+      }
+      return found;
+    },
+    async renewAll(onLost) {
+      for (const [key, lease] of held) {
+        try {
+          const { value, bytes } = encode(lease.active);
+          lease.revision = await kv.update(key, bytes, lease.revision);
+          lease.expiresAt = value.expiresAt;
+        } catch (err) {
+          deps.logger.warn({ err, key }, 'lease lost');
+          held.delete(key);
+          const [tenant, sessionId] = key.split('.');
+          if (tenant && sessionId) onLost(tenant, sessionId);
+        }
+      }
+    },
+    held: () => held.size,
+  };
+}

@@ -1,0 +1,22 @@
+import type { GenerateChunk, GenerateRequest, SafetyTier, ToolCallReply, ToolCallRequest } from '../../src/protocol/index.ts';
+
+/** A tool some live worker serves, as the runtime sees it. */
+export interface ToolInfo {
+  readonly name: string;
+  readonly description: string;
+  readonly parameters: Record<string, unknown>;
+  readonly tier: SafetyTier;
+  readonly timeoutMs: number;
+  readonly idempotent: boolean;
+}
+
+/** How the runtime reaches the provider services. */
+export interface ProviderPort {
+  generate(request: GenerateRequest, options: { signal: AbortSignal; idleTimeoutMs: number; timeoutMs: number }): AsyncIterable<GenerateChunk>;
+}
+
+/** How the runtime reaches tool workers. `call` resolves with a failure reply rather than throwing, except on abort. */
+export interface ToolPort {
+  listTools(options: { signal?: AbortSignal }): Promise<readonly ToolInfo[]>;
+  call(request: ToolCallRequest, options: { signal: AbortSignal; timeoutMs: number }): Promise<ToolCallReply>;
+}

@@ -1,0 +1,247 @@
+import type { Msg, NatsConnection, Subscription } from '@nats-io/nats-core';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { Kvm } from '@nats-io/kv';
+import { createSessionLog } from '../../src/bus/session-log.ts';
+import { ensureStreams } from '../../src/bus/streams.ts';
+import { msgpackHeaders } from '../../src/bus/request.ts';
+import { toErrorData } from '../../src/errors.ts';
+import type { Logger } from '../../src/logging.ts';
+import {
+  SessionVerb,
+  createEnvelopeFactory,
+  createSubjects,
+  decodeApprove,
+  decodeCancel,
+  decodePrompt,
+  decodeSteer,
+  streamNames,
+} from '../../src/protocol/index.ts';
+import type { Codec, CommandReply, PromptReply, ToolSpec } from '../../src/protocol/index.ts';
+import type { Scrubber } from '../../src/scrub.ts';
+import type { TokenCounter } from '../../src/tokens.ts';
+import type { RuntimeConfig } from './config.ts';
+import { createLivePublisher } from './live-publisher.ts';
+import { createSessionLeases } from './leases.ts';
+import type { SessionLeases } from './leases.ts';
+import type { ProviderPort, ToolPort } from './ports.ts';
+import { openSession } from './session-host.ts';
+import type { CommandResult, SessionHost, SessionHostDeps } from './session-host.ts';
+
+/** The runtime service of one node. */
+export interface Runtime {
+  /** Sessions hosted on this node now. */
+  sessions(): number;
+  /** Stops taking messages, stops every session (the log keeps what is needed to resume elsewhere). */
+  stop(): Promise<void>;
+}
+
+/** What the runtime is made of. */
+export interface RuntimeDeps {
+  readonly nc: NatsConnection;
+  readonly codec: Codec;
+  readonly logger: Logger;
+  readonly config: RuntimeConfig;
+  readonly provider: ProviderPort;
+  readonly tools: ToolPort;
+  readonly tokens: TokenCounter;
+  readonly scrubber: Scrubber;
+  readonly newId: () => string;
+  readonly now: () => number;
+}
+
+/**
+ * Starts the runtime: ensures the streams, then serves `prompt`, `cancel`, `steer` and `approve` of every
+ * session. Each session is hosted by the node that holds its lease; the others ignore its messages.
+ */
+export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
+  const { nc, codec, config } = deps;
+  const logger = deps.logger.child({ service: 'runtime', node: config.nodeId });
+  const subjects = createSubjects(config.prefix);
+  const jsm = await jetstreamManager(nc);
+  const names = await ensureStreams(jsm, { prefix: config.prefix });
+  const log = createSessionLog({ js: jetstream(nc), jsm, subjects, codec, stream: names.log });
+  const kv = await new Kvm(nc).create(streamNames(config.prefix).leases, { history: 1 });
+  const leases: SessionLeases = createSessionLeases({ kv, codec, nodeId: config.nodeId, ttlMs: config.leaseTtlMs, now: deps.now, logger });
+  const envelopes = createEnvelopeFactory({ newId: deps.newId, now: deps.now });
+  const toolTokenCache = new Map<string, number>();
+  const hostDeps: SessionHostDeps = {
+    log,
+    envelopes,
+    live: createLivePublisher({ nc, subjects, codec, envelopes }),
+    provider: deps.provider,
+    tools: deps.tools,
+    tokens: deps.tokens,
+    toolTokens: (specs: readonly ToolSpec[]) => {
+      const key = specs.map((spec) => spec.name).join(',');
+      let count = toolTokenCache.get(key);
+      if (count === undefined) {
+        count = deps.tokens.count(JSON.stringify(specs));
+        if (toolTokenCache.size > 100) toolTokenCache.clear();
+        toolTokenCache.set(key, count);
+      }
+      return count;
+    },
+    scrubber: deps.scrubber,
+    logger,
+    config,
+    newId: deps.newId,
+    now: deps.now,
+  };
+
+  const hosts = new Map<string, Promise<SessionHost>>();
+  const lastUsed = new Map<string, number>();
+  const keyOf = (tenant: string, sessionId: string) => `${tenant}.${sessionId}`;
+  let stopping = false;
+
+  function host(tenant: string, sessionId: string): Promise<SessionHost> {
+    const key = keyOf(tenant, sessionId);
+    lastUsed.set(key, deps.now());
+    let opening = hosts.get(key);
+    if (!opening) {
+      opening = openSession(hostDeps, tenant, sessionId).then((opened) => {
+        watchActivity(opened);
+        return opened;
+      });
+      opening.catch((err: unknown) => {
+        logger.error({ err, tenant, sessionId }, 'session could not be opened');
+        hosts.delete(key);
+      });
+      hosts.set(key, opening);
+    }
+    return opening;
+  }
+
+  function watchActivity(opened: SessionHost) {
+    const mark = () => {
+      leases.setActive(opened.tenant, opened.sessionId, opened.busy());
+      if (opened.busy()) void opened.whenIdle().then(mark);
+    };
+    mark();
+  }
+
+  function reply(message: Msg, body: PromptReply | CommandReply) {
+    if (message.reply) message.respond(codec.encode(body), { headers: msgpackHeaders() });
+  }
+
+  function publishError(tenant: string, sessionId: string, error: ReturnType<typeof toErrorData>, subject: string) {
+    hostDeps.live.publish('error', { tenant, sessionId }, { ...error, subject });
+  }
+
+  async function handle(verb: SessionVerb, message: Msg): Promise<void> {
+    const parsed = subjects.parseSession(message.subject);
+    if (!parsed) {
+      const error = { code: 'invalid_input', message: `bad session subject ${message.subject}: tenant and session id must match [A-Za-z0-9_-]{1,64}`, retryable: false };
+      reply(message, verb === SessionVerb.prompt ? { accepted: false, sessionId: '', error } : { ok: false, error });
+      return;
+    }
+    const { tenant, sessionId } = parsed;
+    // Only the lease holder acts; every other node stays silent.
+    if (!(await leases.claim(tenant, sessionId))) return;
+    const contentType = message.headers?.get('Content-Type') || undefined;
+    try {
+      switch (verb) {
+        case SessionVerb.prompt: {
+          const prompt = decodePrompt(codec, message.data, contentType);
+          const session = await host(tenant, sessionId);
+          const { turnId } = await session.prompt(prompt);
+          leases.setActive(tenant, sessionId, true);
+          watchActivity(session);
+          reply(message, { accepted: true, sessionId, turnId });
+          return;
+        }
+        case SessionVerb.cancel: {
+          const cancel = decodeCancel(codec, message.data, contentType);
+          replyCommand(message, (await host(tenant, sessionId)).cancel(cancel.reason));
+          return;
+        }
+        case SessionVerb.steer: {
+          const steer = decodeSteer(codec, message.data, contentType);
+          replyCommand(message, (await host(tenant, sessionId)).steer(steer.text));
+          return;
+        }
+        case SessionVerb.approve: {
+          const decision = decodeApprove(codec, message.data, contentType);
+          replyCommand(message, await (await host(tenant, sessionId)).approve(decision));
+          return;
+        }
+      }
+    } catch (err) {
+      const error = toErrorData(err);
+      logger.warn({ err, tenant, sessionId, verb }, 'message refused');
+      reply(message, verb === SessionVerb.prompt ? { accepted: false, sessionId, error } : { ok: false, error });
+      publishError(tenant, sessionId, error, message.subject);
+    }
+  }
+
+  function replyCommand(message: Msg, result: CommandResult) {
+    reply(message, result.ok ? (result.turnId ? { ok: true, turnId: result.turnId } : { ok: true }) : { ok: false, error: result.error });
+  }
+
+  const subscriptions: Subscription[] = Object.values(SessionVerb).map((verb) =>
+    nc.subscribe(subjects.anySession(verb), {
+      callback: (error, message) => {
+        if (error) {
+          logger.warn({ err: error, verb }, 'subscription error');
+          return;
+        }
+        void handle(verb, message).catch((err: unknown) => logger.error({ err }, 'message handling failed'));
+      },
+    }),
+  );
+  await nc.flush();
+
+  async function passivateIdle() {
+    for (const [key, opening] of hosts) {
+      const opened = await opening.catch(() => undefined);
+      if (!opened || opened.busy()) continue;
+      if (deps.now() - (lastUsed.get(key) ?? 0) < config.idleMs) continue;
+      hosts.delete(key);
+      lastUsed.delete(key);
+      opened.stop();
+      await leases.release(opened.tenant, opened.sessionId);
+    }
+  }
+
+  async function adoptOrphans() {
+    for (const orphan of await leases.orphans()) {
+      if (stopping) return;
+      if (!(await leases.claim(orphan.tenant, orphan.sessionId))) continue;
+      logger.info(orphan, 'resuming a session another node left');
+      await host(orphan.tenant, orphan.sessionId).catch(() => undefined);
+    }
+  }
+
+  const maintenance = setInterval(() => {
+    void (async () => {
+      await leases.renewAll((tenant, sessionId) => {
+        const key = keyOf(tenant, sessionId);
+        const opening = hosts.get(key);
+        hosts.delete(key);
+        void opening?.then((opened) => opened.stop());
+        logger.warn({ tenant, sessionId }, 'lease taken by another node; session stopped here');
+      });
+      await passivateIdle();
+      await adoptOrphans();
+    })().catch((err: unknown) => logger.warn({ err }, 'runtime maintenance failed'));
+  }, Math.max(250, Math.floor(config.leaseTtlMs / 3)));
+  void adoptOrphans().catch((err: unknown) => logger.warn({ err }, 'could not look for orphaned sessions'));
+
+  logger.info({ prefix: config.prefix }, 'runtime started');
+  return {
+    sessions: () => hosts.size,
+    async stop() {
+      stopping = true;
+      clearInterval(maintenance);
+      for (const subscription of subscriptions) subscription.unsubscribe();
+      for (const [, opening] of hosts) {
+        const opened = await opening.catch(() => undefined);
+        if (!opened) continue;
+        const busy = opened.busy();
+        opened.stop();
+        leases.setActive(opened.tenant, opened.sessionId, busy);
+        await leases.release(opened.tenant, opened.sessionId);
+      }
+      hosts.clear();
+    },
+  };
+}

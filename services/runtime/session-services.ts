@@ -1,0 +1,30 @@
+import type { Logger } from '../../src/logging.ts';
+import type { Scrubber } from '../../src/scrub.ts';
+import type { TokenCounter } from '../../src/tokens.ts';
+import type { ToolSpec } from '../../src/protocol/index.ts';
+import type { RuntimeConfig } from './config.ts';
+import type { LivePublisher } from './live-publisher.ts';
+import type { ProviderPort, ToolPort } from './ports.ts';
+import type { SessionWriter } from './session-writer.ts';
+import type { Transcript } from './transcript.ts';
+
+/** Everything one session's actors use; made by the session host. */
+export interface SessionServices {
+  readonly tenant: string;
+  readonly sessionId: string;
+  readonly writer: SessionWriter;
+  readonly transcript: Transcript;
+  readonly live: LivePublisher;
+  readonly provider: ProviderPort;
+  readonly tools: ToolPort;
+  readonly tokens: TokenCounter;
+  /** Tokens of a tool list, cached by the runtime. */
+  readonly toolTokens: (specs: readonly ToolSpec[]) => number;
+  readonly scrubber: Scrubber;
+  readonly logger: Logger;
+  readonly config: RuntimeConfig;
+  readonly newId: () => string;
+  readonly now: () => number;
+  /** Steering messages received since the last step began; taking them empties the list. */
+  readonly takeSteers: () => string[];
+}

@@ -1,0 +1,52 @@
+import { getEncoding } from 'js-tiktoken';
+import type { Tiktoken } from 'js-tiktoken';
+import type { ChatMessage } from './protocol/index.ts';
+
+/** Counts tokens of text and messages. */
+export interface TokenCounter {
+  count(text: string): number;
+  /** Tokens of one chat message, with the per-message overhead of chat formats. */
+  countMessage(message: ChatMessage): number;
+}
+
+/** Overhead of one chat message (role, separators), as OpenAI documents for its chat formats. */
+const MESSAGE_OVERHEAD = 4;
+
+/**
+ * Creates a token counter on a tiktoken encoding (default `o200k_base`). Loading an encoding takes a
+ * moment and some memory, so make one per process and pass it around.
+ */
+export function createTokenCounter(encoding: 'o200k_base' | 'cl100k_base' = 'o200k_base'): TokenCounter {
+  let encoder: Tiktoken | undefined;
+  const count = (text: string): number => {
+    if (text.length === 0) return 0;
+    encoder ??= getEncoding(encoding);
+    return encoder.encode(text).length;
+  };
+  return {
+    count,
+    countMessage(message) {
+      let tokens = MESSAGE_OVERHEAD + count(message.content);
+      if (message.role === 'assistant' && message.toolCalls) {
+        for (const call of message.toolCalls) tokens += count(call.name) + count(JSON.stringify(call.args ?? {}));
+      }
+      return tokens;
+    },
+  };
+}
+
+/** Known context windows in tokens, by `<provider>:<model>` or model name prefix. */
+const CONTEXT_WINDOWS: ReadonlyArray<readonly [RegExp, number]> = [
+  [/^scripted:/, 32_000],
+  [/^anthropic:claude/, 200_000],
+  [/^openai:gpt-4\.1/, 1_000_000],
+  [/^openai:(gpt-5|o[0-9])/, 400_000],
+  [/^openai:gpt-4o/, 128_000],
+  [/^ollama:/, 32_000],
+];
+
+/** The context window of a model, or `fallback` when unknown. */
+export function contextWindowOf(model: string, fallback = 128_000): number {
+  for (const [pattern, tokens] of CONTEXT_WINDOWS) if (pattern.test(model)) return tokens;
+  return fallback;
+}

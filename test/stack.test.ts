@@ -1,0 +1,58 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { AgentEvent } from '../src/protocol/index.ts';
+import { collectEvents, requestJson, requestMsgpack, startStack } from './helpers/stack.ts';
+import type { TestStack } from './helpers/stack.ts';
+
+let stack: TestStack;
+
+const turnStates = (events: AgentEvent[]) =>
+  events.flatMap((event) => (event.type === 'state' && event.data.machine === 'turn' ? [event.data.value] : []));
+
+beforeAll(async () => {
+  stack = await startStack({
+    script: {
+      responses: [
+        { text: 'Let me read it.', toolCalls: [{ name: 'read_file', args: { path: 'README.md' } }] },
+        { text: 'The workspace says hello.', chunkSize: 5 },
+      ],
+    },
+  });
+});
+
+afterAll(async () => {
+  await stack?.stop();
+});
+
+describe('a prompt through the whole stack', () => {
+  it('answers a JSON prompt request with accepted and streams the turn in order', async () => {
+    const watcher = collectEvents(stack.client, 'default', 'json-1');
+    const reply = await requestJson(stack.client, 'agentbus.default.sessions.json-1.prompt', { text: 'What does the README say?' });
+    expect(reply).toMatchObject({ accepted: true, sessionId: 'json-1' });
+    expect(typeof reply.turnId).toBe('string');
+    const events = await watcher.until((seen) => seen.some((event) => event.type === 'turn.ended'));
+    const types = events.map((event) => event.type);
+    expect(types.indexOf('user.message')).toBeGreaterThanOrEqual(0);
+    expect(types.indexOf('user.message')).toBeLessThan(types.indexOf('tool.use'));
+    expect(types.indexOf('tool.use')).toBeLessThan(types.indexOf('tool.result'));
+    expect(types.filter((type) => type === 'assistant.delta').length).toBeGreaterThan(2);
+    expect(turnStates(events)).toEqual(['Preparing', 'Streaming', 'ToolExecution', 'Preparing', 'Streaming', 'Yielding']);
+    const result = events.find((event) => event.type === 'tool.result');
+    expect(result?.type === 'tool.result' && result.data).toMatchObject({ isError: false, name: 'read_file' });
+    expect(result?.type === 'tool.result' && result.data.output).toContain('Hello from the workspace');
+    const ended = events.at(-1);
+    expect(ended?.type).toBe('turn.ended');
+    expect(ended?.type === 'turn.ended' && ended.data).toMatchObject({ reason: 'yielded', text: 'The workspace says hello.' });
+    const progress = events.find((event) => event.type === 'progress' && event.data.kind === 'tool_execution');
+    expect(progress?.type === 'progress' && progress.data.message).toBe('[1/8] Executing tools: read_file');
+    watcher.stop();
+  });
+
+  it('answers a msgpack prompt the same way', async () => {
+    const watcher = collectEvents(stack.client, 'default', 'mp-1');
+    const reply = await requestMsgpack(stack.client, 'agentbus.default.sessions.mp-1.prompt', { text: 'hello there' });
+    expect(reply).toMatchObject({ accepted: true, sessionId: 'mp-1' });
+    const events = await watcher.until((seen) => seen.some((event) => event.type === 'turn.ended'));
+    expect(events.at(-1)?.type).toBe('turn.ended');
+    watcher.stop();
+  });
+});
