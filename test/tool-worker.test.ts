@@ -373,3 +373,51 @@ describe('tool discovery', () => {
     expect((await tools.listTools({})).map((tool) => tool.name)).not.toContain('echo');
   });
 });
+
+describe('tool worker stop', () => {
+  it('lets a running call finish within the grace period', async () => {
+    const started = deferred();
+    const quick = defineTool({
+      name: 'finishing',
+      description: 'Takes 50 ms',
+      parameters: z.object({}),
+      tier: SafetyTier.readOnly,
+      timeoutMs: 2000,
+      idempotent: true,
+      execute: async () => {
+        started.resolve();
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        return 'finished';
+      },
+    });
+    const worker = await startWorker([quick]);
+    const pending = client().call(callRequest('finishing', {}), {});
+    await started.promise;
+    await worker.stop();
+    expect(await pending).toMatchObject({ ok: true, output: 'finished' });
+  });
+
+  it('aborts a call still running after the grace period and answers cancelled', async () => {
+    const started = deferred();
+    const stuck = defineTool({
+      name: 'stuck',
+      description: 'Runs until aborted',
+      parameters: z.object({}),
+      tier: SafetyTier.readOnly,
+      timeoutMs: 10_000,
+      idempotent: true,
+      execute: (_args, { signal }) =>
+        new Promise((_, reject) => {
+          started.resolve();
+          signal.addEventListener('abort', () => reject(signal.reason));
+        }),
+    });
+    const worker = await startWorker([stuck]);
+    const pending = client().call(callRequest('stuck', {}), {});
+    await started.promise;
+    const stopping = Date.now();
+    await worker.stop();
+    expect(Date.now() - stopping).toBeGreaterThanOrEqual(150);
+    expect(await pending).toMatchObject({ ok: false, error: { code: 'cancelled' } });
+  });
+});
