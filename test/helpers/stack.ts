@@ -73,6 +73,14 @@ export async function requestJson(client: NatsConnection, subject: string, body:
   return codec.decode(reply.data, reply.headers?.get('Content-Type')) as PromptReply;
 }
 
+/** Sends raw bytes or text with an optional Content-Type and decodes the reply. */
+export async function requestRaw(client: NatsConnection, subject: string, body: string | Uint8Array, contentType?: string, timeout = 5000): Promise<PromptReply> {
+  const requestHeaders = headers();
+  if (contentType) requestHeaders.set('Content-Type', contentType);
+  const reply = await client.request(subject, body, { timeout, headers: requestHeaders });
+  return codec.decode(reply.data, reply.headers?.get('Content-Type')) as PromptReply;
+}
+
 /** Sends a msgpack request and decodes the reply. */
 export async function requestMsgpack(client: NatsConnection, subject: string, body: unknown, timeout = 5000): Promise<PromptReply & { ok?: boolean }> {
   const requestHeaders = headers();
