@@ -15,7 +15,7 @@ export const READ_FILE_DEFAULT_LINES = 2000;
 
 const parameters = z.strictObject({
   path: z.string().min(1).describe('File path relative to the workspace'),
-  offset: z.int().min(0).optional().describe('First line to return, counting from 0'),
+  offset: z.int().min(0).max(100_000_000).optional().describe('First line to return, counting from 0'),
   limit: z.int().min(1).max(100_000).optional().describe(`Most lines to return (default ${READ_FILE_DEFAULT_LINES})`),
 });
 
