@@ -134,7 +134,7 @@ export function createOpenAIAdapter(options: OpenAIAdapterOptions = {}): Provide
     } catch (error) {
       throw mapError(error, signal);
     }
-    const choice = completion.choices[0];
+    const choice = completion.choices?.[0];
     if (!choice) throw new ProviderError(ProviderErrorCode.invalidResponse, `${name}: completion without choices`, { provider: name });
     const chunks: ChunkBody[] = [];
     if (choice.message.content) chunks.push({ type: 'text-delta', text: choice.message.content });

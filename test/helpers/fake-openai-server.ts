@@ -1,0 +1,91 @@
+import { startFakeSseServer } from './fake-sse-server.ts';
+import type { FakeReply, FakeSseServer } from './fake-sse-server.ts';
+
+export type { FakeReply, FakeSseServer, RecordedRequest } from './fake-sse-server.ts';
+
+/** A fake Chat Completions server; `baseURL` is what the OpenAI client takes (`…/v1`). */
+export interface FakeOpenAIServer extends FakeSseServer {
+  readonly baseURL: string;
+}
+
+/** Starts a fake OpenAI-compatible server on loopback. */
+export async function startFakeOpenAIServer(): Promise<FakeOpenAIServer> {
+  const server = await startFakeSseServer();
+  return Object.assign(server, { baseURL: `${server.url}/v1` });
+}
+
+/** One `data:` frame. */
+export function dataFrame(value: unknown): string {
+  return `data: ${JSON.stringify(value)}\n\n`;
+}
+
+/** The frame that ends a Chat Completions stream. */
+export const DONE_FRAME = 'data: [DONE]\n\n';
+
+/** A `chat.completion.chunk` with one choice. */
+export function chunk(delta: Record<string, unknown>, finishReason: string | null = null): unknown {
+  return {
+    id: 'chatcmpl-1',
+    object: 'chat.completion.chunk',
+    created: 1_700_000_000,
+    model: 'gpt-4o-mini',
+    choices: [{ index: 0, delta, logprobs: null, finish_reason: finishReason }],
+  };
+}
+
+/** The last chunk when `stream_options.include_usage` is on: no choices, only usage. */
+export function usageChunk(promptTokens: number, completionTokens: number): unknown {
+  return {
+    id: 'chatcmpl-1',
+    object: 'chat.completion.chunk',
+    created: 1_700_000_000,
+    model: 'gpt-4o-mini',
+    choices: [],
+    usage: { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens },
+  };
+}
+
+/** A streamed text answer: role, text pieces, finish, usage, [DONE]. */
+export function textStream(pieces: readonly string[], usage: [number, number] = [12, 5]): FakeReply {
+  return {
+    kind: 'sse',
+    frames: [
+      dataFrame(chunk({ role: 'assistant', content: '' })),
+      ...pieces.map((piece) => dataFrame(chunk({ content: piece }))),
+      dataFrame(chunk({}, 'stop')),
+      dataFrame(usageChunk(...usage)),
+      DONE_FRAME,
+    ],
+  };
+}
+
+/** A non-streaming `chat.completion` body. */
+export function completion(content: string | null, options: { toolCalls?: { id: string; name: string; arguments: string }[]; finishReason?: string } = {}): unknown {
+  return {
+    id: 'chatcmpl-2',
+    object: 'chat.completion',
+    created: 1_700_000_000,
+    model: 'gpt-4o-mini',
+    choices: [
+      {
+        index: 0,
+        message: {
+          role: 'assistant',
+          content,
+          refusal: null,
+          ...(options.toolCalls
+            ? { tool_calls: options.toolCalls.map((call) => ({ id: call.id, type: 'function', function: { name: call.name, arguments: call.arguments } })) }
+            : {}),
+        },
+        logprobs: null,
+        finish_reason: options.finishReason ?? (options.toolCalls ? 'tool_calls' : 'stop'),
+      },
+    ],
+    usage: { prompt_tokens: 20, completion_tokens: 7, total_tokens: 27 },
+  };
+}
+
+/** An OpenAI error body, `{ error: { message, type, param, code } }`. */
+export function errorReply(status: number, message: string, type: string, code: string | null = null, headers: Record<string, string> = {}): FakeReply {
+  return { kind: 'json', status, body: { error: { message, type, param: null, code } }, headers };
+}
