@@ -14,6 +14,8 @@ describe('pricing', () => {
     expect(pricing.priceOf('anthropic:claude-sonnet-4-5-20250929')).toEqual({ input: 3, output: 15 });
     expect(pricing.priceOf('anthropic:claude-opus-4-5-20251101')).toEqual({ input: 5, output: 25 });
     expect(pricing.priceOf('anthropic:claude-opus-4-1-20250805')).toEqual({ input: 15, output: 75 });
+    expect(pricing.priceOf('openai:gpt-5.4-mini-2026-03-17')).toEqual({ input: 0.75, output: 4.5 });
+    expect(pricing.priceOf('openai:gpt-5.4')).toEqual({ input: 2.5, output: 15 });
   });
 
   it('lets the config override and extend the table', () => {

@@ -38,7 +38,7 @@ describe('provider config', () => {
       { name: 'anthropic', type: 'anthropic', apiKey: 'sk-ant', baseURL: 'http://127.0.0.1:9999', jsonActions: false },
       { name: 'ollama', type: 'openai', baseURL: DEFAULT_OLLAMA_BASE_URL, jsonActions: false },
     ]);
-    expect(config.defaultModel).toBe('openai:gpt-5-mini');
+    expect(config.defaultModel).toBe('openai:gpt-5.4-mini');
   });
 
   it('picks a local model when only Ollama is there', () => {

@@ -11,8 +11,8 @@ export type ProviderType = (typeof ProviderType)[keyof typeof ProviderType];
 
 /** The model used when nothing names one, by the first provider configured (in this order). */
 export const DEFAULT_MODELS = {
-  openai: 'openai:gpt-5-mini',
-  anthropic: 'anthropic:claude-sonnet-4-5',
+  openai: 'openai:gpt-5.4-mini',
+  anthropic: 'anthropic:claude-sonnet-5',
   ollama: 'ollama:qwen3',
   scripted: 'scripted:default',
 } as const;
@@ -32,6 +32,8 @@ const providerSchema = z.strictObject({
   streamFallback: z.boolean().optional(),
   timeoutMs: z.int().positive().optional(),
   defaultMaxTokens: z.int().positive().optional(),
+  /** Anthropic only: the `thinking` setting sent (default `disabled`). */
+  thinking: z.enum(['disabled', 'adaptive', 'omit']).optional(),
   /** JSON action mode: `true` for every model, or model names (`*` at the end matches a prefix). */
   jsonActions: z.union([z.boolean(), z.array(z.string().min(1))]).optional(),
 });
@@ -74,6 +76,7 @@ export interface ProviderSettings {
   readonly streamFallback?: boolean;
   readonly timeoutMs?: number;
   readonly defaultMaxTokens?: number;
+  readonly thinking?: 'disabled' | 'adaptive' | 'omit';
   readonly jsonActions: boolean | readonly string[];
 }
 

@@ -20,6 +20,9 @@ export type PriceTable = Readonly<Record<string, ModelPrice>>;
  * Models that run locally cost nothing.
  */
 export const DEFAULT_PRICES: PriceTable = Object.freeze({
+  'openai:gpt-5.5*': { input: 5, output: 30 },
+  'openai:gpt-5.4*': { input: 2.5, output: 15 },
+  'openai:gpt-5.4-mini*': { input: 0.75, output: 4.5 },
   'openai:gpt-5': { input: 1.25, output: 10 },
   'openai:gpt-5-mini': { input: 0.25, output: 2 },
   'openai:gpt-5-nano': { input: 0.05, output: 0.4 },
@@ -30,6 +33,10 @@ export const DEFAULT_PRICES: PriceTable = Object.freeze({
   'openai:gpt-4o-mini': { input: 0.15, output: 0.6 },
   'openai:o3': { input: 2, output: 8 },
   'openai:o4-mini': { input: 1.1, output: 4.4 },
+  'anthropic:claude-sonnet-5*': { input: 3, output: 15 },
+  'anthropic:claude-opus-4-8*': { input: 5, output: 25 },
+  'anthropic:claude-opus-4-7*': { input: 5, output: 25 },
+  'anthropic:claude-opus-4-6*': { input: 5, output: 25 },
   'anthropic:claude-opus-4-5*': { input: 5, output: 25 },
   'anthropic:claude-opus-4*': { input: 15, output: 75 },
   'anthropic:claude-sonnet-4*': { input: 3, output: 15 },
@@ -52,8 +59,8 @@ export interface Pricing {
  * Creates a price lookup over {@link DEFAULT_PRICES} with `overrides` on top (the config's `pricing`).
  *
  * @example
- * const pricing = createPricing({ 'openai:gpt-5.4-mini': { input: 0.3, output: 2.4 } });
- * pricing.costOf('openai:gpt-5.4-mini', { inputTokens: 1000, outputTokens: 200 }); // 0.00078
+ * const pricing = createPricing({ 'vllm:llama-3.3-70b': { input: 0.2, output: 0.6 } });
+ * pricing.costOf('vllm:llama-3.3-70b', { inputTokens: 1000, outputTokens: 200 }); // 0.00032
  */
 export function createPricing(overrides: PriceTable = {}, defaults: PriceTable = DEFAULT_PRICES): Pricing {
   const table: PriceTable = { ...defaults, ...overrides };

@@ -34,8 +34,18 @@ export interface AnthropicAdapterOptions {
   readonly streamFallback?: boolean;
   /** Per-request timeout of the HTTP client. Default 10 minutes. */
   readonly timeoutMs?: number;
+  /**
+   * The `thinking` setting sent. Default `disabled`: newer models think by default, and a tool-use
+   * turn continued without its thinking blocks (which our messages cannot carry) is refused.
+   * `adaptive` turns it on; `omit` sends nothing, for models or servers that do not know the field.
+   */
+  readonly thinking?: AnthropicThinking;
   readonly now?: () => number;
 }
+
+/** The `thinking` settings an Anthropic adapter can send. */
+export const AnthropicThinking = { disabled: 'disabled', adaptive: 'adaptive', omit: 'omit' } as const;
+export type AnthropicThinking = (typeof AnthropicThinking)[keyof typeof AnthropicThinking];
 
 const SDK_ERRORS = { APIError, APIUserAbortError, APIConnectionError, APIConnectionTimeoutError };
 
@@ -75,6 +85,8 @@ export function createAnthropicAdapter(options: AnthropicAdapterOptions): Provid
       messages,
     };
     if (system !== '') body.system = system;
+    const thinking = options.thinking ?? AnthropicThinking.disabled;
+    if (thinking !== AnthropicThinking.omit) body.thinking = { type: thinking };
     if (request.tools.length > 0) body.tools = request.tools.map(toAnthropicTool);
     // `temperature` is not sent: the Messages API this SDK speaks has no such parameter any more.
     return body;

@@ -12,7 +12,7 @@ import { createOpenAIAdapter } from './openai.ts';
 
 export { createOpenAIAdapter, toOpenAIMessages, OPENAI_BASE_URL } from './openai.ts';
 export type { OpenAIAdapterOptions } from './openai.ts';
-export { createAnthropicAdapter, toAnthropicMessages, ANTHROPIC_BASE_URL, DEFAULT_ANTHROPIC_MAX_TOKENS } from './anthropic.ts';
+export { createAnthropicAdapter, toAnthropicMessages, AnthropicThinking, ANTHROPIC_BASE_URL, DEFAULT_ANTHROPIC_MAX_TOKENS } from './anthropic.ts';
 export type { AnthropicAdapterOptions } from './anthropic.ts';
 export { FinishReason, INVALID_ARGUMENTS_KEY, parseToolArguments } from './shared.ts';
 
@@ -33,6 +33,7 @@ export function createAdapter(settings: ProviderSettings, options: { logger?: Lo
       // config.ts refuses an anthropic provider without a key.
       apiKey: settings.apiKey ?? '',
       ...(settings.defaultMaxTokens === undefined ? {} : { defaultMaxTokens: settings.defaultMaxTokens }),
+      ...(settings.thinking === undefined ? {} : { thinking: settings.thinking }),
     });
   }
   return createOpenAIAdapter({
