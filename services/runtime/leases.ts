@@ -26,8 +26,11 @@ export interface OrphanSession {
 export interface SessionLeases {
   /** True when this node holds (or just took) the session's lease. */
   claim(tenant: string, sessionId: string): Promise<boolean>;
-  /** Marks whether a held session has work, so a node that finds its lease expired resumes it. */
-  setActive(tenant: string, sessionId: string, active: boolean): void;
+  /**
+   * Records whether a held session has work, so a node that finds its lease expired resumes it. Written
+   * through at once: mark a session active before logging its prompt.
+   */
+  setActive(tenant: string, sessionId: string, active: boolean): Promise<void>;
   /** Gives a held lease back. An active session's lease stays visible as an orphan to resume. */
   release(tenant: string, sessionId: string): Promise<void>;
   /** Sessions whose lease expired or was released with work left. */
@@ -40,7 +43,14 @@ export interface SessionLeases {
 /** Creates the lease manager of one node over a KV bucket. */
 export function createSessionLeases(deps: { kv: KV; codec: Codec; nodeId: string; ttlMs: number; now: () => number; logger: Logger }): SessionLeases {
   const { kv, codec, nodeId, ttlMs, now } = deps;
-  const held = new Map<string, { revision: number; expiresAt: number; active: boolean }>();
+  interface HeldLease {
+    revision: number;
+    expiresAt: number;
+    active: boolean;
+    /** Writes of one lease run one after another, so compare-and-set never races itself. */
+    chain: Promise<void>;
+  }
+  const held = new Map<string, HeldLease>();
   const keyOf = (tenant: string, sessionId: string) => `${tenant}.${sessionId}`;
   const encode = (active: boolean, node = nodeId): { value: LeaseValue; bytes: Uint8Array } => {
     const value = { node, expiresAt: node === '' ? 0 : now() + ttlMs, active };
@@ -68,7 +78,7 @@ export function createSessionLeases(deps: { kv: KV; codec: Codec; nodeId: string
     const { value, bytes } = encode(mine?.active ?? current?.active ?? false);
     try {
       const revision = entry ? (entry.operation === 'PUT' ? await kv.update(key, bytes, entry.revision) : await kv.create(key, bytes)) : await kv.create(key, bytes);
-      held.set(key, { revision, expiresAt: value.expiresAt, active: value.active });
+      held.set(key, { revision, expiresAt: value.expiresAt, active: value.active, chain: Promise.resolve() });
       return true;
     } catch {
       // Someone else won the race.
@@ -77,19 +87,39 @@ export function createSessionLeases(deps: { kv: KV; codec: Codec; nodeId: string
     }
   }
 
+  /** Renews a held lease with its current `active` flag; false when another node has taken it. */
+  function write(key: string, lease: HeldLease): Promise<boolean> {
+    const attempt = lease.chain.then(async () => {
+      if (held.get(key) !== lease) return false;
+      const { value, bytes } = encode(lease.active);
+      try {
+        lease.revision = await kv.update(key, bytes, lease.revision);
+        lease.expiresAt = value.expiresAt;
+        return true;
+      } catch (err) {
+        deps.logger.warn({ err, key }, 'lease lost');
+        held.delete(key);
+        return false;
+      }
+    });
+    lease.chain = attempt.then(() => undefined);
+    return attempt;
+  }
+
   return {
     claim,
-    setActive(tenant, sessionId, active) {
-      const lease = held.get(keyOf(tenant, sessionId));
-      if (lease && lease.active !== active) {
-        lease.active = active;
-        lease.expiresAt = 0; // renew soon so other nodes see it
-      }
+    async setActive(tenant, sessionId, active) {
+      const key = keyOf(tenant, sessionId);
+      const lease = held.get(key);
+      if (!lease || lease.active === active) return;
+      lease.active = active;
+      await write(key, lease);
     },
     async release(tenant, sessionId) {
       const key = keyOf(tenant, sessionId);
       const lease = held.get(key);
       if (!lease) return;
+      await lease.chain;
       held.delete(key);
       try {
         if (lease.active) await kv.update(key, encode(true, '').bytes, lease.revision);
@@ -102,6 +132,7 @@ export function createSessionLeases(deps: { kv: KV; codec: Codec; nodeId: string
       const found: OrphanSession[] = [];
       const keys = await kv.keys();
       for await (const key of keys) {
+
         if (held.has(key)) continue;
         const entry = await kv.get(key);
         if (!entry || entry.operation !== 'PUT') continue;
@@ -113,18 +144,13 @@ export function createSessionLeases(deps: { kv: KV; codec: Codec; nodeId: string
       return found;
     },
     async renewAll(onLost) {
-      for (const [key, lease] of held) {
-        try {
-          const { value, bytes } = encode(lease.active);
-          lease.revision = await kv.update(key, bytes, lease.revision);
-          lease.expiresAt = value.expiresAt;
-        } catch (err) {
-          deps.logger.warn({ err, key }, 'lease lost');
-          held.delete(key);
+      await Promise.all(
+        [...held].map(async ([key, lease]) => {
+          if (await write(key, lease)) return;
           const [tenant, sessionId] = key.split('.');
           if (tenant && sessionId) onLost(tenant, sessionId);
-        }
-      }
+        }),
+      );
     },
     held: () => held.size,
   };

@@ -111,12 +111,17 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
     return opening;
   }
 
+  /** Keeps the lease's `active` flag in step with the session until it goes idle. */
   function watchActivity(opened: SessionHost) {
-    const mark = () => {
-      leases.setActive(opened.tenant, opened.sessionId, opened.busy());
-      if (opened.busy()) void opened.whenIdle().then(mark);
+    const mark = async (): Promise<void> => {
+      const busy = opened.busy();
+      await leases.setActive(opened.tenant, opened.sessionId, busy);
+      if (busy) {
+        await opened.whenIdle();
+        return mark();
+      }
     };
-    mark();
+    void mark().catch((err: unknown) => logger.warn({ err }, 'lease activity not recorded'));
   }
 
   function reply(message: Msg, body: PromptReply | CommandReply) {
@@ -143,8 +148,9 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
         case SessionVerb.prompt: {
           const prompt = decodePrompt(codec, message.data, contentType);
           const session = await host(tenant, sessionId);
+          // Active before the prompt is logged: if this node dies now, another one resumes the turn.
+          await leases.setActive(tenant, sessionId, true);
           const { turnId } = await session.prompt(prompt);
-          leases.setActive(tenant, sessionId, true);
           watchActivity(session);
           reply(message, { accepted: true, sessionId, turnId });
           return;
@@ -238,7 +244,7 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
         if (!opened) continue;
         const busy = opened.busy();
         opened.stop();
-        leases.setActive(opened.tenant, opened.sessionId, busy);
+        await leases.setActive(opened.tenant, opened.sessionId, busy);
         await leases.release(opened.tenant, opened.sessionId);
       }
       hosts.clear();

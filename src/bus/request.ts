@@ -47,6 +47,7 @@ export function translateRequestError(error: unknown, subject: string, timeoutMs
   if (!(error instanceof Error)) return error;
   const noResponders =
     error.name === 'NoRespondersError' ||
+    error.name === 'NoResponders' ||
     (error.cause instanceof Error && error.cause.name === 'NoRespondersError') ||
     ('isNoResponders' in error && typeof error.isNoResponders === 'function' && error.isNoResponders() === true);
   if (noResponders) {
