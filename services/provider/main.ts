@@ -1,5 +1,6 @@
 import { connectBus, drainOnSignals } from '../../src/bus/connect.ts';
 import { createLogger } from '../../src/logging.ts';
+import { notifyReady } from '../../src/ready.ts';
 import { startProviderService } from './index.ts';
 
 // The provider service as its own process. Env: NATS_URL, AGENTBUS_PREFIX, AGENTBUS_SCRIPT, LOG_LEVEL.
@@ -18,6 +19,7 @@ try {
   });
   logger.info({ providers: service.providers }, 'provider service started');
   drainOnSignals(nc, logger, () => service.stop());
+  notifyReady('provider');
 } catch (err) {
   logger.fatal({ err }, 'provider service failed to start');
   await nc.close();

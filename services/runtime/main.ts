@@ -1,5 +1,6 @@
 import { connectBus, drainOnSignals } from '../../src/bus/connect.ts';
 import { createLogger } from '../../src/logging.ts';
+import { notifyReady } from '../../src/ready.ts';
 import { runtimeConfigFromEnv, startRuntimeService } from './index.ts';
 
 // The runtime service as its own process. Env: NATS_URL, AGENTBUS_PREFIX, AGENTBUS_MODEL, AGENTBUS_MAX_STEPS, LOG_LEVEL.
@@ -8,6 +9,7 @@ const nc = await connectBus({ servers: process.env.NATS_URL ?? 'nats://127.0.0.1
 try {
   const runtime = await startRuntimeService({ nc, logger, config: runtimeConfigFromEnv(process.env) });
   drainOnSignals(nc, logger, () => runtime.stop());
+  notifyReady('runtime');
 } catch (err) {
   logger.fatal({ err }, 'runtime failed to start');
   await nc.close();

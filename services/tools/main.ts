@@ -1,5 +1,6 @@
 import { connectBus, drainOnSignals } from '../../src/bus/connect.ts';
 import { createLogger } from '../../src/logging.ts';
+import { notifyReady } from '../../src/ready.ts';
 import { startToolsService } from './index.ts';
 
 /** Runs the tools service as its own process: config from the environment, drains on SIGTERM/SIGINT. */
@@ -17,6 +18,8 @@ async function main(): Promise<void> {
     workspace: process.env['AGENTBUS_WORKSPACE'] ?? process.cwd(),
   });
   drainOnSignals(nc, logger, () => service.stop());
+  logger.info('tools service started');
+  notifyReady('tools');
   const closed = await nc.closed();
   if (closed) logger.error({ err: closed }, 'connection closed with an error');
 }
