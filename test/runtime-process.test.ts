@@ -103,7 +103,9 @@ describe('runtime processes', () => {
       withProcesses(async (runtimeProcess) => {
     const seen: GenerateRequest[] = [];
     const spy = client.subscribe('agentbus.provider.scripted.generate', {
-      callback: (_error, message) => seen.push(codec.decode(message.data, message.headers?.get('Content-Type')) as GenerateRequest),
+      callback: (_error, message) => {
+        seen.push(codec.decode(message.data, message.headers?.get('Content-Type')) as GenerateRequest);
+      },
     });
     const watcher = collectEvents(client, 'acme', 'carry-on');
 
