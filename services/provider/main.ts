@@ -1,13 +1,14 @@
-import { connectBus, drainOnSignals } from '../../src/bus/connect.ts';
+import { busCredentialsFromEnv, connectBus, drainOnSignals } from '../../src/bus/connect.ts';
 import { createLogger } from '../../src/logging.ts';
 import { notifyReady } from '../../src/ready.ts';
 import { startProviderService } from './index.ts';
 
-// The provider service as its own process. Env: NATS_URL, AGENTBUS_PREFIX, AGENTBUS_SCRIPT, LOG_LEVEL.
+// The provider service as its own process. Env: NATS_URL, NATS_USER, NATS_PASSWORD, AGENTBUS_PREFIX, AGENTBUS_SCRIPT, LOG_LEVEL.
 const logger = createLogger({ name: 'provider', level: process.env.LOG_LEVEL });
 const nc = await connectBus({
   servers: process.env.NATS_URL ?? 'nats://127.0.0.1:4222',
   name: 'agentbus-provider',
+  ...busCredentialsFromEnv(process.env),
   logger,
 });
 try {

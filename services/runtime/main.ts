@@ -1,11 +1,11 @@
-import { connectBus, drainOnSignals } from '../../src/bus/connect.ts';
+import { busCredentialsFromEnv, connectBus, drainOnSignals } from '../../src/bus/connect.ts';
 import { createLogger } from '../../src/logging.ts';
 import { notifyReady } from '../../src/ready.ts';
 import { runtimeConfigFromEnv, startRuntimeService } from './index.ts';
 
-// The runtime service as its own process. Env: NATS_URL, AGENTBUS_PREFIX, AGENTBUS_MODEL, AGENTBUS_MAX_STEPS, LOG_LEVEL.
+// The runtime service as its own process. Env: NATS_URL, NATS_USER, NATS_PASSWORD, AGENTBUS_PREFIX, AGENTBUS_MODEL, AGENTBUS_MAX_STEPS, LOG_LEVEL.
 const logger = createLogger({ name: 'runtime', level: process.env.LOG_LEVEL });
-const nc = await connectBus({ servers: process.env.NATS_URL ?? 'nats://127.0.0.1:4222', name: 'agentbus-runtime', logger });
+const nc = await connectBus({ servers: process.env.NATS_URL ?? 'nats://127.0.0.1:4222', name: 'agentbus-runtime', logger, ...busCredentialsFromEnv(process.env) });
 try {
   const runtime = await startRuntimeService({ nc, logger, config: runtimeConfigFromEnv(process.env) });
   drainOnSignals(nc, logger, () => runtime.stop());

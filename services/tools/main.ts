@@ -1,4 +1,4 @@
-import { connectBus, drainOnSignals } from '../../src/bus/connect.ts';
+import { busCredentialsFromEnv, connectBus, drainOnSignals } from '../../src/bus/connect.ts';
 import { createLogger } from '../../src/logging.ts';
 import { notifyReady } from '../../src/ready.ts';
 import { startToolsService } from './index.ts';
@@ -9,6 +9,7 @@ async function main(): Promise<void> {
   const nc = await connectBus({
     servers: process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222',
     name: 'agentbus-tools',
+    ...busCredentialsFromEnv(process.env),
     logger,
   });
   const service = await startToolsService({

@@ -16,6 +16,19 @@ export interface BusConnectOptions {
 }
 
 /**
+ * The credentials of {@link connectBus} from the environment: `NATS_USER` with `NATS_PASSWORD`, or
+ * `NATS_TOKEN`; empty when neither is set (a server without auth).
+ *
+ * @example
+ * const nc = await connectBus({ servers: env.NATS_URL, name: 'agentbus-tools', logger, ...busCredentialsFromEnv(env) });
+ */
+export function busCredentialsFromEnv(env: NodeJS.ProcessEnv): Pick<BusConnectOptions, 'user' | 'pass' | 'token'> {
+  const user = env.NATS_USER?.trim();
+  const token = env.NATS_TOKEN?.trim();
+  return { ...(user ? { user, pass: env.NATS_PASSWORD ?? '' } : {}), ...(token ? { token } : {}) };
+}
+
+/**
  * Connects to NATS with reconnects that never give up, and logs status changes.
  *
  * @example
