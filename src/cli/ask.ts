@@ -1,0 +1,210 @@
+import { parseArgs } from 'node:util';
+import { headers as createHeaders, nuid } from '@nats-io/nats-core';
+import type { NatsConnection } from '@nats-io/nats-core';
+import { connect } from '@nats-io/transport-node';
+import { ContentType, MODEL_PATTERN, createCodec, createSubjects, isToken, SessionVerb } from '../protocol/index.ts';
+import type { AgentEvent, CommandReply, Prompt, PromptReply } from '../protocol/index.ts';
+import { findBus } from './bus-target.ts';
+import { UsageError } from './context.ts';
+import type { CliContext } from './context.ts';
+import { describeData } from './format.ts';
+import { startLocalStack } from './local-stack.ts';
+import type { LocalStack } from './local-stack.ts';
+
+export const ASK_USAGE =
+  'agentbus ask [--nats URL] [--tenant T] [--session S] [--model M] [--max-steps N] [--max-cost USD] [--timeout SECONDS] [--json] TEXT';
+
+interface AskOptions {
+  readonly tenant: string;
+  readonly sessionId: string;
+  readonly prompt: Prompt;
+  readonly json: boolean;
+  readonly timeoutMs: number;
+}
+
+function positiveNumber(flag: string, raw: string | undefined, integer: boolean): number | undefined {
+  if (raw === undefined) return undefined;
+  const value = Number(raw);
+  if (!Number.isFinite(value) || value <= 0 || (integer && !Number.isInteger(value))) {
+    throw new UsageError(`${flag} must be a positive ${integer ? 'whole ' : ''}number, got ${JSON.stringify(raw)}`);
+  }
+  return value;
+}
+
+/** Parses and checks the flags of `ask`. */
+export function parseAsk(argv: string[]): AskOptions & { nats: string | undefined } {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    options: {
+      nats: { type: 'string' },
+      tenant: { type: 'string' },
+      session: { type: 'string' },
+      model: { type: 'string' },
+      'max-steps': { type: 'string' },
+      'max-cost': { type: 'string' },
+      timeout: { type: 'string' },
+      json: { type: 'boolean', default: false },
+    },
+    strict: true,
+    allowPositionals: true,
+  });
+  const text = positionals.join(' ').trim();
+  if (text === '') throw new UsageError('ask needs the prompt text');
+  const tenant = values.tenant ?? 'default';
+  const sessionId = values.session ?? `s-${nuid.next().slice(-12)}`;
+  if (!isToken(tenant)) throw new UsageError(`--tenant must match [A-Za-z0-9_-]{1,64}, got ${JSON.stringify(tenant)}`);
+  if (!isToken(sessionId)) throw new UsageError(`--session must match [A-Za-z0-9_-]{1,64}, got ${JSON.stringify(sessionId)}`);
+  if (values.model !== undefined && !MODEL_PATTERN.test(values.model)) {
+    throw new UsageError(`--model must be <provider>:<model>, e.g. scripted:default or openai:gpt-5.4-mini; got ${JSON.stringify(values.model)}`);
+  }
+  const maxSteps = positiveNumber('--max-steps', values['max-steps'], true);
+  const maxCost = positiveNumber('--max-cost', values['max-cost'], false);
+  const timeout = positiveNumber('--timeout', values.timeout, false) ?? 600;
+  const prompt: Prompt = {
+    text,
+    ...(values.model ? { model: values.model } : {}),
+    ...(maxSteps ? { maxSteps } : {}),
+    ...(maxCost ? { maxCost } : {}),
+  };
+  return { nats: values.nats, tenant, sessionId, prompt, json: values.json, timeoutMs: timeout * 1000 };
+}
+
+/**
+ * `agentbus ask`: publishes a prompt, streams the answer to stdout and progress to stderr, and exits 0
+ * when the turn yielded. Without `--nats`/`NATS_URL` it uses the stack `agentbus up` runs here, or
+ * runs an embedded one for the length of the command.
+ */
+export async function runAsk(argv: string[], context: CliContext): Promise<number> {
+  const options = parseAsk(argv);
+  const target = await findBus(context, options.nats);
+  let local: LocalStack | undefined;
+  if (target.kind === 'none') {
+    context.stderr.write('agentbus: no stack runs here; starting an embedded one for this command (data in .agentbus/)\n');
+    local = await startLocalStack({
+      stateDir: context.stateDir,
+      services: ['runtime', 'provider', 'tools'],
+      workspace: context.cwd,
+      env: context.env,
+      logLevel: context.env.LOG_LEVEL ?? 'warn',
+      onLog: (service, line) => context.stderr.write(`[${service}] ${line}\n`),
+      signal: context.signal,
+    });
+  }
+  const url = target.kind === 'url' ? target.url : local!.url;
+  let nc: NatsConnection | undefined;
+  try {
+    nc = await connect({ servers: url, name: 'agentbus-cli', timeout: 5000 });
+    return await ask(nc, options, context);
+  } finally {
+    await nc?.close().catch(() => undefined);
+    await local?.stop();
+  }
+}
+
+async function ask(nc: NatsConnection, options: AskOptions, context: CliContext): Promise<number> {
+  const codec = createCodec();
+  const subjects = createSubjects(context.env.AGENTBUS_PREFIX ?? 'agentbus');
+  const { tenant, sessionId } = options;
+  let turnId: string | undefined;
+  const early: AgentEvent[] = [];
+  let finish: (code: number) => void = () => {};
+  const finished = new Promise<number>((resolve) => {
+    finish = resolve;
+  });
+  let wroteText = false;
+
+  const handle = (event: AgentEvent) => {
+    if (event.turnId !== turnId) return;
+    if (options.json) context.stdout.write(`${JSON.stringify(event)}\n`);
+    switch (event.type) {
+      case 'assistant.delta':
+        if (!options.json) context.stdout.write(event.data.text);
+        wroteText = true;
+        return;
+      case 'assistant.message':
+        if (!options.json && wroteText) context.stdout.write('\n');
+        wroteText = false;
+        return;
+      case 'progress':
+      case 'tool.use':
+      case 'tool.result':
+      case 'retry':
+      case 'approval.requested':
+        if (!options.json) context.stderr.write(`  ${event.type === 'progress' ? '' : `${event.type}: `}${describeData(event)}\n`);
+        return;
+      case 'turn.ended':
+        if (!options.json && event.data.reason !== 'yielded') context.stderr.write(`turn ended: ${describeData(event)}\n`);
+        finish(event.data.reason === 'yielded' ? 0 : 1);
+        return;
+      default:
+        return;
+    }
+  };
+
+  const subscription = nc.subscribe(subjects.sessionAll(tenant, sessionId), {
+    callback: (_error, message) => {
+      if (!message.subject.endsWith('.log') && !message.subject.includes('.live.')) return;
+      let event: AgentEvent;
+      try {
+        event = codec.decode(message.data, message.headers?.get('Content-Type') || undefined) as AgentEvent;
+      } catch {
+        return;
+      }
+      if (turnId === undefined) early.push(event);
+      else handle(event);
+    },
+  });
+
+  const onAbort = () => {
+    context.stderr.write('\ncancelling…\n');
+    void nc
+      .request(subjects.session(tenant, sessionId, SessionVerb.cancel), codec.encode({ reason: 'cancelled from the CLI' }), { timeout: 3000 })
+      .then((reply) => codec.decode(reply.data) as CommandReply)
+      .catch(() => undefined);
+    setTimeout(() => finish(130), 3000).unref();
+  };
+  context.signal.addEventListener('abort', onAbort, { once: true });
+  const timer = setTimeout(() => {
+    context.stderr.write(`agentbus: no answer within ${options.timeoutMs / 1000} s\n`);
+    finish(1);
+  }, options.timeoutMs);
+
+  try {
+    const reply = await sendPrompt(nc, subjects.session(tenant, sessionId, SessionVerb.prompt), codec.encode(options.prompt), context.signal);
+    const decoded = codec.decode(reply) as PromptReply;
+    if (!decoded.accepted || !decoded.turnId) {
+      context.stderr.write(`agentbus: prompt refused: ${decoded.error ? `${decoded.error.code}: ${decoded.error.message}` : 'no reason given'}\n`);
+      return 2;
+    }
+    turnId = decoded.turnId;
+    if (!options.json) context.stderr.write(`session ${tenant}/${sessionId}, turn ${turnId}\n`);
+    for (const event of early.splice(0)) handle(event);
+    return await finished;
+  } finally {
+    clearTimeout(timer);
+    context.signal.removeEventListener('abort', onAbort);
+    subscription.unsubscribe();
+  }
+}
+
+/** Sends the prompt request; while no runtime answers yet (it may be starting) it tries again for a while. */
+async function sendPrompt(nc: NatsConnection, subject: string, body: Uint8Array, signal: AbortSignal): Promise<Uint8Array> {
+  const requestHeaders = createHeaders();
+  requestHeaders.set('Content-Type', ContentType.msgpack);
+  const deadline = Date.now() + 15_000;
+  for (;;) {
+    signal.throwIfAborted();
+    try {
+      const reply = await nc.request(subject, body, { timeout: 10_000, headers: requestHeaders });
+      return reply.data;
+    } catch (error) {
+      const noResponders = error instanceof Error && /no responders/i.test(error.message);
+      if (!noResponders || Date.now() > deadline) {
+        throw new Error(noResponders ? `no agentbus runtime answers on ${subject}: is \`agentbus up\` running on this bus?` : (error as Error).message, {
+          cause: error,
+        });
+      }
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+  }
+}

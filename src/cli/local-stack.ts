@@ -1,0 +1,63 @@
+import { fileURLToPath } from 'node:url';
+import { startEmbeddedNats } from './embedded-nats.ts';
+import type { EmbeddedNats } from './embedded-nats.ts';
+import { startServiceStack } from './service-stack.ts';
+import type { ServiceName, ServiceStack } from './service-stack.ts';
+
+/** The demo script that ships with agentbus; the scripted provider plays it when no other is given. */
+export const DEMO_SCRIPT = fileURLToPath(new URL('../../examples/demo-script.json', import.meta.url));
+
+/** A bus (embedded or given) with agentbus services on it. */
+export interface LocalStack {
+  readonly url: string;
+  readonly embedded: boolean;
+  readonly services: ServiceStack;
+  stop(): Promise<void>;
+}
+
+/** Options of {@link startLocalStack}. */
+export interface LocalStackOptions {
+  /** A running NATS to use; without one an embedded nats-server starts with data in `stateDir`. */
+  readonly url?: string;
+  readonly stateDir: string;
+  readonly services: readonly ServiceName[];
+  readonly script?: string;
+  readonly workspace: string;
+  readonly env: NodeJS.ProcessEnv;
+  readonly logLevel?: string;
+  readonly onLog?: (service: ServiceName, line: string) => void;
+  readonly signal?: AbortSignal;
+}
+
+/** Starts the bus (when none is given) and the services; `stop()` takes both down in order. */
+export async function startLocalStack(options: LocalStackOptions): Promise<LocalStack> {
+  let nats: EmbeddedNats | undefined;
+  if (!options.url) nats = await startEmbeddedNats({ stateDir: options.stateDir, ...(options.signal ? { signal: options.signal } : {}) });
+  const url = options.url ?? nats!.url;
+  try {
+    const env: Record<string, string> = {
+      NATS_URL: url,
+      AGENTBUS_SCRIPT: options.script ?? options.env.AGENTBUS_SCRIPT ?? DEMO_SCRIPT,
+      AGENTBUS_WORKSPACE: options.env.AGENTBUS_WORKSPACE ?? options.workspace,
+      LOG_LEVEL: options.logLevel ?? options.env.LOG_LEVEL ?? 'info',
+    };
+    const services = await startServiceStack({
+      services: options.services,
+      env,
+      ...(options.onLog ? { onLog: options.onLog } : {}),
+      ...(options.signal ? { signal: options.signal } : {}),
+    });
+    return {
+      url,
+      embedded: nats !== undefined,
+      services,
+      async stop() {
+        await services.stop();
+        await nats?.stop();
+      },
+    };
+  } catch (error) {
+    await nats?.stop();
+    throw error;
+  }
+}

@@ -1,0 +1,75 @@
+import { readFileSync } from 'node:fs';
+import { runAsk, ASK_USAGE } from './ask.ts';
+import { UsageError } from './context.ts';
+import type { CliContext } from './context.ts';
+import { NatsServerMissingError } from './embedded-nats.ts';
+import { stateDir } from './state-dir.ts';
+import { runTail, TAIL_USAGE } from './tail.ts';
+import { runUp, UP_USAGE } from './up.ts';
+
+const HELP = `agentbus — an actor-model runtime for LLM agents on a NATS message bus
+
+Usage:
+  ${UP_USAGE}
+      Start the services (and, without --nats or NATS_URL, an embedded nats-server with data in .agentbus/).
+  ${ASK_USAGE}
+      Send a prompt, stream the answer to stdout and progress to stderr; exit 0 when the turn yielded.
+  ${TAIL_USAGE}
+      Follow the events of every session of a tenant, or of one session.
+  agentbus help | --help | --version
+
+Environment: NATS_URL, AGENTBUS_PREFIX, AGENTBUS_SCRIPT, AGENTBUS_MODEL, AGENTBUS_WORKSPACE, LOG_LEVEL.
+`;
+
+function version(): string {
+  const text = readFileSync(new URL('../../package.json', import.meta.url), 'utf8');
+  return (JSON.parse(text) as { version: string }).version;
+}
+
+/** Makes the context of a real process: stdio, env, and a signal aborted on SIGINT/SIGTERM. */
+export function processContext(): CliContext {
+  const controller = new AbortController();
+  const stop = () => controller.abort(new Error('interrupted'));
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+  return { stdout: process.stdout, stderr: process.stderr, env: process.env, cwd: process.cwd(), stateDir: stateDir(), signal: controller.signal };
+}
+
+/** Runs the CLI with `argv` (without node and script); resolves with the exit code. */
+export async function main(argv: string[], context: CliContext = processContext()): Promise<number> {
+  const [command, ...rest] = argv;
+  try {
+    switch (command) {
+      case 'up':
+        return await runUp(rest, context);
+      case 'ask':
+        return await runAsk(rest, context);
+      case 'tail':
+        return await runTail(rest, context);
+      case '--version':
+      case '-v':
+        context.stdout.write(`${version()}\n`);
+        return 0;
+      case undefined:
+      case 'help':
+      case '--help':
+      case '-h':
+        context.stdout.write(HELP);
+        return command === undefined ? 2 : 0;
+      default:
+        throw new UsageError(`unknown command "${command}"`);
+    }
+  } catch (error) {
+    if (error instanceof NatsServerMissingError) {
+      context.stderr.write(`agentbus: ${error.message}\n`);
+      return 3;
+    }
+    const usage = error instanceof UsageError || (error instanceof TypeError && 'code' in error && String(error.code).startsWith('ERR_PARSE_ARGS'));
+    context.stderr.write(`agentbus: ${(error as Error).message}\n`);
+    if (usage) {
+      context.stderr.write(`run \`agentbus help\` for usage\n`);
+      return 2;
+    }
+    return 1;
+  }
+}

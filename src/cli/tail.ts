@@ -1,0 +1,62 @@
+import { parseArgs } from 'node:util';
+import { connect } from '@nats-io/transport-node';
+import { createCodec, isToken } from '../protocol/index.ts';
+import type { AgentEvent } from '../protocol/index.ts';
+import { findBus } from './bus-target.ts';
+import { UsageError } from './context.ts';
+import type { CliContext } from './context.ts';
+import { formatEvent } from './format.ts';
+
+export const TAIL_USAGE = 'agentbus tail [--nats URL] [--tenant T] [--session S] [--deltas] [--json]';
+
+/** `agentbus tail`: follows the events of a tenant's sessions (or one session) until interrupted. */
+export async function runTail(argv: string[], context: CliContext): Promise<number> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      nats: { type: 'string' },
+      tenant: { type: 'string' },
+      session: { type: 'string' },
+      json: { type: 'boolean', default: false },
+      deltas: { type: 'boolean', default: false },
+    },
+    strict: true,
+    allowPositionals: false,
+  });
+  const tenant = values.tenant ?? 'default';
+  if (!isToken(tenant)) throw new UsageError(`--tenant must match [A-Za-z0-9_-]{1,64}, got ${JSON.stringify(tenant)}`);
+  if (values.session !== undefined && !isToken(values.session)) {
+    throw new UsageError(`--session must match [A-Za-z0-9_-]{1,64}, got ${JSON.stringify(values.session)}`);
+  }
+  const target = await findBus(context, values.nats);
+  if (target.kind === 'none') {
+    throw new UsageError('no agentbus stack runs here: start one with `npx agentbus up`, or pass --nats URL');
+  }
+  const prefix = context.env.AGENTBUS_PREFIX ?? 'agentbus';
+  const subject = `${prefix}.${tenant}.sessions.${values.session ?? '*'}.>`;
+  const nc = await connect({ servers: target.url, name: 'agentbus-tail', timeout: 5000 });
+  const codec = createCodec();
+  context.stderr.write(`following ${subject} on ${target.url} (Ctrl-C to stop)\n`);
+  const subscription = nc.subscribe(subject, {
+    callback: (_error, message) => {
+      if (!message.subject.endsWith('.log') && !message.subject.includes('.live.')) return;
+      let event: AgentEvent;
+      try {
+        event = codec.decode(message.data, message.headers?.get('Content-Type') || undefined) as AgentEvent;
+      } catch (error) {
+        context.stderr.write(`undecodable message on ${message.subject}: ${(error as Error).message}\n`);
+        return;
+      }
+      if (event.type === 'assistant.delta' && !values.deltas && !values.json) return;
+      context.stdout.write(values.json ? `${JSON.stringify(event)}\n` : `${formatEvent(event)}\n`);
+    },
+  });
+  await new Promise<void>((resolve) => {
+    if (context.signal.aborted) return resolve();
+    context.signal.addEventListener('abort', () => resolve(), { once: true });
+    void nc.closed().then(() => resolve());
+  });
+  subscription.unsubscribe();
+  await nc.close().catch(() => undefined);
+  return 0;
+}

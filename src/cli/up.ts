@@ -1,0 +1,82 @@
+import { parseArgs } from 'node:util';
+import { PLANNED_SERVICES, ServiceName } from './service-stack.ts';
+import { removeStackFile, readStackFile, writeStackFile } from './state-dir.ts';
+import { startLocalStack } from './local-stack.ts';
+import { UsageError } from './context.ts';
+import type { CliContext } from './context.ts';
+
+export const UP_USAGE = 'agentbus up [--nats URL] [--services runtime,provider,tools] [--script FILE] [--workspace DIR]';
+
+const ALL_SERVICES: readonly ServiceName[] = Object.values(ServiceName);
+
+/** Parses `--services a,b`: known names, no duplicates; planned ones get a clear word. */
+export function parseServices(value: string | undefined): ServiceName[] {
+  if (value === undefined) return [...ALL_SERVICES];
+  const names = value.split(',').map((name) => name.trim()).filter((name) => name !== '');
+  if (names.length === 0) throw new UsageError('--services needs at least one service name');
+  const result: ServiceName[] = [];
+  for (const name of names) {
+    if (PLANNED_SERVICES.has(name)) throw new UsageError(`the ${name} service is not part of this build yet; available: ${ALL_SERVICES.join(', ')}`);
+    if (!(ALL_SERVICES as readonly string[]).includes(name)) throw new UsageError(`unknown service "${name}"; available: ${ALL_SERVICES.join(', ')}`);
+    if (!result.includes(name as ServiceName)) result.push(name as ServiceName);
+  }
+  return result;
+}
+
+/** `agentbus up`: runs the services (and an embedded nats-server) until SIGINT/SIGTERM. */
+export async function runUp(argv: string[], context: CliContext): Promise<number> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      nats: { type: 'string' },
+      services: { type: 'string' },
+      script: { type: 'string' },
+      workspace: { type: 'string' },
+    },
+    strict: true,
+    allowPositionals: false,
+  });
+  const services = parseServices(values.services);
+  const url = values.nats ?? context.env.NATS_URL;
+  if (!url) {
+    const running = await readStackFile(context.stateDir);
+    if (running) throw new UsageError(`agentbus up already runs here (pid ${running.pid}, ${running.url}); stop it first or pass --nats`);
+  }
+  const log = (line: string) => context.stderr.write(`${line}\n`);
+  const stack = await startLocalStack({
+    ...(url ? { url } : {}),
+    stateDir: context.stateDir,
+    services,
+    ...(values.script ? { script: values.script } : {}),
+    workspace: values.workspace ?? context.cwd,
+    env: context.env,
+    onLog: (service, line) => log(`[${service}] ${humanLogLine(line)}`),
+    signal: context.signal,
+  });
+  if (stack.embedded) await writeStackFile(context.stateDir, { url: stack.url, pid: process.pid, startedAt: new Date().toISOString() });
+  log(`agentbus is up on ${stack.url}${stack.embedded ? ' (embedded nats-server, data in .agentbus/)' : ''}: ${services.join(', ')}`);
+  log(`try: npx agentbus ask "What is in this folder?"   ·   watch: npx agentbus tail   ·   stop: Ctrl-C`);
+  const stopped = new Promise<'signal'>((resolve) => context.signal.addEventListener('abort', () => resolve('signal'), { once: true }));
+  const outcome = await Promise.race([stopped, stack.services.exited]);
+  log('stopping…');
+  await stack.stop();
+  if (stack.embedded) await removeStackFile(context.stateDir, process.pid);
+  if (outcome === 'signal') return 0;
+  log(`the ${outcome.service} service exited (code ${outcome.code}); stopped everything`);
+  return 1;
+}
+
+/** Turns a pino JSON line into `level message {fields}`; other lines pass through. */
+export function humanLogLine(line: string): string {
+  if (!line.startsWith('{')) return line;
+  try {
+    // A log line of our own child process, not bus data.
+    const record = JSON.parse(line) as Record<string, unknown>;
+    const levels: Record<number, string> = { 10: 'trace', 20: 'debug', 30: 'info', 40: 'warn', 50: 'error', 60: 'fatal' };
+    const { level, msg, time: _time, pid: _pid, hostname: _hostname, name: _name, ...rest } = record;
+    const extra = Object.keys(rest).length > 0 ? ` ${JSON.stringify(rest)}` : '';
+    return `${levels[Number(level)] ?? level} ${String(msg ?? '')}${extra}`;
+  } catch {
+    return line;
+  }
+}
