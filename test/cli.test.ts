@@ -1,0 +1,126 @@
+import { spawn } from 'node:child_process';
+import { mkdtemp, rm, writeFile, access } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseAsk } from '../src/cli/ask.ts';
+import { parseServices } from '../src/cli/up.ts';
+import { UsageError } from '../src/cli/context.ts';
+
+const BIN = fileURLToPath(new URL('../bin/agentbus.js', import.meta.url));
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs the real `agentbus` binary. */
+function agentbus(args: string[], options: { cwd: string; env?: NodeJS.ProcessEnv; timeoutMs?: number }): Promise<Run> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [BIN, ...args], { cwd: options.cwd, env: { ...process.env, NATS_URL: '', ...options.env } });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`agentbus ${args.join(' ')} timed out\n${stderr}`));
+    }, options.timeoutMs ?? 60_000);
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+let workdir: string;
+
+beforeAll(async () => {
+  workdir = await mkdtemp(join(tmpdir(), 'agentbus-cli-'));
+  await writeFile(join(workdir, 'README.md'), '# A project\n');
+});
+
+afterAll(async () => {
+  await rm(workdir, { recursive: true, force: true });
+});
+
+describe('agentbus flags', () => {
+  it('parses ask flags and refuses bad ones with a clear message', () => {
+    expect(parseAsk(['--tenant', 'acme', '--session', 's1', '--model', 'scripted:default', '--max-steps', '3', 'hi', 'there'])).toMatchObject({
+      tenant: 'acme',
+      sessionId: 's1',
+      prompt: { text: 'hi there', model: 'scripted:default', maxSteps: 3 },
+    });
+    expect(() => parseAsk([])).toThrow(UsageError);
+    expect(() => parseAsk(['--session', 'bad id', 'x'])).toThrow(/--session must match/);
+    expect(() => parseAsk(['--model', 'gpt', 'x'])).toThrow(/<provider>:<model>/);
+    expect(() => parseAsk(['--max-steps', '0', 'x'])).toThrow(/positive whole number/);
+    expect(() => parseAsk(['--wat', 'x'])).toThrow(/Unknown option/);
+  });
+
+  it('parses --services, naming what is available when a name is wrong', () => {
+    expect(parseServices(undefined)).toEqual(['runtime', 'provider', 'tools']);
+    expect(parseServices('tools,runtime,tools')).toEqual(['tools', 'runtime']);
+    expect(() => parseServices('runtime,nope')).toThrow(/unknown service "nope"; available: runtime, provider, tools/);
+    expect(() => parseServices('dashboard')).toThrow(/not part of this build yet/);
+  });
+
+  it('exits 2 with usage on an unknown flag, without starting anything', async () => {
+    const run = await agentbus(['ask', '--bogus', 'x'], { cwd: workdir });
+    expect(run.code).toBe(2);
+    expect(run.stderr).toContain("Unknown option '--bogus'");
+    await expect(access(join(workdir, '.agentbus'))).rejects.toThrow();
+  });
+
+  it('says exactly how to install nats-server when it is missing', async () => {
+    const run = await agentbus(['ask', 'hello'], { cwd: workdir, env: { PATH: '/nonexistent' } });
+    expect(run.code).toBe(3);
+    expect(run.stderr).toContain('apt-get install nats-server');
+    expect(run.stderr).toContain('brew install nats-server');
+    expect(run.stderr).toContain('docker run');
+  });
+});
+
+describe('agentbus up, ask and tail', () => {
+  it('ask runs the embedded stack for one command and streams the demo answer', async () => {
+    const run = await agentbus(['ask', 'What is in this folder?'], { cwd: workdir });
+    expect(run.code).toBe(0);
+    expect(run.stdout).toContain('scripted');
+    expect(run.stderr).toContain('[1/8] Executing tools: list_dir');
+    expect(run.stderr).toContain('tool.result: read_file ok');
+  });
+
+  it('ask and tail use the stack that up runs from the same folder', async () => {
+    const up = spawn(process.execPath, [BIN, 'up'], { cwd: workdir, env: { ...process.env, NATS_URL: '' } });
+    let upOutput = '';
+    up.stderr.on('data', (chunk: Buffer) => (upOutput += chunk.toString()));
+    try {
+      await expect.poll(() => upOutput, { timeout: 30_000 }).toContain('agentbus is up');
+      const tail = spawn(process.execPath, [BIN, 'tail', '--session', 'cli-1'], { cwd: workdir, env: { ...process.env, NATS_URL: '' } });
+      let tailOutput = '';
+      tail.stdout.on('data', (chunk: Buffer) => (tailOutput += chunk.toString()));
+      tail.stderr.on('data', (chunk: Buffer) => (tailOutput += chunk.toString()));
+      await expect.poll(() => tailOutput, { timeout: 15_000 }).toContain('following');
+
+      const first = await agentbus(['ask', '--session', 'cli-1', 'first'], { cwd: workdir });
+      expect(first.code).toBe(0);
+      expect(first.stderr).not.toContain('embedded one');
+      // The script played out in this session: the scripted provider now echoes.
+      const second = await agentbus(['ask', '--session', 'cli-1', '--json', 'echo me'], { cwd: workdir });
+      expect(second.code).toBe(0);
+      const events = second.stdout.trim().split('\n').map((line) => JSON.parse(line) as { type: string; data: { text?: string; reason?: string } });
+      expect(events.at(-1)).toMatchObject({ type: 'turn.ended', data: { reason: 'yielded', text: 'echo me' } });
+
+      await expect.poll(() => tailOutput, { timeout: 10_000 }).toContain('turn.ended');
+      expect(tailOutput).toContain('default/cli-1 user.message');
+      tail.kill('SIGINT');
+    } finally {
+      const exited = new Promise((resolve) => up.once('exit', resolve));
+      up.kill('SIGINT');
+      expect(await exited).toBe(0);
+    }
+    await expect(access(join(workdir, '.agentbus', 'stack.json'))).rejects.toThrow();
+  });
+});
