@@ -3,6 +3,8 @@ export type {
   PreparedRequest,
   StepScope,
   PrepareInput,
+  ModelEscalation,
+  ModelRouting,
   PrepareOutput,
   CompactInput,
   StreamInput,

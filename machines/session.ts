@@ -1,10 +1,10 @@
 import { assign, fromPromise, sendTo, setup } from 'xstate';
 import { TurnEndReason, ZERO_USAGE, toErrorData } from '../src/protocol/index.ts';
 import { turnMachine } from './turn.ts';
-import type { TurnInput, TurnOutput, TurnResume } from './turn.ts';
+import type { ModelRouting, TurnInput, TurnOutput, TurnResume } from './turn.ts';
 
 /** A prompt accepted into the session, durable in the log as its `user.message`. */
-export interface QueuedTurn {
+export interface QueuedTurn extends ModelRouting {
   readonly turnId: string;
   readonly model: string;
   readonly maxSteps: number;
@@ -39,6 +39,8 @@ function turnInput(turn: QueuedTurn): TurnInput {
     ...input,
     ...(turn.maxCost === undefined ? {} : { maxCost: turn.maxCost }),
     ...(turn.resume === undefined ? {} : { resume: turn.resume }),
+    ...(turn.fallbackModels === undefined ? {} : { fallbackModels: turn.fallbackModels }),
+    ...(turn.escalation === undefined ? {} : { escalation: turn.escalation }),
   };
 }
 

@@ -7,6 +7,8 @@ import type { ApprovalDecision, PlannedCall } from './tool-batch.ts';
 /** What a provider call is given: built in Preparing. */
 export interface PreparedRequest {
   readonly model: string;
+  /** Models to try, in order, when `model` fails for good before answering. */
+  readonly fallbackModels?: readonly string[];
   readonly messages: readonly ChatMessage[];
   readonly tools: readonly ToolSpec[];
 }
@@ -19,7 +21,21 @@ export interface StepScope {
   readonly maxSteps: number;
 }
 
-export interface PrepareInput extends StepScope {
+/** A turn that starts on a small model and may move to a large one; Preparing decides per step. */
+export interface ModelEscalation {
+  readonly smallModel: string;
+  readonly largeModel: string;
+  /** The prompt was flagged complex: the large model from the first step. */
+  readonly complex: boolean;
+}
+
+/** The models of a turn besides its primary `model`, passed through to Preparing untouched. */
+export interface ModelRouting {
+  readonly fallbackModels?: readonly string[];
+  readonly escalation?: ModelEscalation;
+}
+
+export interface PrepareInput extends StepScope, ModelRouting {
   /** True once this step has compacted, so Preparing does not ask again. */
   readonly compacted: boolean;
 }
@@ -54,7 +70,7 @@ export interface TurnResume {
   readonly cost: number;
 }
 
-export interface TurnInput {
+export interface TurnInput extends ModelRouting {
   readonly turnId: string;
   readonly model: string;
   readonly maxSteps: number;
@@ -79,6 +95,7 @@ export type TurnEvent =
 interface TurnContext {
   readonly turnId: string;
   readonly model: string;
+  readonly routing: ModelRouting;
   readonly maxSteps: number;
   readonly maxCost: number | undefined;
   readonly step: number;
@@ -99,6 +116,13 @@ function notProvided(name: string) {
 
 function scope(context: TurnContext): StepScope {
   return { turnId: context.turnId, model: context.model, step: context.step, maxSteps: context.maxSteps };
+}
+
+function routingOf(input: TurnInput): ModelRouting {
+  return {
+    ...(input.fallbackModels === undefined ? {} : { fallbackModels: input.fallbackModels }),
+    ...(input.escalation === undefined ? {} : { escalation: input.escalation }),
+  };
 }
 
 /**
@@ -142,6 +166,7 @@ export const turnMachine = setup({
   context: ({ input }) => ({
     turnId: input.turnId,
     model: input.model,
+    routing: routingOf(input),
     maxSteps: input.maxSteps,
     maxCost: input.maxCost,
     step: input.resume?.step ?? 1,
@@ -169,7 +194,7 @@ export const turnMachine = setup({
       invoke: {
         id: 'prepare',
         src: 'prepare',
-        input: ({ context }) => ({ ...scope(context), compacted: context.compacted }),
+        input: ({ context }) => ({ ...scope(context), ...context.routing, compacted: context.compacted }),
         onDone: [
           {
             guard: { type: 'needsCompaction', params: ({ event }) => ({ needsCompaction: event.output.needsCompaction }) },

@@ -64,6 +64,12 @@ export interface EventDataMap {
   'user.message': {
     readonly text: string;
     readonly model?: string;
+    /** Fallback models, tried in order after `model`. */
+    readonly models?: readonly string[];
+    readonly smallModel?: string;
+    readonly largeModel?: string;
+    /** Start on `largeModel` at once. */
+    readonly complex?: boolean;
     readonly maxSteps?: number;
     readonly maxCost?: number;
     readonly metadata?: Record<string, unknown>;
@@ -114,7 +120,20 @@ export interface EventDataMap {
     readonly toolNames?: readonly string[];
   };
   state: { readonly machine: string; readonly value: string; readonly event: string };
-  retry: { readonly attempt: number; readonly maxAttempts: number; readonly delayMs: number; readonly error: ErrorData };
+  /**
+   * A provider call is tried again: the same model after a wait (`attempt` of `maxAttempts`), or the next
+   * model of the turn's fallback chain (`nextModel` set, `attempt` its place in the chain of `maxAttempts`).
+   */
+  retry: {
+    readonly attempt: number;
+    readonly maxAttempts: number;
+    readonly delayMs: number;
+    readonly error: ErrorData;
+    /** The model that failed. */
+    readonly model?: string;
+    /** Set when the step moves on to another model. */
+    readonly nextModel?: string;
+  };
   error: ErrorData & { readonly subject?: string };
 }
 

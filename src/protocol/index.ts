@@ -24,6 +24,7 @@ export { ContentType, DEFAULT_MAX_PAYLOAD, createCodec } from './codec.ts';
 export type { Codec } from './codec.ts';
 export {
   MODEL_PATTERN,
+  MAX_PROMPT_MODELS,
   promptSchema,
   steerSchema,
   cancelSchema,

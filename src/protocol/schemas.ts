@@ -7,14 +7,36 @@ const errorData = z.object({ code: z.string(), message: z.string(), retryable: z
 
 const metadata = z.record(z.string(), z.unknown());
 
-/** The body of a prompt. Unknown fields are refused. */
-export const promptSchema = z.strictObject({
-  text: z.string().min(1, 'text must not be empty').max(1_000_000),
-  model: z.string().regex(MODEL_PATTERN, 'model must be <provider>:<model>').optional(),
-  maxSteps: z.int().min(1).max(1000).optional(),
-  maxCost: z.number().positive().optional(),
-  metadata: metadata.optional(),
-});
+/** The most models one prompt may name in `models`. */
+export const MAX_PROMPT_MODELS = 8;
+
+const modelName = (field: string) => z.string().regex(MODEL_PATTERN, `${field} must be <provider>:<model>`);
+
+/**
+ * The body of a prompt. Unknown fields are refused.
+ *
+ * - `model`, `models`: the fallback chain, `model` first, then `models` in order. A step moves to the
+ *   next model when a provider fails for good before answering (see `docs/llm-providers.md`).
+ * - `smallModel` + `largeModel` (together): small model first, escalated to the large one when
+ *   `complex` is true, when tool arguments fail validation twice in the turn, or when the context
+ *   outgrows the small model's window.
+ */
+export const promptSchema = z
+  .strictObject({
+    text: z.string().min(1, 'text must not be empty').max(1_000_000),
+    model: modelName('model').optional(),
+    models: z.array(modelName('models[]')).min(1).max(MAX_PROMPT_MODELS).optional(),
+    smallModel: modelName('smallModel').optional(),
+    largeModel: modelName('largeModel').optional(),
+    complex: z.boolean().optional(),
+    maxSteps: z.int().min(1).max(1000).optional(),
+    maxCost: z.number().positive().optional(),
+    metadata: metadata.optional(),
+  })
+  .refine((prompt) => (prompt.smallModel === undefined) === (prompt.largeModel === undefined), {
+    message: 'smallModel and largeModel must be given together',
+    path: ['largeModel'],
+  });
 export type Prompt = z.infer<typeof promptSchema>;
 
 /** The body of a steer message; a bare string is taken as `{ text }`. */
