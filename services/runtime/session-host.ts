@@ -9,6 +9,8 @@ import type { TokenCounter } from '../../src/tokens.ts';
 import type { PlannedCall, QueuedTurn } from '../../machines/index.ts';
 import type { RuntimeConfig } from './config.ts';
 import type { LivePublisher } from './live-publisher.ts';
+import { turnModels } from './model-chain.ts';
+import type { PromptModels } from './model-chain.ts';
 import type { ProviderPort, ToolPort } from './ports.ts';
 import { createSessionWriter } from './session-writer.ts';
 import { createTranscript } from './transcript.ts';
@@ -187,8 +189,8 @@ export async function openSession(deps: SessionHostDeps, tenant: string, session
   };
 }
 
-function queuedTurn(config: RuntimeConfig, turnId: string, prompt: Prompt): QueuedTurn {
-  const turn: QueuedTurn = { turnId, model: prompt.model ?? config.defaultModel, maxSteps: prompt.maxSteps ?? config.maxSteps };
+function queuedTurn(config: RuntimeConfig, turnId: string, prompt: PromptModels & { readonly maxSteps?: number; readonly maxCost?: number }): QueuedTurn {
+  const turn: QueuedTurn = { turnId, ...turnModels(prompt, config.defaultModel), maxSteps: prompt.maxSteps ?? config.maxSteps };
   return prompt.maxCost === undefined ? turn : { ...turn, maxCost: prompt.maxCost };
 }
 

@@ -1,5 +1,5 @@
 import { fromPromise } from 'xstate';
-import { ErrorCode, LogEventType, TurnEndReason, ZERO_USAGE, toErrorData } from '../../src/protocol/index.ts';
+import { ErrorCode, LogEventType, MODEL_PATTERN, TurnEndReason, ZERO_USAGE, toErrorData } from '../../src/protocol/index.ts';
 import type { ErrorData, ToolCall, ToolSpec, Usage } from '../../src/protocol/index.ts';
 import { CancelledError } from '../../src/errors.ts';
 import { contextWindowOf } from '../../src/tokens.ts';
@@ -17,6 +17,10 @@ import type {
   StreamOutput,
 } from '../../machines/index.ts';
 import { buildContext } from './context-builder.ts';
+import type { PreparedContext } from './context-builder.ts';
+import { runModelChain, stepChain, uniqueModels } from './model-chain.ts';
+import { countValidationFailures, decideModel } from './model-escalation.ts';
+import type { EscalationReason } from './model-escalation.ts';
 import type { ToolInfo } from './ports.ts';
 import type { SessionServices } from './session-services.ts';
 
@@ -32,6 +36,8 @@ export function createSessionLogic(services: SessionServices) {
   const scopeOf = (input: StepScope) => ({ tenant, sessionId, turnId: input.turnId, step: input.step });
   let compactThroughSeq = 0;
   const tokenCache = new Map<number, number>();
+  /** Turns that moved to their large model, and why; a turn stays escalated once it is. */
+  const escalations = new Map<string, EscalationReason>();
 
   const progress = (input: StepScope, kind: 'provider_call' | 'tool_execution' | 'rolling_summary', message: string, toolNames?: string[]) =>
     live.publish('progress', scopeOf(input), {
@@ -54,8 +60,8 @@ export function createSessionLogic(services: SessionServices) {
     }
     const { specs } = await toolSpecs(signal);
     const conversation = transcript.conversation(input.turnId);
-    const prepared = buildContext({
-      model: input.model,
+    const build = (model: string): PreparedContext => buildContext({
+      model,
       messages: conversation.messages,
       seqs: conversation.seqs,
       summary: conversation.summary,
@@ -73,12 +79,35 @@ export function createSessionLogic(services: SessionServices) {
       },
       options: {
         systemPrompt: config.systemPrompt,
-        contextWindow: contextWindowOf(input.model),
+        contextWindow: contextWindowOf(model),
         maxOutputTokens: config.maxOutputTokens,
       },
     });
+    let stepModel = input.model;
+    let prepared: PreparedContext;
+    if (input.escalation) {
+      const small = build(input.escalation.smallModel);
+      const before = escalations.get(input.turnId);
+      const decision = decideModel({
+        ...input.escalation,
+        validationFailures: countValidationFailures(transcript.events, input.turnId),
+        contextTokens: small.historyTokens,
+        smallContextBudget: small.budget,
+        ...(before === undefined ? {} : { escalatedBefore: before }),
+      });
+      stepModel = decision.model;
+      if (decision.escalated && before === undefined) {
+        escalations.set(input.turnId, decision.reason);
+        services.logger.info({ turnId: input.turnId, step: input.step, from: input.escalation.smallModel, to: decision.model, reason: decision.reason }, 'turn escalated to its large model');
+      }
+      prepared = decision.escalated ? build(decision.model) : small;
+    } else {
+      prepared = build(input.model);
+    }
     compactThroughSeq = prepared.compactThroughSeq;
-    return { needsCompaction: prepared.needsCompaction && !input.compacted, request: prepared.request };
+    const [, ...fallbackModels] = stepChain(stepModel, input);
+    const request = fallbackModels.length > 0 ? { ...prepared.request, fallbackModels } : prepared.request;
+    return { needsCompaction: prepared.needsCompaction && !input.compacted, request };
   });
 
   const compact = fromPromise<void, CompactInput>(async ({ input, signal }) => {
@@ -114,20 +143,20 @@ export function createSessionLogic(services: SessionServices) {
     });
   });
 
-  const stream = fromPromise<StreamOutput, StreamInput>(async ({ input, signal }) => {
-    progress(input, 'provider_call', `Calling ${input.model}`);
-    const { byName } = await toolSpecs(signal);
+  /** One provider call of a step on one model; `contentStarted` is called once text or a tool call came out. */
+  async function streamOnce(input: StreamInput, model: string, contentStarted: () => void, signal: AbortSignal) {
+    progress(input, 'provider_call', `Calling ${model}`);
     let text = '';
     const toolCalls: ToolCall[] = [];
     let usage: Usage = ZERO_USAGE;
     let cost = 0;
-    let model = input.model;
+    let served = model;
     let finishReason = 'stop';
     for await (const chunk of services.provider.generate(
       {
         v: 1,
         requestId: services.newId(),
-        model: input.model,
+        model,
         messages: [...input.request.messages],
         tools: [...input.request.tools],
         maxTokens: config.maxOutputTokens,
@@ -139,28 +168,59 @@ export function createSessionLogic(services: SessionServices) {
     )) {
       switch (chunk.type) {
         case 'text-delta':
+          contentStarted();
           text += chunk.text;
           live.publish('assistant.delta', scopeOf(input), { text: chunk.text });
           break;
         case 'tool-call':
+          contentStarted();
           toolCalls.push({ id: chunk.toolCallId, name: chunk.name, args: chunk.args });
           break;
         case 'usage':
           usage = chunk.usage;
           break;
         case 'retry':
-          live.publish('retry', scopeOf(input), { attempt: chunk.attempt, maxAttempts: chunk.maxAttempts, delayMs: chunk.delayMs, error: chunk.error });
+          live.publish('retry', scopeOf(input), {
+            attempt: chunk.attempt,
+            maxAttempts: chunk.maxAttempts,
+            delayMs: chunk.delayMs,
+            error: chunk.error,
+            model,
+          });
           break;
         case 'done':
           cost = chunk.cost ?? 0;
-          model = chunk.model ?? model;
+          // A full `<provider>:<model>` name says which model answered (an alias may resolve to a dated one).
+          if (chunk.model !== undefined && MODEL_PATTERN.test(chunk.model)) served = chunk.model;
           finishReason = chunk.finishReason;
           break;
         case 'error':
           break;
       }
     }
+    return { text, toolCalls, usage, cost, model: served, finishReason };
+  }
+
+  const stream = fromPromise<StreamOutput, StreamInput>(async ({ input, signal }) => {
+    const { byName } = await toolSpecs(signal);
+    const { value } = await runModelChain({
+      models: uniqueModels([input.request.model, ...(input.request.fallbackModels ?? [])]),
+      signal,
+      attempt: ({ model, contentStarted }) => streamOnce(input, model, contentStarted, signal),
+      onSwitch: (change) => {
+        services.logger.warn({ turnId: input.turnId, step: input.step, from: change.from, to: change.to, error: change.error }, 'provider failed; moving to the next model');
+        live.publish('retry', scopeOf(input), {
+          attempt: change.attempt,
+          maxAttempts: change.maxAttempts,
+          delayMs: 0,
+          error: change.error,
+          model: change.from,
+          nextModel: change.to,
+        });
+      },
+    });
     signal.throwIfAborted();
+    const { text, toolCalls, usage, cost, model, finishReason } = value;
     await writer.append(LogEventType.assistantMessage, { turnId: input.turnId, step: input.step }, { text, toolCalls, usage, cost, model, finishReason });
     const planned: PlannedCall[] = toolCalls.map((call) => ({ ...call, tier: byName.get(call.name)?.tier ?? 'unknown' }));
     return { text, toolCalls: planned, usage, cost };
@@ -226,6 +286,7 @@ export function createSessionLogic(services: SessionServices) {
 
   const finishTurn = fromPromise<void, FinishTurnInput>(async ({ input }) => {
     const { turn, output } = input;
+    escalations.delete(turn.turnId);
     await writer.exclusive(async (append) => {
       const asked = transcript.events.flatMap((event) =>
         event.turnId === turn.turnId && event.type === LogEventType.assistantMessage ? event.data.toolCalls : [],
