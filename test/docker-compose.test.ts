@@ -1,0 +1,335 @@
+import { spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join, relative, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
+import { connect } from '@nats-io/transport-node';
+import type { NatsConnection } from '@nats-io/nats-core';
+import { PermissionViolationError } from '@nats-io/nats-core';
+import { jetstream } from '@nats-io/jetstream';
+import { createCodec } from '../src/protocol/index.ts';
+import type { AgentEvent } from '../src/protocol/index.ts';
+import { freePort } from './helpers/nats-server.ts';
+import { startServiceProcess } from './helpers/service-process.ts';
+import type { ServiceProcess } from './helpers/service-process.ts';
+import { collectEvents, describe as describeEvent, requestJson } from './helpers/stack.ts';
+
+// docker-compose.yml, deploy/nats/nats-server.conf and the Dockerfile cannot be run here (no Docker
+// engine), so this file runs what they say: the nats conf with its users and permissions (only the
+// ports and the store dir rewritten), and each service's `command` with its `environment`, the way
+// compose would resolve it. If a permission, a password, a path or a variable is wrong, a turn fails.
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const codec = createCodec();
+/** The host environment compose would interpolate from: empty, so every `${VAR:-default}` takes its default. */
+const hostEnvironment: Record<string, string> = {};
+
+interface ComposeService {
+  image?: string;
+  build?: string | { context?: string; dockerfile?: string };
+  command?: string[] | string;
+  environment?: Record<string, string | number | boolean | null> | string[];
+  volumes?: string[];
+  depends_on?: string[] | Record<string, unknown>;
+  restart?: string;
+}
+interface ComposeFile {
+  services: Record<string, ComposeService>;
+  volumes?: Record<string, unknown>;
+}
+
+/** Compose's interpolation, the forms this project uses: `${VAR}`, `${VAR:-default}`, `${VAR-default}` and `$$`. */
+function interpolate(text: string, env: Record<string, string>): string {
+  return text.replace(/\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?-)([^}]*))?\}|\$([A-Za-z_]\w*)/g, (match, name?: string, operator?: string, fallback?: string, bare?: string) => {
+    if (match === '$$') return '$';
+    if (bare !== undefined) return env[bare] ?? '';
+    const value = env[name!];
+    if (operator === ':-') return value === undefined || value === '' ? (fallback ?? '') : value;
+    if (operator === '-') return value === undefined ? (fallback ?? '') : value;
+    return value ?? '';
+  });
+}
+
+/** A service's environment as the container sees it: interpolated; a key with no value passes the host's through, or is left out. */
+function environmentOf(service: ComposeService): Record<string, string> {
+  const entries: Array<[string, string | null]> = Array.isArray(service.environment)
+    ? service.environment.map((line) => (line.includes('=') ? [line.slice(0, line.indexOf('=')), line.slice(line.indexOf('=') + 1)] : [line, null]))
+    : Object.entries(service.environment ?? {}).map(([key, value]) => [key, value === null ? null : String(value)]);
+  const env: Record<string, string> = {};
+  for (const [key, value] of entries) {
+    if (value === null) {
+      if (hostEnvironment[key] !== undefined) env[key] = hostEnvironment[key];
+    } else env[key] = interpolate(value, hostEnvironment);
+  }
+  return env;
+}
+
+/** `./host/path:/container/path[:ro]` → { source, target }; a named volume has no `./`. */
+function volumesOf(service: ComposeService): Array<{ source: string; target: string; bind: boolean }> {
+  return (service.volumes ?? []).map((volume) => {
+    const [source = '', target = ''] = volume.split(':');
+    return { source, target, bind: source.startsWith('.') || source.startsWith('/') };
+  });
+}
+
+function commandOf(service: ComposeService): string[] {
+  if (!Array.isArray(service.command)) throw new Error('commands are written in exec form, a list');
+  return service.command;
+}
+
+/** The nats-server of the compose file, from its own conf; ports and store dir rewritten for this test. */
+async function startComposeNats(compose: ComposeFile) {
+  const nats = compose.services['nats']!;
+  const command = commandOf(nats);
+  const confTarget = command[command.indexOf('-c') + 1];
+  const mount = volumesOf(nats).find((volume) => volume.target === confTarget);
+  if (!mount) throw new Error(`the nats conf ${confTarget} is not mounted from the repository`);
+  const original = await readFile(resolve(root, mount.source), 'utf8');
+  const port = await freePort();
+  const storeDir = await mkdtemp(join(tmpdir(), 'agentbus-compose-nats-'));
+  const rewrites: Array<[RegExp, string]> = [
+    [/^listen: .*$/m, `listen: "127.0.0.1:${port}"`],
+    [/^http: .*$/m, `http: "127.0.0.1:${await freePort()}"`],
+    [/^(\s*)store_dir: .*$/m, `$1store_dir: ${JSON.stringify(storeDir)}`],
+  ];
+  let conf = original;
+  for (const [pattern, replacement] of rewrites) {
+    expect(conf.match(new RegExp(pattern.source, 'gm')), `${pattern} in the nats conf`).toHaveLength(1);
+    conf = conf.replace(pattern, replacement);
+  }
+  const listenPort = Number(/^listen: "[^"]*:(\d+)"$/m.exec(original)?.[1]);
+  const confFile = join(storeDir, 'nats-server.conf');
+  await writeFile(confFile, conf);
+  // The passwords reach nats-server as compose gives them: the nats service's environment only.
+  const child: ChildProcess = spawn('nats-server', ['-c', confFile], {
+    env: { PATH: process.env.PATH ?? '', ...environmentOf(nats) },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let output = '';
+  child.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  await new Promise<void>((resolvePromise, reject) => {
+    const timer = setTimeout(() => reject(new Error(`nats-server did not start:\n${output}`)), 10_000);
+    child.stderr?.on('data', () => {
+      if (output.includes('Server is ready')) {
+        clearTimeout(timer);
+        resolvePromise();
+      }
+    });
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`nats-server exited with ${code}:\n${output}`));
+    });
+  });
+  return {
+    port,
+    listenPort,
+    url: `nats://127.0.0.1:${port}`,
+    output: () => output,
+    async stop() {
+      if (child.exitCode === null) {
+        const exited = new Promise((resolveExit) => child.once('exit', resolveExit));
+        child.kill('SIGTERM');
+        await exited;
+      }
+      await rm(storeDir, { recursive: true, force: true });
+    },
+  };
+}
+
+let compose: ComposeFile;
+let nats: Awaited<ReturnType<typeof startComposeNats>>;
+let workspace: string;
+let client: NatsConnection;
+const processes = new Map<string, ServiceProcess>();
+const APP_SERVICES = ['runtime', 'provider', 'tools'] as const;
+
+beforeAll(async () => {
+  compose = parse(await readFile(join(root, 'docker-compose.yml'), 'utf8'), { merge: true }) as ComposeFile;
+  nats = await startComposeNats(compose);
+  workspace = await mkdtemp(join(tmpdir(), 'agentbus-compose-ws-'));
+  await writeFile(join(workspace, 'README.md'), '# Compose workspace\nThe tools container sees this file.\n');
+  for (const name of APP_SERVICES) {
+    const service = compose.services[name]!;
+    const [node, importFlag, loader, entry, ...rest] = commandOf(service);
+    expect([node, importFlag, loader, rest.length]).toEqual(['node', '--import', 'tsx', 0]);
+    const env = environmentOf(service);
+    // The container reaches NATS by its service name on the conf's port; here that is the test server.
+    const url = new URL(env['NATS_URL']!);
+    expect(Object.keys(compose.services)).toContain(url.hostname);
+    expect(Number(url.port)).toBe(nats.listenPort);
+    env['NATS_URL'] = nats.url;
+    // A container path that a volume provides becomes a temp dir.
+    if (env['AGENTBUS_WORKSPACE'] !== undefined) {
+      expect(volumesOf(service).map((volume) => volume.target)).toContain(env['AGENTBUS_WORKSPACE']);
+      env['AGENTBUS_WORKSPACE'] = workspace;
+    }
+    processes.set(name, startServiceProcess(entry!, env));
+  }
+  await Promise.all([
+    processes.get('runtime')!.waitFor('runtime started'),
+    processes.get('provider')!.waitFor('provider service started'),
+    processes.get('tools')!.waitFor('tools service started'),
+  ]);
+  client = await connect({ servers: nats.url, user: 'client', pass: environmentOf(compose.services['nats']!)['CLIENT_PASSWORD']! });
+}, 60_000);
+
+afterAll(async () => {
+  await client?.close().catch(() => undefined);
+  await Promise.all([...processes.values()].map((process) => process.stop('SIGTERM')));
+  await nats?.stop();
+  if (workspace) await rm(workspace, { recursive: true, force: true });
+});
+
+describe('docker-compose.yml run as written, against deploy/nats/nats-server.conf', () => {
+  it('answers a prompt from the client user: the scripted demo lists and reads the workspace, streams, and yields', async () => {
+    const sessionId = `compose-${Date.now()}`;
+    const events = collectEvents(client, 'default', sessionId);
+    const reply = await requestJson(client, `agentbus.default.sessions.${sessionId}.prompt`, { text: 'What is in this folder?' });
+    expect(reply).toMatchObject({ accepted: true, sessionId });
+    const seen = await events.until((all) => all.some((event) => event.type === 'turn.ended'), 20_000);
+    events.stop();
+    const ended = seen.find((event) => event.type === 'turn.ended') as Extract<AgentEvent, { type: 'turn.ended' }>;
+    expect(ended.data.reason, seen.map(describeEvent).join(', ')).toBe('yielded');
+
+    // The script path is relative to the image's WORKDIR, which holds what the repository root holds.
+    const scriptPath = environmentOf(compose.services['provider']!)['AGENTBUS_SCRIPT']!;
+    const script = JSON.parse(await readFile(join(root, scriptPath), 'utf8')) as { responses: Array<{ text: string }> };
+    const streamed = seen.filter((event) => event.type === 'assistant.delta').map((event) => (event.data as { text: string }).text).join('');
+    expect(streamed).toContain(script.responses.at(-1)!.text);
+
+    const results = seen.filter((event) => event.type === 'tool.result') as Array<Extract<AgentEvent, { type: 'tool.result' }>>;
+    expect(results.map((result) => [result.data.name, result.data.isError])).toEqual([
+      ['list_dir', false],
+      ['read_file', false],
+    ]);
+    expect(results[1]!.data.output).toContain('The tools container sees this file.');
+  });
+
+  it('lets the client read a session back from the live stream, as a reconnecting client resumes', async () => {
+    const sessionId = `compose-resume-${Date.now()}`;
+    const events = collectEvents(client, 'default', sessionId);
+    await requestJson(client, `agentbus.default.sessions.${sessionId}.prompt`, { text: 'again' });
+    await events.until((all) => all.some((event) => event.type === 'turn.ended'), 20_000);
+    events.stop();
+    const live = events.events.filter((event) => event.type === 'assistant.delta').length;
+    const consumer = await jetstream(client).consumers.get('AGENTBUS_LIVE', {
+      filter_subjects: `agentbus.default.sessions.${sessionId}.live.assistant.delta`,
+    });
+    const replayed: AgentEvent[] = [];
+    const messages = await consumer.fetch({ max_messages: live, expires: 5000 });
+    for await (const message of messages) replayed.push(codec.decode(message.data, message.headers?.get('Content-Type')) as AgentEvent);
+    expect(replayed.length).toBe(live);
+    expect(replayed.every((event) => event.type === 'assistant.delta' && event.sessionId === sessionId)).toBe(true);
+  });
+
+  it('refuses the client what is not its to do: calling a tool directly, writing a log', async () => {
+    const refused = (subject: string) =>
+      new Promise<PermissionViolationError>((resolvePromise, reject) => {
+        const timer = setTimeout(() => reject(new Error(`no permission violation for ${subject}`)), 5000);
+        void (async () => {
+          for await (const status of client.status()) {
+            if (status.type === 'error' && status.error instanceof PermissionViolationError && status.error.subject === subject) {
+              clearTimeout(timer);
+              resolvePromise(status.error);
+              return;
+            }
+          }
+        })();
+      });
+    for (const subject of ['agentbus.tools.read_file.call', 'agentbus.default.sessions.intruder.log']) {
+      const violation = refused(subject);
+      client.publish(subject, codec.encode({ v: 1, callId: 'x', name: 'read_file', args: { path: 'README.md' } }));
+      await expect(violation).resolves.toMatchObject({ operation: 'publish', subject });
+    }
+    expect(client.isClosed()).toBe(false);
+  });
+
+  it('drains the runtime on SIGTERM, and a new runtime picks the session up from its log and leases', async () => {
+    const sessionId = `compose-restart-${Date.now()}`;
+    const first = collectEvents(client, 'default', sessionId);
+    await requestJson(client, `agentbus.default.sessions.${sessionId}.prompt`, { text: 'first' });
+    await first.until((all) => all.some((event) => event.type === 'turn.ended'), 20_000);
+    first.stop();
+    expect(await processes.get('runtime')!.stop('SIGTERM')).toBe(0);
+
+    const runtime = compose.services['runtime']!;
+    const env = { ...environmentOf(runtime), NATS_URL: nats.url };
+    const restarted = startServiceProcess(commandOf(runtime)[3]!, env);
+    processes.set('runtime', restarted);
+    await restarted.waitFor('runtime started');
+    const second = collectEvents(client, 'default', sessionId);
+    const reply = await requestJson(client, `agentbus.default.sessions.${sessionId}.prompt`, { text: 'second' }, 15_000);
+    expect(reply).toMatchObject({ accepted: true });
+    const seen = await second.until((all) => all.some((event) => event.type === 'turn.ended'), 20_000);
+    second.stop();
+    const ended = seen.find((event) => event.type === 'turn.ended') as Extract<AgentEvent, { type: 'turn.ended' }>;
+    expect(ended.data.reason, seen.map(describeEvent).join(', ')).toBe('yielded');
+  });
+
+  it('gives the services every permission they use: the server refused only the client, above', () => {
+    const violations = nats.output().split('\n').filter((line) => /violation/i.test(line));
+    expect(violations.filter((line) => /"client"/.test(line)).length).toBeGreaterThan(0);
+    expect(violations.filter((line) => !/"client"/.test(line))).toEqual([]);
+  });
+});
+
+describe('the compose file and the Dockerfile agree with the code', () => {
+  it('builds every service from the Dockerfile, restarts it, and waits for nats', () => {
+    for (const name of APP_SERVICES) {
+      const service = compose.services[name]!;
+      const context = typeof service.build === 'string' ? service.build : (service.build?.context ?? '.');
+      expect(existsSync(join(root, context, 'Dockerfile'))).toBe(true);
+      expect(service.restart).toBe('unless-stopped');
+      expect(Array.isArray(service.depends_on) ? service.depends_on : Object.keys(service.depends_on ?? {})).toContain('nats');
+    }
+  });
+
+  it('names a different NATS user for each service, each with the password the nats service gives it', () => {
+    const natsEnv = environmentOf(compose.services['nats']!);
+    const users = APP_SERVICES.map((name) => environmentOf(compose.services[name]!)['NATS_USER']);
+    expect(new Set(users).size).toBe(APP_SERVICES.length);
+    for (const name of APP_SERVICES) {
+      const env = environmentOf(compose.services[name]!);
+      expect(env['NATS_PASSWORD']).toBe(natsEnv[`${env['NATS_USER']!.toUpperCase()}_PASSWORD`]);
+    }
+  });
+
+  it('keeps API keys out of every service but the provider', () => {
+    for (const [name, service] of Object.entries(compose.services)) {
+      if (name === 'provider') continue;
+      const keys = Array.isArray(service.environment) ? service.environment.map((line) => line.split('=')[0]!) : Object.keys(service.environment ?? {});
+      expect(keys.filter((key) => /API_KEY/.test(key)), name).toEqual([]);
+    }
+  });
+
+  it('copies into the image every file the service mains import, and installs every package they import', async () => {
+    const dockerfile = await readFile(join(root, 'Dockerfile'), 'utf8');
+    const copied = [...dockerfile.matchAll(/^COPY (?!--from)(.+) \.\/(\S*)$/gm)].flatMap((match) =>
+      match[1]!.split(/\s+/).filter((part) => !part.startsWith('--')),
+    );
+    expect(dockerfile).toMatch(/^RUN npm (ci|install) --omit=dev/m);
+    const pkg = JSON.parse(await readFile(join(root, 'package.json'), 'utf8')) as { dependencies: Record<string, string> };
+    const seen = new Set<string>();
+    const packages = new Set<string>();
+    const queue = APP_SERVICES.map((name) => join(root, commandOf(compose.services[name]!)[3]!));
+    while (queue.length > 0) {
+      const file = queue.pop()!;
+      if (seen.has(file)) continue;
+      seen.add(file);
+      const source = await readFile(file, 'utf8');
+      for (const match of source.matchAll(/(?:^|\n)\s*(?:import|export)\s[^'"]*?from\s+'([^']+)'|import\(\s*'([^']+)'\s*\)/g)) {
+        const specifier = match[1] ?? match[2]!;
+        if (specifier.startsWith('.')) queue.push(resolve(dirname(file), specifier));
+        else if (!specifier.startsWith('node:')) packages.add(specifier.startsWith('@') ? specifier.split('/').slice(0, 2).join('/') : specifier.split('/')[0]!);
+      }
+    }
+    const outside = [...seen].map((file) => relative(root, file)).filter((file) => !copied.some((path) => file === path || file.startsWith(`${path}/`)));
+    expect(outside).toEqual([]);
+    expect([...packages].filter((name) => !(name in pkg.dependencies))).toEqual([]);
+    expect(pkg.dependencies).toHaveProperty('tsx');
+  });
+});
