@@ -147,8 +147,19 @@ let client: NatsConnection;
 const processes = new Map<string, ServiceProcess>();
 const APP_SERVICES = ['runtime', 'provider', 'tools'] as const;
 
+/** Variables compose passes through from the host; this process's own (a developer's API key) must not leak in. */
+const passedThrough = new Map<string, string | undefined>();
+
 beforeAll(async () => {
   compose = parse(await readFile(join(root, 'docker-compose.yml'), 'utf8'), { merge: true }) as ComposeFile;
+  for (const service of Object.values(compose.services)) {
+    const environment = service.environment ?? {};
+    const keys = Array.isArray(environment) ? environment.filter((line) => !line.includes('=')) : Object.keys(environment).filter((key) => environment[key] === null);
+    for (const key of keys) {
+      if (!passedThrough.has(key)) passedThrough.set(key, process.env[key]);
+      delete process.env[key];
+    }
+  }
   nats = await startComposeNats(compose);
   workspace = await mkdtemp(join(tmpdir(), 'agentbus-compose-ws-'));
   await writeFile(join(workspace, 'README.md'), '# Compose workspace\nThe tools container sees this file.\n');
@@ -182,6 +193,7 @@ afterAll(async () => {
   await Promise.all([...processes.values()].map((process) => process.stop('SIGTERM')));
   await nats?.stop();
   if (workspace) await rm(workspace, { recursive: true, force: true });
+  for (const [key, value] of passedThrough) if (value !== undefined) process.env[key] = value;
 });
 
 describe('docker-compose.yml run as written, against deploy/nats/nats-server.conf', () => {
