@@ -2,20 +2,15 @@ import { readFile } from 'node:fs/promises';
 import { z } from 'zod';
 import { InvalidInputError } from '../../src/errors.ts';
 import { MODEL_PATTERN, TOKEN_PATTERN } from '../../src/protocol/index.ts';
+import { DEFAULT_MODELS, pickDefaultModel } from '../../src/default-model.ts';
 import type { PriceTable } from './pricing.ts';
 import type { CircuitBreakerOptions, RetryOptions } from './resilience.ts';
+
+export { DEFAULT_MODELS };
 
 /** The API a provider speaks: `openai` covers every Chat Completions server (Ollama, vLLM, …). */
 export const ProviderType = { openai: 'openai', anthropic: 'anthropic' } as const;
 export type ProviderType = (typeof ProviderType)[keyof typeof ProviderType];
-
-/** The model used when nothing names one, by the first provider configured (in this order). */
-export const DEFAULT_MODELS = {
-  openai: 'openai:gpt-5.4-mini',
-  anthropic: 'anthropic:claude-sonnet-5',
-  ollama: 'ollama:qwen3',
-  scripted: 'scripted:default',
-} as const;
 
 /** Where Ollama's OpenAI-compatible API listens by default. */
 export const DEFAULT_OLLAMA_BASE_URL = 'http://127.0.0.1:11434/v1';
@@ -150,7 +145,7 @@ export function resolveProviderConfig(file: unknown, env: Env = {}, source = 'pr
   const settings: ProviderSettings[] = [];
   for (const [name, raw] of providers) settings.push(settle(name, raw, env, source));
 
-  const defaultModel = set(env.AGENTBUS_MODEL) ?? parsed.data.defaultModel ?? pickDefaultModel(settings);
+  const defaultModel = set(env.AGENTBUS_MODEL) ?? parsed.data.defaultModel ?? pickDefaultModel(settings.map((provider) => provider.name));
   if (!MODEL_PATTERN.test(defaultModel)) throw new InvalidInputError(`AGENTBUS_MODEL must be <provider>:<model>, got ${JSON.stringify(defaultModel)}`);
   const defaultProvider = defaultModel.slice(0, defaultModel.indexOf(':'));
   if (defaultProvider !== 'scripted' && !settings.some((provider) => provider.name === defaultProvider)) {
@@ -180,13 +175,6 @@ function settle(name: string, raw: RawProvider, env: Env, source: string): Provi
     throw new InvalidInputError(`${source}: provider "${name}" has no apiKey${hint}; a ${raw.type} provider without a baseURL needs one`);
   }
   return { ...rest, name, ...(apiKey === undefined ? {} : { apiKey }), jsonActions: jsonActions ?? false };
-}
-
-function pickDefaultModel(providers: readonly ProviderSettings[]): string {
-  for (const name of ['openai', 'anthropic', 'ollama'] as const) {
-    if (providers.some((provider) => provider.name === name)) return DEFAULT_MODELS[name];
-  }
-  return DEFAULT_MODELS.scripted;
 }
 
 /**
