@@ -3,6 +3,9 @@ import { InvalidInputError } from '../../src/errors.ts';
 import type { Logger } from '../../src/logging.ts';
 import { createCodec, createSubjects } from '../../src/protocol/index.ts';
 import type { ProviderAdapter } from './adapter.ts';
+import { createProviderAdapters } from './adapters/index.ts';
+import { describeProviderConfig } from './config.ts';
+import type { ProviderConfig } from './config.ts';
 import { createProviderHost } from './host.ts';
 import type { ProviderHost } from './host.ts';
 import { loadScript } from './script.ts';
@@ -18,6 +21,12 @@ export type { Script, ScriptResponse } from './script.ts';
 export { createChunkWriter, isTerminalChunk } from './chunk-writer.ts';
 export type { ChunkWriter } from './chunk-writer.ts';
 export type { AdapterRequest, ProviderAdapter } from './adapter.ts';
+export { loadProviderConfig, resolveProviderConfig, describeProviderConfig, DEFAULT_MODELS } from './config.ts';
+export type { ProviderConfig, ProviderSettings, ProviderConfigFile } from './config.ts';
+export { createProviderAdapters } from './adapters/index.ts';
+export type { ProviderAdaptersOptions } from './adapters/index.ts';
+export { describeDefaultModel, defaultModelOf, OFFLINE_MESSAGE } from '../../src/default-model.ts';
+export type { DefaultModelDescription } from '../../src/default-model.ts';
 
 /** Options of {@link startProviderService}. */
 export interface ProviderServiceOptions {
@@ -29,7 +38,12 @@ export interface ProviderServiceOptions {
   readonly scriptPath?: string;
   /** A script given directly; wins over `scriptPath`. */
   readonly script?: Script;
-  /** More adapters (openai, anthropic, …). One named `scripted` replaces the built-in one. */
+  /**
+   * The provider configuration (see `loadProviderConfig`): each configured provider is served through
+   * `createProviderAdapters` (retries, circuit breaker, cost, JSON actions).
+   */
+  readonly config?: ProviderConfig;
+  /** More adapters, served as they are; one named like a configured provider replaces it, one named `scripted` the built-in one. */
   readonly adapters?: readonly ProviderAdapter[];
   /** Longest run of one request. Default 10 minutes. */
   readonly requestTimeoutMs?: number;
@@ -46,16 +60,20 @@ export interface ProviderService {
 
 /**
  * Starts the provider service on an open connection, in this process: the built-in `scripted`
- * provider plus any `adapters`.
+ * provider, the providers of `config`, and any `adapters`.
  *
  * @example
- * const service = await startProviderService({ nc, logger, scriptPath: 'examples/demo-script.json' });
+ * const config = await loadProviderConfig({ env: process.env });
+ * const service = await startProviderService({ nc, logger, config, scriptPath: 'examples/demo-script.json' });
  * // …
  * await service.stop();
  */
 export async function startProviderService(options: ProviderServiceOptions): Promise<ProviderService> {
   options.signal?.throwIfAborted();
-  const extra = options.adapters ?? [];
+  const logger = options.logger.child({ service: 'provider' });
+  const given = options.adapters ?? [];
+  const configured = options.config ? createProviderAdapters(options.config, { logger }) : [];
+  const extra = [...given, ...configured.filter((adapter) => !given.some((other) => other.name === adapter.name))];
   const adapters: ProviderAdapter[] = [...extra];
   if (!extra.some((adapter) => adapter.name === SCRIPTED_PROVIDER)) {
     const script =
@@ -63,7 +81,8 @@ export async function startProviderService(options: ProviderServiceOptions): Pro
     adapters.push(createScriptedAdapter(script === undefined ? {} : { script }));
   }
   if (adapters.length === 0) throw new InvalidInputError('the provider service needs at least one adapter');
-  const logger = options.logger.child({ service: 'provider' });
+  // Not under `config`: pino's redaction of `config.providers.*.apiKey` would hide whether a key is set.
+  if (options.config) logger.info({ providerConfig: describeProviderConfig(options.config) }, 'provider configuration');
   const host: ProviderHost = createProviderHost({
     nc: options.nc,
     subjects: createSubjects(options.prefix),

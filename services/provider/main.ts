@@ -1,9 +1,11 @@
 import { busCredentialsFromEnv, connectBus, drainOnSignals } from '../../src/bus/connect.ts';
 import { createLogger } from '../../src/logging.ts';
 import { notifyReady } from '../../src/ready.ts';
-import { startProviderService } from './index.ts';
+import { loadProviderConfig, startProviderService } from './index.ts';
 
-// The provider service as its own process. Env: NATS_URL, NATS_USER, NATS_PASSWORD, AGENTBUS_PREFIX, AGENTBUS_SCRIPT, LOG_LEVEL.
+// The provider service as its own process. Env: NATS_URL, NATS_USER, NATS_PASSWORD, AGENTBUS_PREFIX, AGENTBUS_SCRIPT, LOG_LEVEL,
+// and the provider configuration: AGENTBUS_CONFIG, OPENAI_API_KEY, OPENAI_BASE_URL, ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL,
+// OLLAMA_HOST, AGENTBUS_MODEL (see docs/llm-providers.md).
 const logger = createLogger({ name: 'provider', level: process.env.LOG_LEVEL });
 const nc = await connectBus({
   servers: process.env.NATS_URL ?? 'nats://127.0.0.1:4222',
@@ -12,13 +14,15 @@ const nc = await connectBus({
   logger,
 });
 try {
+  const config = await loadProviderConfig({ env: process.env });
   const service = await startProviderService({
     nc,
     logger,
+    config,
     prefix: process.env.AGENTBUS_PREFIX ?? 'agentbus',
     ...(process.env.AGENTBUS_SCRIPT ? { scriptPath: process.env.AGENTBUS_SCRIPT } : {}),
   });
-  logger.info({ providers: service.providers }, 'provider service started');
+  logger.info({ providers: service.providers, defaultModel: config.defaultModel }, 'provider service started');
   drainOnSignals(nc, logger, () => service.stop());
   notifyReady('provider');
 } catch (err) {
