@@ -107,6 +107,24 @@ describe('tool client', () => {
     await worker.stop();
   });
 
+  it('refreshes the tool list in the background near the end of its TTL, so steady callers never wait for discovery', async () => {
+    let clock = 0;
+    const tools = createToolClient({ nc, subjects, codec, logger, discoveryTtlMs: 1000, refreshAheadMs: 300, now: () => clock });
+    expect(await tools.listTools({})).toEqual([]);
+    const worker = createToolWorker({ nc, subjects, codec, logger, tools: [ping], version: '1.0.0' });
+    await worker.start();
+    clock = 800;
+    // Still fresh: answered from the cache at once, while a discovery starts behind it.
+    expect(await tools.listTools({})).toEqual([]);
+    await new Promise((resolve) => setTimeout(resolve, 600));
+    await worker.stop();
+    clock = 1700;
+    // The list found at 800 is fresh until 1800: no wait, and the stopped worker's tool is still listed.
+    expect((await tools.listTools({})).map((tool) => tool.name)).toEqual(['ping']);
+    clock = 1800;
+    expect(await tools.listTools({})).toEqual([]);
+  });
+
   it('lists tools of any service on this prefix and skips other prefixes and malformed metadata', async () => {
     const foreign = createServiceRegistration(nc, {
       name: 'other-lang-tools',

@@ -17,6 +17,11 @@ export interface ToolClientOptions {
   readonly logger: Logger;
   /** How long a discovered tool list is reused; default 2000 ms. */
   readonly discoveryTtlMs?: number;
+  /**
+   * A list used this close to the end of its TTL is refreshed in the background, so that callers under
+   * steady traffic never wait for discovery; it is never used past its TTL. Default a quarter of the TTL.
+   */
+  readonly refreshAheadMs?: number;
   /** Longest wait for the first `$SRV.INFO` answer; default 1000 ms. */
   readonly discoveryTimeoutMs?: number;
   /** Only this `$SRV` service name; by default every service is asked and tool endpoints are picked by subject. */
@@ -57,6 +62,7 @@ export function createToolClient(options: ToolClientOptions): ToolClient {
   const now = options.now ?? Date.now;
   const logger = options.logger.child({ component: 'tool-client' });
   const ttl = options.discoveryTtlMs ?? 2000;
+  const refreshAt = ttl - Math.min(ttl, options.refreshAheadMs ?? ttl / 4);
   let cached: { tools: ToolDescriptor[]; at: number } | undefined;
   let pending: Promise<ToolDescriptor[]> | undefined;
 
@@ -78,10 +84,8 @@ export function createToolClient(options: ToolClientOptions): ToolClient {
     return [...tools.values()].sort((a, b) => a.name.localeCompare(b.name));
   }
 
-  async function listTools(listOptions: { signal?: AbortSignal }): Promise<ToolDescriptor[]> {
-    listOptions.signal?.throwIfAborted();
-    if (cached && now() - cached.at < ttl) return cached.tools;
-    // Concurrent callers share one discovery; each still stops waiting on its own signal.
+  /** Starts a discovery unless one runs; concurrent callers share it. */
+  function refresh(): Promise<ToolDescriptor[]> {
     pending ??= discover()
       .then((tools) => {
         cached = { tools, at: now() };
@@ -90,7 +94,16 @@ export function createToolClient(options: ToolClientOptions): ToolClient {
       .finally(() => {
         pending = undefined;
       });
-    const shared = pending;
+    return pending;
+  }
+
+  async function listTools(listOptions: { signal?: AbortSignal }): Promise<ToolDescriptor[]> {
+    listOptions.signal?.throwIfAborted();
+    if (cached && now() - cached.at < ttl) {
+      if (now() - cached.at >= refreshAt) refresh().catch((err: unknown) => logger.warn({ err }, 'background tool discovery failed'));
+      return cached.tools;
+    }
+    const shared = refresh();
     if (!listOptions.signal) return shared;
     const signal = listOptions.signal;
     return new Promise<ToolDescriptor[]>((resolve, reject) => {
