@@ -1,0 +1,107 @@
+import { LogEventType, createEnvelopeFactory } from '../../src/protocol/index.ts';
+import type { EventDataMap, LogEvent } from '../../src/protocol/index.ts';
+import { contextWindowOf } from '../../src/tokens.ts';
+import type { TokenCounter } from '../../src/tokens.ts';
+import { buildContext } from '../../services/runtime/context-builder.ts';
+import { createTranscript } from '../../services/runtime/transcript.ts';
+import { DEFAULT_RUNTIME_CONFIG } from '../../services/runtime/config.ts';
+import { STEPS, TOOL_NAME, lookup } from './workload.ts';
+import { now, summarize } from './stats.ts';
+import type { Summary } from './stats.ts';
+
+/** Preparing time of one step at a history length. */
+export interface ContextPrepResult {
+  readonly messages: number;
+  /** History messages that fitted the model's budget and went into the request (the prompt not counted). */
+  readonly kept: number;
+  /** The first preparation, token counts not cached yet (ms). */
+  readonly coldMs: number;
+  /** Every later preparation, token counts cached as the runtime caches them (ms). */
+  readonly warmMs: Summary;
+}
+
+const MODEL = DEFAULT_RUNTIME_CONFIG.defaultModel;
+
+/** A session log of workload turns holding at least `messages` chat messages, plus one open turn's prompt. */
+function history(messages: number): { events: LogEvent[]; turnId: string } {
+  let seq = 0;
+  let id = 0;
+  const envelopes = createEnvelopeFactory({ newId: () => `e${id++}`, now: () => 1_700_000_000_000 + seq });
+  const events: LogEvent[] = [];
+  const add = <T extends LogEventType>(type: T, turnId: string, step: number, data: EventDataMap[T]) => {
+    events.push({ ...envelopes.create(type, { tenant: 'bench', sessionId: 's', turnId, step }, data), seq: ++seq } as LogEvent);
+  };
+  let count = 0;
+  let turn = 0;
+  const usage = { inputTokens: 100, outputTokens: 20 };
+  while (count < messages) {
+    const turnId = `t${turn++}`;
+    add(LogEventType.userMessage, turnId, 0, { text: `Question ${turn}: look up a few values and tell me what they add up to.` });
+    count += 1;
+    STEPS.forEach((step, index) => {
+      if (count >= messages) return;
+      const toolCalls = step.toolCalls.map((call, n) => ({ id: `c${turn}_${index}_${n}`, name: call.name, args: { ...call.args } }));
+      add(LogEventType.assistantMessage, turnId, index + 1, { text: step.text, toolCalls, usage, cost: 0, model: MODEL, finishReason: toolCalls.length ? 'tool_calls' : 'stop' });
+      count += 1;
+      for (const call of toolCalls) {
+        add(LogEventType.toolUse, turnId, index + 1, { toolCallId: call.id, effectId: `s:${turnId}:${call.id}`, name: TOOL_NAME, args: call.args, tier: 'read_only' });
+      }
+      for (const call of toolCalls) {
+        if (count >= messages) return;
+        const output = `${lookup(call.args.key)}; ${'the record reads as expected, nothing unusual in it. '.repeat(3)}`;
+        add(LogEventType.toolResult, turnId, index + 1, { toolCallId: call.id, name: TOOL_NAME, output, isError: false, durationMs: 1 });
+        count += 1;
+      }
+    });
+    add(LogEventType.turnEnded, turnId, STEPS.length, { reason: 'yielded', text: STEPS.at(-1)!.text, usage, cost: 0, steps: STEPS.length });
+  }
+  const turnId = `t${turn}`;
+  add(LogEventType.userMessage, turnId, 0, { text: 'And once more, please.' });
+  return { events, turnId };
+}
+
+/**
+ * Times Preparing as the runtime's `prepare` actor runs it: `transcript.conversation()` then
+ * `buildContext()` with token counts cached by log sequence.
+ */
+export function measureContextPrep(tokens: TokenCounter, sizes: readonly number[], iterations: number): ContextPrepResult[] {
+  const tools = [{ name: TOOL_NAME, description: 'Looks up the value of a key.', parameters: { type: 'object', properties: { key: { type: 'string' } }, required: ['key'] } }];
+  const toolTokens = tokens.count(JSON.stringify(tools));
+  return sizes.map((size) => {
+    const { events, turnId } = history(size);
+    const transcript = createTranscript(events);
+    const cache = new Map<number, number>();
+    const prepare = () => {
+      const conversation = transcript.conversation(turnId);
+      return buildContext({
+        model: MODEL,
+        messages: conversation.messages,
+        seqs: conversation.seqs,
+        summary: conversation.summary,
+        tools,
+        toolTokens,
+        tokens,
+        countAt: (index) => {
+          const seq = conversation.seqs[index] ?? 0;
+          let count = cache.get(seq);
+          if (count === undefined) {
+            count = tokens.countMessage(conversation.messages[index]!);
+            if (seq > 0) cache.set(seq, count);
+          }
+          return count;
+        },
+        options: { systemPrompt: DEFAULT_RUNTIME_CONFIG.systemPrompt, contextWindow: contextWindowOf(MODEL), maxOutputTokens: DEFAULT_RUNTIME_CONFIG.maxOutputTokens },
+      });
+    };
+    const t0 = now();
+    const first = prepare();
+    const coldMs = now() - t0;
+    const warm: number[] = [];
+    for (let i = 0; i < iterations; i++) {
+      const t = now();
+      prepare();
+      warm.push(now() - t);
+    }
+    return { messages: transcript.conversation(turnId).messages.length - 1, kept: first.request.messages.length - 2, coldMs, warmMs: summarize(warm) };
+  });
+}

@@ -1,0 +1,153 @@
+import type { ContextPrepResult } from './context-prep.ts';
+import type { LoadResult } from './load.ts';
+import type { MachineInfo } from './machine.ts';
+import type { RoundTrips } from './raw-bus.ts';
+import type { Summary } from './stats.ts';
+
+/** One system's sessions at concurrency 1 and 200. */
+export interface PeerRow {
+  readonly key: string;
+  readonly name: string;
+  readonly versions: readonly string[];
+  readonly c1: LoadResult;
+  readonly c200: LoadResult;
+}
+
+/** Everything one run measured. */
+export interface BenchResults {
+  readonly mode: 'quick' | 'full';
+  readonly date: string;
+  readonly machine: MachineInfo;
+  readonly machineLine: string;
+  readonly workload: { modelCalls: number; toolCalls: number; script: unknown };
+  readonly sessions: readonly PeerRow[];
+  readonly roundTrips: RoundTrips;
+  readonly sequential: { latencyMs: Summary; logEventsPerSession: number; ops: { requests: number; jetStreamGets: number; appends: number }; floorMs: number };
+  readonly firstDelta: { bus: Summary; provider: Summary };
+  readonly scaling: ReadonlyArray<{ workers: number; callsPerSecond: number; linear: number; ratioToLinear: number; latencyMs: Summary }>;
+  readonly scalingSetup: { toolDelayMs: number; slotsPerWorker: number; outstandingPerWorker: number };
+  readonly heap: {
+    sessions: number;
+    hostedBefore: number;
+    hostedHydrated: number;
+    hostedPassivated: number;
+    eventsPerSession: number;
+    baselineBytes: number;
+    hydratedBytes: number;
+    passivatedBytes: number;
+    bytesPerIdleSession: number;
+    bytesPerSessionAfterPassivation: number;
+    passivationMs: number;
+  };
+  readonly contextPrep: readonly ContextPrepResult[];
+  readonly seconds: number;
+}
+
+/** A goal, the figure measured against it, and whether it was met. */
+export interface TargetCheck {
+  readonly goal: string;
+  readonly measured: string;
+  readonly value: number;
+  readonly target: string;
+  readonly met: boolean;
+}
+
+const fixed = (value: number, digits = 2) => (Number.isFinite(value) ? value.toFixed(digits) : 'n/a');
+
+/** Checks the issue's goals (goals, not assertions). */
+export function targetsOf(results: BenchResults): TargetCheck[] {
+  const row = (key: string) => results.sessions.find((entry) => entry.key === key);
+  const bus = row('agentbus')!.c200.sessionsPerSecond;
+  const checks: TargetCheck[] = [];
+  const ratio = (goal: string, value: number, atLeast: boolean, bound: number, measured: string) =>
+    checks.push({ goal, value, measured, target: `${atLeast ? '≥' : '≤'} ${bound}×`, met: atLeast ? value >= bound : value <= bound });
+  const langgraph = row('langgraph');
+  if (langgraph) ratio('durable sessions/s at 200 vs LangGraph.js', bus / langgraph.c200.sessionsPerSecond, true, 3, `${fixed(bus, 0)} vs ${fixed(langgraph.c200.sessionsPerSecond, 0)}/s`);
+  const vercel = row('vercel');
+  if (vercel) ratio('durable sessions/s at 200 vs Vercel AI generateText', bus / vercel.c200.sessionsPerSecond, true, 1, `${fixed(bus, 0)} vs ${fixed(vercel.c200.sessionsPerSecond, 0)}/s`);
+  const { toolCall, request } = results.roundTrips;
+  ratio('tool round trip p50 vs raw request/reply p50', toolCall.p50 / request.p50, false, 2, `${fixed(toolCall.p50, 3)} vs ${fixed(request.p50, 3)} ms`);
+  const { latencyMs, floorMs } = results.sequential;
+  ratio('sequential session latency p50 vs its bus floor', latencyMs.p50 / floorMs, false, 1.3, `${fixed(latencyMs.p50)} vs ${fixed(floorMs)} ms`);
+  const kb = results.heap.bytesPerIdleSession / 1024;
+  checks.push({ goal: 'heap per hydrated idle session', value: kb, measured: `${fixed(kb)} KB`, target: '≤ 4 KB', met: kb <= 4 });
+  const small = results.contextPrep[0]!;
+  const large = results.contextPrep.at(-1)!;
+  ratio(`context prep at ${large.messages} vs ${small.messages} messages (warm p50)`, large.warmMs.p50 / small.warmMs.p50, false, 1.5, `${fixed(large.warmMs.p50, 3)} vs ${fixed(small.warmMs.p50, 3)} ms`);
+  for (const entry of results.scaling.filter((scaling) => scaling.workers > 1)) {
+    ratio(`I/O-bound tool throughput, ${entry.workers} workers vs linear`, entry.ratioToLinear, true, 0.9, `${fixed(entry.callsPerSecond, 0)} vs ${fixed(entry.linear, 0)} calls/s`);
+  }
+  return checks;
+}
+
+function sessionsTable(results: BenchResults): string[] {
+  const lines = [
+    '| system | sessions/s @1 | sessions/s @200 | p50 @1 (ms) | p99 @1 (ms) | p50 @200 (ms) | p99 @200 (ms) |',
+    '| --- | ---: | ---: | ---: | ---: | ---: | ---: |',
+  ];
+  for (const row of results.sessions) {
+    const name = row.versions.length > 0 ? `${row.name} (${row.versions.join(', ')})` : row.name;
+    lines.push(
+      `| ${name} | ${fixed(row.c1.sessionsPerSecond, 0)} | ${fixed(row.c200.sessionsPerSecond, 0)} | ${fixed(row.c1.latencyMs.p50, 3)} | ${fixed(row.c1.latencyMs.p99, 3)} | ${fixed(row.c200.latencyMs.p50, 1)} | ${fixed(row.c200.latencyMs.p99, 1)} |`,
+    );
+  }
+  return lines;
+}
+
+function figuresTable(results: BenchResults): string[] {
+  const { roundTrips: rt, sequential, firstDelta, heap } = results;
+  const lines = ['| figure | measured | against | ratio |', '| --- | --- | --- | ---: |'];
+  lines.push(`| tool-call round trip p50 / p99 (ms) | ${fixed(rt.toolCall.p50, 3)} / ${fixed(rt.toolCall.p99, 3)} | raw request/reply ${fixed(rt.request.p50, 3)} / ${fixed(rt.request.p99, 3)} | ${fixed(rt.toolCall.p50 / rt.request.p50)}× |`);
+  lines.push(
+    `| sequential session latency p50 (ms) | ${fixed(sequential.latencyMs.p50)} | floor ${fixed(sequential.floorMs)} = ${sequential.ops.requests} requests × ${fixed(rt.request.p50, 3)} + ${sequential.ops.jetStreamGets} JetStream gets × ${fixed(rt.get.p50, 3)} + ${fixed(sequential.ops.appends, 1)} appends × ${fixed(rt.append.p50, 3)} | ${fixed(sequential.latencyMs.p50 / sequential.floorMs)}× |`,
+  );
+  lines.push(`| time to first delta p50 / p99 (ms) | through the bus ${fixed(firstDelta.bus.p50)} / ${fixed(firstDelta.bus.p99)} | provider service alone ${fixed(firstDelta.provider.p50)} / ${fixed(firstDelta.provider.p99)} | ${fixed(firstDelta.bus.p50 / firstDelta.provider.p50)}× |`);
+  const mb = (bytes: number) => fixed(bytes / 1024 ** 2, 1);
+  lines.push(
+    `| heap per hydrated idle session (${heap.sessions} sessions, ${heap.eventsPerSession} log events each) | ${fixed(heap.bytesPerIdleSession / 1024)} KB (heap ${mb(heap.baselineBytes)} → ${mb(heap.hydratedBytes)} MB) | after passivation: ${heap.hostedPassivated} hosted, heap ${mb(heap.passivatedBytes)} MB (baseline held ${heap.hostedBefore} warm-up sessions, passivated too) | ${fixed(Math.max(0, heap.bytesPerSessionAfterPassivation) / 1024)} KB |`,
+  );
+  const base = results.contextPrep[0]!;
+  for (const prep of results.contextPrep) {
+    lines.push(`| context prep, ${prep.messages} messages (${prep.kept} fit), warm p50 / cold (ms) | ${fixed(prep.warmMs.p50, 3)} / ${fixed(prep.coldMs, 1)} | ${base.messages} messages ${fixed(base.warmMs.p50, 3)} | ${fixed(prep.warmMs.p50 / base.warmMs.p50, 1)}× |`);
+  }
+  const setup = results.scalingSetup;
+  for (const entry of results.scaling) {
+    lines.push(`| ${setup.toolDelayMs} ms tool, ${entry.workers} worker(s) × ${setup.slotsPerWorker} slots (calls/s) | ${fixed(entry.callsPerSecond, 0)} | linear ${fixed(entry.linear, 0)} | ${fixed(entry.ratioToLinear)}× |`);
+  }
+  return lines;
+}
+
+function targetsTable(targets: readonly TargetCheck[]): string[] {
+  const lines = ['| goal | measured | ratio | target | met |', '| --- | --- | ---: | --- | --- |'];
+  for (const check of targets) lines.push(`| ${check.goal} | ${check.measured} | ${fixed(check.value)} | ${check.target} | ${check.met ? 'yes' : 'no'} |`);
+  return lines;
+}
+
+/** The console table. */
+export function renderTable(results: BenchResults, targets: readonly TargetCheck[]): string {
+  return [`agentbus bench (${results.mode}) — ${results.machineLine}`, '', ...sessionsTable(results), '', ...figuresTable(results), '', ...targetsTable(targets)].join('\n');
+}
+
+/** The markdown report written beside the JSON. */
+export function renderMarkdown(results: BenchResults, targets: readonly TargetCheck[]): string {
+  return [
+    `# agentbus bench — ${results.mode} run, ${results.date}`,
+    '',
+    `Machine: ${results.machineLine}`,
+    '',
+    `Workload: ${results.workload.modelCalls} model calls with short text deltas and ${results.workload.toolCalls} zero-latency read-only tool calls (2 in parallel, twice), then an answer. Run took ${fixed(results.seconds, 0)} s. Raw numbers: \`${results.mode === 'full' ? 'latest' : 'quick'}.json\`; how each figure is made: \`bench/README.md\`.`,
+    '',
+    '## Sessions',
+    '',
+    ...sessionsTable(results),
+    '',
+    '## Figures measured in the same run',
+    '',
+    ...figuresTable(results),
+    '',
+    '## Goals',
+    '',
+    ...targetsTable(targets),
+    '',
+  ].join('\n');
+}

@@ -1,0 +1,220 @@
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { connect } from '@nats-io/transport-node';
+import { pino } from 'pino';
+import { createProviderClient } from '../src/bus/provider-client.ts';
+import { createToolClient } from '../src/bus/tool-client.ts';
+import { createCodec, createSubjects } from '../src/protocol/index.ts';
+import { createTokenCounter } from '../src/tokens.ts';
+import { createAgentbusClient } from './lib/agentbus-client.ts';
+import { measureContextPrep } from './lib/context-prep.ts';
+import { closedLoop } from './lib/load.ts';
+import type { LoadResult } from './lib/load.ts';
+import { machineInfo, machineLine } from './lib/machine.ts';
+import { startNatsServer } from './lib/nats-server.ts';
+import { runPlainSession } from './lib/plain-loop.ts';
+import { ROOT, startProcess } from './lib/processes.ts';
+import type { BenchProcess } from './lib/processes.ts';
+import { measureRoundTrips } from './lib/raw-bus.ts';
+import { renderMarkdown, renderTable, targetsOf } from './lib/report.ts';
+import type { BenchResults, PeerRow } from './lib/report.ts';
+import { summarize } from './lib/stats.ts';
+import { PROMPT, TOOL_NAME, providerScript } from './lib/workload.ts';
+
+const quick = process.argv.includes('--quick');
+if (process.argv.includes('--render')) {
+  // Rewrites the markdown report from a results file, without measuring again.
+  const name = quick ? 'quick' : 'latest';
+  const saved = JSON.parse(await readFile(join(ROOT, 'bench', 'results', `${name}.json`), 'utf8')) as BenchResults;
+  await writeFile(join(ROOT, 'bench', 'results', `${name}.md`), renderMarkdown(saved, targetsOf(saved)));
+  process.exit(0);
+}
+const plan = quick
+  ? { c1Ms: 1_500, c200Ms: 2_500, busC1Ms: 4_000, busC200Ms: 6_000, warmMs: 500, roundTrips: 400, firstDelta: 40, scalingMs: 2_500, heapSessions: 2_000, prepIterations: 20 }
+  : { c1Ms: 5_000, c200Ms: 8_000, busC1Ms: 15_000, busC200Ms: 25_000, warmMs: 1_500, roundTrips: 3_000, firstDelta: 200, scalingMs: 8_000, heapSessions: 10_000, prepIterations: 100 };
+const began = performance.now();
+const log = (text: string) => process.stderr.write(`[${((performance.now() - began) / 1000).toFixed(1)}s] ${text}\n`);
+const logger = pino({ level: 'warn' });
+
+async function versionOf(pkg: string): Promise<string> {
+  const text = await readFile(join(ROOT, 'bench', 'node_modules', pkg, 'package.json'), 'utf8');
+  return `${pkg}@${(JSON.parse(text) as { version: string }).version}`;
+}
+
+/** Warm-up, then concurrency 1 and 200, each for a while. */
+async function loadPair(name: string, session: (index: number) => Promise<void>, c1Ms: number, c200Ms: number): Promise<{ c1: LoadResult; c200: LoadResult }> {
+  await closedLoop(session, { concurrency: 50, durationMs: plan.warmMs });
+  const c1 = await closedLoop(session, { concurrency: 1, durationMs: c1Ms });
+  const c200 = await closedLoop(session, { concurrency: 200, durationMs: c200Ms });
+  log(`${name}: ${c1.sessionsPerSecond.toFixed(0)}/s at 1, ${c200.sessionsPerSecond.toFixed(0)}/s at 200 (p50 ${c1.latencyMs.p50.toFixed(2)} ms)`);
+  return { c1, c200 };
+}
+
+const machine = machineInfo();
+log(`${quick ? 'quick' : 'full'} run on ${machineLine(machine)}`);
+const rows: PeerRow[] = [];
+
+// 1. The in-process peers, before any bus process runs.
+rows.push({ key: 'plain', name: 'plain in-process async loop', versions: [], ...(await loadPair('plain loop', async () => void (await runPlainSession(PROMPT)), plan.c1Ms, plan.c200Ms)) });
+const peerModule = './peers/index.ts';
+const { peers } = (await import(peerModule)) as { peers: ReadonlyArray<{ key: string; name: string; packages: readonly string[]; run: (prompt: string) => Promise<string> }> };
+for (const peer of peers) {
+  const versions = await Promise.all(peer.packages.map(versionOf));
+  rows.push({ key: peer.key, name: peer.name, versions, ...(await loadPair(peer.name, async () => void (await peer.run(PROMPT)), plan.c1Ms, plan.c200Ms)) });
+}
+
+// 2. Context preparation, pure.
+const contextPrep = measureContextPrep(createTokenCounter(), [10, 1_000, 10_000], plan.prepIterations);
+log(`context prep warm p50: ${contextPrep.map((r) => `${r.messages}: ${r.warmMs.p50.toFixed(3)} ms`).join(', ')}`);
+
+// 3. The stack across processes.
+const server = await startNatsServer();
+const work = await mkdtemp(join(tmpdir(), 'agentbus-bench-'));
+const scriptPath = join(work, 'workload.json');
+await writeFile(scriptPath, JSON.stringify(providerScript()));
+const shortScriptPath = join(work, 'short.json');
+await writeFile(shortScriptPath, JSON.stringify({ responses: [{ text: 'ok' }] }));
+const env = { NATS_URL: server.url, LOG_LEVEL: 'info' };
+const processes: BenchProcess[] = [];
+const start = (entry: string, extra: Record<string, string> = {}, flags: string[] = []) => {
+  const started = startProcess(entry, { ...env, ...extra }, flags);
+  processes.push(started);
+  return started;
+};
+const nc = await connect({ servers: server.url, name: 'bench-driver' });
+let results: BenchResults | undefined;
+try {
+  const provider = start('services/provider/main.ts', { AGENTBUS_SCRIPT: scriptPath });
+  const tools = start('bench/lib/tool-worker-main.ts');
+  await Promise.all([provider.waitFor('provider service started'), tools.waitFor('bench tool worker ready')]);
+  // BENCH_PROFILE=DIR writes a CPU profile of the runtime process there.
+  const profile = process.env.BENCH_PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE}`] : [];
+  const runtime = start('services/runtime/main.ts', {}, profile);
+  await runtime.waitFor('runtime started');
+  const client = await createAgentbusClient(nc, { watchDeltas: true });
+  let run = 0;
+  const tag = () => `r${run++}x`;
+  const busSession = (prefix: string) => async (index: number) => void (await client.runTurn(`${prefix}${index}`));
+  await client.runTurn('first');
+  const agentbusPair = await loadPair('agentbus', busSession(tag()), plan.busC1Ms, plan.busC200Ms);
+  rows.unshift({ key: 'agentbus', name: 'agentbus (runtime, provider, tools as processes; durable log)', versions: [], ...agentbusPair });
+
+  // Sequential sessions, each seen whole: latency and how many log events it appended.
+  const sequential: Array<{ ms: number; logEvents: number }> = [];
+  const seqTag = tag();
+  for (let i = 0; i < Math.max(20, Math.min(200, agentbusPair.c1.sessions)); i++) {
+    const t0 = performance.now();
+    const seen = await client.runTurn(`${seqTag}${i}`);
+    sequential.push({ ms: performance.now() - t0, logEvents: seen.logEvents });
+  }
+  const roundTrips = await measureRoundTrips(nc, logger, plan.roundTrips);
+  log(`tool call p50 ${roundTrips.toolCall.p50.toFixed(3)} ms vs request ${roundTrips.request.p50.toFixed(3)} ms; append ${roundTrips.append.p50.toFixed(3)} ms, get ${roundTrips.get.p50.toFixed(3)} ms`);
+
+  // Time to first delta: a prompt through the runtime, against a generate request to the provider alone.
+  const codec = createCodec();
+  const subjects = createSubjects('agentbus');
+  const providerClient = createProviderClient({ nc, subjects, codec, logger });
+  const busFirst: number[] = [];
+  const providerFirst: number[] = [];
+  const ttfdTag = tag();
+  for (let i = 0; i < plan.firstDelta; i++) {
+    const seen = await client.runTurn(`${ttfdTag}${i}`);
+    if (seen.firstDeltaMs !== undefined) busFirst.push(seen.firstDeltaMs);
+    const t0 = performance.now();
+    for await (const chunk of providerClient.generate({ v: 1, requestId: `q${i}`, model: 'scripted:default', messages: [{ role: 'user', content: PROMPT }], tools: [], tenant: 'bench', sessionId: `${ttfdTag}p${i}` })) {
+      if (chunk.type === 'text-delta' && providerFirst.length === i) providerFirst.push(performance.now() - t0);
+    }
+  }
+  const firstDelta = { bus: summarize(busFirst), provider: summarize(providerFirst) };
+  log(`first delta p50: bus ${firstDelta.bus.p50.toFixed(2)} ms, provider alone ${firstDelta.provider.p50.toFixed(2)} ms`);
+
+  // An I/O-bound tool (50 ms, 8 slots per worker) on 4, 2, then 1 workers, called as the runtime calls tools.
+  await tools.stop();
+  const slots = 8;
+  const delayed = Array.from({ length: 4 }, () => start('bench/lib/tool-worker-main.ts', { BENCH_TOOL_DELAY_MS: '50', BENCH_TOOL_CONCURRENCY: String(slots), LOG_LEVEL: 'warn' }));
+  await Promise.all(delayed.map((worker) => worker.waitFor('bench tool worker ready')));
+  const toolClient = createToolClient({ nc, subjects, codec, logger });
+  const scaling: Array<{ workers: number; callsPerSecond: number; latencyMs: ReturnType<typeof summarize> }> = [];
+  for (const workers of [4, 2, 1]) {
+    while (delayed.length > workers) await delayed.pop()!.stop();
+    let n = 0;
+    const callOnce = async () => {
+      const callId = `w${workers}_${n++}`;
+      const reply = await toolClient.call({ v: 1, callId, effectId: callId, name: TOOL_NAME, args: { key: 'alpha' }, tenant: 'bench', sessionId: 'scaling', turnId: 't', deadline: Date.now() + 30_000 }, { timeoutMs: 30_000 });
+      if (!reply.ok) throw new Error(JSON.stringify(reply.error));
+    };
+    const outstanding = 4 * slots * workers;
+    await closedLoop(callOnce, { concurrency: outstanding, durationMs: 500 });
+    const load = await closedLoop(callOnce, { concurrency: outstanding, durationMs: plan.scalingMs });
+    scaling.push({ workers, callsPerSecond: load.sessionsPerSecond, latencyMs: load.latencyMs });
+    log(`${workers} worker(s): ${load.sessionsPerSecond.toFixed(0)} calls/s`);
+  }
+  scaling.reverse();
+
+  // Heap per hydrated idle session: the runtime alone in a process, one short turn per session.
+  await runtime.stop();
+  await provider.stop();
+  const shortProvider = start('services/provider/main.ts', { AGENTBUS_SCRIPT: shortScriptPath });
+  const heapRuntime = start('bench/lib/heap-runtime-main.ts', { LOG_LEVEL: 'warn' }, ['--expose-gc']);
+  await Promise.all([shortProvider.waitFor('provider service started'), heapRuntime.waitFor('bench runtime ready')]);
+  const measureHeap = async () => codec.decode((await nc.request('bench.heap.measure', new Uint8Array(), { timeout: 60_000 })).data) as { heapUsed: number; sessions: number };
+  const heapTag = tag();
+  await closedLoop(async (i) => void (await client.runTurn(`${heapTag}w${i}`, { text: 'hi' })), { concurrency: 50, durationMs: plan.warmMs, maxSessions: 500 });
+  const baseline = await measureHeap();
+  const hydrate = await closedLoop(async (i) => void (await client.runTurn(`${heapTag}${i}`, { text: 'hi' })), { concurrency: 200, durationMs: 600_000, maxSessions: plan.heapSessions });
+  const hydrated = await measureHeap();
+  const passivation = codec.decode((await nc.request('bench.heap.passivate', new Uint8Array(), { timeout: 150_000 })).data) as { sessions: number; ms: number };
+  const passivated = await measureHeap();
+  const hydratedCount = hydrated.sessions - baseline.sessions;
+  const heap = {
+    sessions: hydrate.sessions,
+    hostedBefore: baseline.sessions,
+    hostedHydrated: hydrated.sessions,
+    hostedPassivated: passivated.sessions,
+    eventsPerSession: 4,
+    baselineBytes: baseline.heapUsed,
+    hydratedBytes: hydrated.heapUsed,
+    passivatedBytes: passivated.heapUsed,
+    bytesPerIdleSession: (hydrated.heapUsed - baseline.heapUsed) / Math.max(1, hydratedCount),
+    bytesPerSessionAfterPassivation: (passivated.heapUsed - baseline.heapUsed) / Math.max(1, hydratedCount),
+    passivationMs: passivation.ms,
+  };
+  log(`heap: ${(heap.bytesPerIdleSession / 1024).toFixed(2)} KB per idle session, ${(heap.bytesPerSessionAfterPassivation / 1024).toFixed(2)} KB after passivation`);
+  client.close();
+
+  const meanEvents = sequential.reduce((total, s) => total + s.logEvents, 0) / sequential.length;
+  const sequentialLatency = summarize(sequential.map((s) => s.ms));
+  // The bus operations one session waits for, one after another (see bench/README.md).
+  const ops = { requests: 6, jetStreamGets: 2, appends: meanEvents + 2 };
+  const floorMs = ops.requests * roundTrips.request.p50 + ops.jetStreamGets * roundTrips.get.p50 + ops.appends * roundTrips.append.p50;
+  results = {
+    mode: quick ? 'quick' : 'full',
+    date: new Date().toISOString(),
+    machine,
+    machineLine: machineLine(machine),
+    workload: { modelCalls: 3, toolCalls: 4, script: providerScript() },
+    sessions: rows,
+    roundTrips,
+    sequential: { latencyMs: sequentialLatency, logEventsPerSession: meanEvents, ops, floorMs },
+    firstDelta,
+    scaling: scaling.map((entry) => ({ ...entry, linear: scaling[0]!.callsPerSecond * entry.workers, ratioToLinear: entry.callsPerSecond / (scaling[0]!.callsPerSecond * entry.workers) })),
+    scalingSetup: { toolDelayMs: 50, slotsPerWorker: slots, outstandingPerWorker: 4 * slots },
+    heap,
+    contextPrep,
+    seconds: (performance.now() - began) / 1000,
+  };
+} finally {
+  await nc.close().catch(() => undefined);
+  await Promise.all(processes.map((child) => child.stop()));
+  await server.stop();
+  await rm(work, { recursive: true, force: true });
+}
+
+const targets = targetsOf(results);
+process.stdout.write(`${renderTable(results, targets)}\n`);
+await mkdir(join(ROOT, 'bench', 'results'), { recursive: true });
+const name = quick ? 'quick' : 'latest';
+await writeFile(join(ROOT, 'bench', 'results', `${name}.json`), `${JSON.stringify({ ...results, targets }, null, 2)}\n`);
+await writeFile(join(ROOT, 'bench', 'results', `${name}.md`), renderMarkdown(results, targets));
+log(`wrote bench/results/${name}.json and ${name}.md`);
