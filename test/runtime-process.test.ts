@@ -146,11 +146,17 @@ describe('runtime processes', () => {
     await requestJson(client, 'agentbus.acme.sessions.crash-1.prompt', { text: 'step through' });
     await watcher.until((events) => events.some((event) => event.type === 'turn.ended'));
     await requestJson(client, 'agentbus.acme.sessions.crash-1.prompt', { text: 'mark, then wait' });
-    await watcher.until((events) => events.some((event) => event.type === 'tool.use' && event.data.name === 'wait_for_release'));
+    // Kill the runtime while the worker runs its call: the call is in flight, its result not logged.
+    await expect.poll(() => waitEffects.length, { timeout: 10_000 }).toBe(1);
     await first.stop('SIGKILL');
 
     const second = runtimeProcess();
-    await expect.poll(() => waitEffects.length, { timeout: 20_000 }).toBe(2);
+    try {
+      await expect.poll(() => waitEffects.length, { timeout: 20_000 }).toBe(2);
+    } catch (error) {
+      const seen = watcher.events.map((event) => (event.type === 'state' ? `${event.data.machine}:${event.data.value}` : event.type));
+      throw new Error(`not resumed; events: ${seen.join(', ')}; the second runtime said:\n${second.output()}`, { cause: error });
+    }
     releaseWait();
     const events = await watcher.until((seen) => seen.filter((event) => event.type === 'turn.ended').length === 2, 15_000);
     await second.stop('SIGTERM');

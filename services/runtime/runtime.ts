@@ -116,10 +116,8 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
     const mark = async (): Promise<void> => {
       const busy = opened.busy();
       await leases.setActive(opened.tenant, opened.sessionId, busy);
-      if (busy) {
-        await opened.whenIdle();
-        return mark();
-      }
+      // A stopped session keeps its lease's flag: the node releasing it decides.
+      if (busy && (await opened.whenIdle())) return mark();
     };
     void mark().catch((err: unknown) => logger.warn({ err }, 'lease activity not recorded'));
   }

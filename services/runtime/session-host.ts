@@ -32,8 +32,8 @@ export interface SessionHost {
   approve(decision: Approve): Promise<CommandResult>;
   /** True while a turn runs or waits. */
   busy(): boolean;
-  /** Resolves when no turn runs or waits (or the session stops). */
-  whenIdle(): Promise<void>;
+  /** Resolves `true` when no turn runs or waits, `false` when the session stops first. */
+  whenIdle(): Promise<boolean>;
   /** Stops the actor; in-flight work is aborted, and the log keeps what is needed to resume. */
   stop(): void;
 }
@@ -118,11 +118,11 @@ export async function openSession(deps: SessionHostDeps, tenant: string, session
   };
   let actor: Actor<SessionLogic> | undefined;
   actor = createActor(logic, { input: { queue }, inspect });
-  const idleWaiters = new Set<() => void>();
+  const idleWaiters = new Set<(idle: boolean) => void>();
   actor.subscribe({
     next: (snapshot) => {
       if (snapshot.value === 'idle' && snapshot.context.queue.length === 0) {
-        for (const resolve of idleWaiters) resolve();
+        for (const resolve of idleWaiters) resolve(true);
         idleWaiters.clear();
       }
     },
@@ -177,13 +177,14 @@ export async function openSession(deps: SessionHostDeps, tenant: string, session
     },
     busy,
     whenIdle() {
-      if (!busy()) return Promise.resolve();
-      return new Promise<void>((resolve) => idleWaiters.add(resolve));
+      if (!actor) return Promise.resolve(false);
+      if (!busy()) return Promise.resolve(true);
+      return new Promise<boolean>((resolve) => idleWaiters.add(resolve));
     },
     stop() {
       actor?.stop();
       actor = undefined;
-      for (const resolve of idleWaiters) resolve();
+      for (const resolve of idleWaiters) resolve(false);
       idleWaiters.clear();
     },
   };
