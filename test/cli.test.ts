@@ -19,7 +19,7 @@ interface Run {
 /** Runs the real `agentbus` binary. */
 function agentbus(args: string[], options: { cwd: string; env?: NodeJS.ProcessEnv; timeoutMs?: number }): Promise<Run> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], { cwd: options.cwd, env: { ...process.env, NATS_URL: '', ...options.env } });
+    const child = spawn(process.execPath, [BIN, ...args], { cwd: options.cwd, env: { ...offlineEnv(), ...options.env } });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
@@ -36,6 +36,13 @@ function agentbus(args: string[], options: { cwd: string; env?: NodeJS.ProcessEn
 }
 
 let workdir: string;
+
+/** This process's environment without anything that would pick a bus or a real model. */
+function offlineEnv(): NodeJS.ProcessEnv {
+  const env = { ...process.env };
+  for (const name of ['NATS_URL', 'OPENAI_API_KEY', 'ANTHROPIC_API_KEY', 'OLLAMA_HOST', 'AGENTBUS_MODEL', 'AGENTBUS_CONFIG', 'AGENTBUS_SCRIPT']) delete env[name];
+  return env;
+}
 
 beforeAll(async () => {
   workdir = await mkdtemp(join(tmpdir(), 'agentbus-cli-'));
@@ -90,15 +97,16 @@ describe('agentbus up, ask and tail', () => {
     expect(run.stdout).toContain('scripted');
     expect(run.stderr).toContain('[1/8] Executing tools: list_dir');
     expect(run.stderr).toContain('tool.result: read_file ok');
+    expect(run.stderr.split('using the offline scripted provider').length).toBe(2);
   });
 
   it('ask and tail use the stack that up runs from the same folder', async () => {
-    const up = spawn(process.execPath, [BIN, 'up'], { cwd: workdir, env: { ...process.env, NATS_URL: '' } });
+    const up = spawn(process.execPath, [BIN, 'up'], { cwd: workdir, env: offlineEnv() });
     let upOutput = '';
     up.stderr.on('data', (chunk: Buffer) => (upOutput += chunk.toString()));
     try {
       await expect.poll(() => upOutput, { timeout: 30_000 }).toContain('agentbus is up');
-      const tail = spawn(process.execPath, [BIN, 'tail', '--session', 'cli-1'], { cwd: workdir, env: { ...process.env, NATS_URL: '' } });
+      const tail = spawn(process.execPath, [BIN, 'tail', '--session', 'cli-1'], { cwd: workdir, env: offlineEnv() });
       let tailOutput = '';
       tail.stdout.on('data', (chunk: Buffer) => (tailOutput += chunk.toString()));
       tail.stderr.on('data', (chunk: Buffer) => (tailOutput += chunk.toString()));

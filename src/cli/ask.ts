@@ -1,10 +1,10 @@
 import { parseArgs } from 'node:util';
 import { headers as createHeaders, nuid } from '@nats-io/nats-core';
 import type { NatsConnection } from '@nats-io/nats-core';
-import { connect } from '@nats-io/transport-node';
 import { ContentType, MODEL_PATTERN, createCodec, createSubjects, isToken, SessionVerb } from '../protocol/index.ts';
 import type { AgentEvent, CommandReply, Prompt, PromptReply } from '../protocol/index.ts';
 import { findBus } from './bus-target.ts';
+import { connectCli } from './connect.ts';
 import { UsageError } from './context.ts';
 import type { CliContext } from './context.ts';
 import { describeData } from './format.ts';
@@ -87,13 +87,14 @@ export async function runAsk(argv: string[], context: CliContext): Promise<numbe
       env: context.env,
       logLevel: context.env.LOG_LEVEL ?? 'warn',
       onLog: (service, line) => context.stderr.write(`[${service}] ${line}\n`),
+      onNotice: (message) => context.stderr.write(`agentbus: ${message}\n`),
       signal: context.signal,
     });
   }
   const url = target.kind === 'url' ? target.url : local!.url;
   let nc: NatsConnection | undefined;
   try {
-    nc = await connect({ servers: url, name: 'agentbus-cli', timeout: 5000 });
+    nc = await connectCli(url, 'agentbus-cli', context.env);
     return await ask(nc, options, context);
   } finally {
     await nc?.close().catch(() => undefined);

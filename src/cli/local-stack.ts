@@ -1,4 +1,5 @@
 import { fileURLToPath } from 'node:url';
+import { describeDefaultModel } from '../default-model.ts';
 import { startEmbeddedNats } from './embedded-nats.ts';
 import type { EmbeddedNats } from './embedded-nats.ts';
 import { startServiceStack } from './service-stack.ts';
@@ -26,6 +27,8 @@ export interface LocalStackOptions {
   readonly env: NodeJS.ProcessEnv;
   readonly logLevel?: string;
   readonly onLog?: (service: ServiceName, line: string) => void;
+  /** Told once which default model the stack uses, and whether that is the offline scripted one. */
+  readonly onNotice?: (message: string) => void;
   readonly signal?: AbortSignal;
 }
 
@@ -35,7 +38,11 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
   if (!options.url) nats = await startEmbeddedNats({ stateDir: options.stateDir, ...(options.signal ? { signal: options.signal } : {}) });
   const url = options.url ?? nats!.url;
   try {
+    // The runtime needs the same default model the provider service derives from keys and config.
+    const choice = await describeDefaultModel(options.env, options.signal ? { signal: options.signal } : {});
+    options.onNotice?.(choice.offline ? choice.message : `default model ${choice.model} (${choice.source})`);
     const env: Record<string, string> = {
+      AGENTBUS_MODEL: choice.model,
       NATS_URL: url,
       AGENTBUS_SCRIPT: options.script ?? options.env.AGENTBUS_SCRIPT ?? DEMO_SCRIPT,
       AGENTBUS_WORKSPACE: options.env.AGENTBUS_WORKSPACE ?? options.workspace,

@@ -1,8 +1,8 @@
 import { parseArgs } from 'node:util';
-import { connect } from '@nats-io/transport-node';
 import { createCodec, isToken } from '../protocol/index.ts';
 import type { AgentEvent } from '../protocol/index.ts';
 import { findBus } from './bus-target.ts';
+import { connectCli } from './connect.ts';
 import { UsageError } from './context.ts';
 import type { CliContext } from './context.ts';
 import { formatEvent } from './format.ts';
@@ -34,7 +34,7 @@ export async function runTail(argv: string[], context: CliContext): Promise<numb
   }
   const prefix = context.env.AGENTBUS_PREFIX ?? 'agentbus';
   const subject = `${prefix}.${tenant}.sessions.${values.session ?? '*'}.>`;
-  const nc = await connect({ servers: target.url, name: 'agentbus-tail', timeout: 5000 });
+  const nc = await connectCli(target.url, 'agentbus-tail', context.env);
   const codec = createCodec();
   context.stderr.write(`following ${subject} on ${target.url} (Ctrl-C to stop)\n`);
   const subscription = nc.subscribe(subject, {

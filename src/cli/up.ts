@@ -51,6 +51,7 @@ export async function runUp(argv: string[], context: CliContext): Promise<number
     workspace: values.workspace ?? context.cwd,
     env: context.env,
     onLog: (service, line) => log(`[${service}] ${humanLogLine(line)}`),
+    onNotice: (message) => context.stderr.write(`agentbus: ${message}\n`),
     signal: context.signal,
   });
   if (stack.embedded) await writeStackFile(context.stateDir, { url: stack.url, pid: process.pid, startedAt: new Date().toISOString() });
