@@ -11,6 +11,7 @@ import { startToolsService } from '../services/tools/index.ts';
 import { startNatsServer } from './helpers/nats-server.ts';
 import type { TestNatsServer } from './helpers/nats-server.ts';
 import { startServiceProcess } from './helpers/service-process.ts';
+import { createGateTool } from './helpers/gate-tool.ts';
 import type { ServiceProcess } from './helpers/service-process.ts';
 import { collectEvents, requestJson, silentLogger } from './helpers/stack.ts';
 
@@ -20,11 +21,7 @@ let services: NatsConnection;
 let client: NatsConnection;
 let stopServices: Array<() => Promise<void>> = [];
 const markEffects: string[] = [];
-const waitEffects: string[] = [];
-let releaseWait: () => void = () => {};
-const released = new Promise<void>((resolve) => {
-  releaseWait = resolve;
-});
+const gate = createGateTool('wait_for_release');
 
 const mark = defineTool({
   name: 'mark',
@@ -39,20 +36,6 @@ const mark = defineTool({
   },
 });
 
-const wait = defineTool({
-  name: 'wait_for_release',
-  description: 'waits until the test releases it',
-  parameters: z.object({}),
-  tier: 'side_effecting',
-  timeoutMs: 60_000,
-  idempotent: true,
-  execute: async (_args, { effectId, signal }) => {
-    waitEffects.push(effectId);
-    await Promise.race([released, new Promise((_, reject) => signal.addEventListener('abort', () => reject(signal.reason)))]);
-    return 'released';
-  },
-});
-
 function runtimeProcess(): ServiceProcess {
   return startServiceProcess('services/runtime/main.ts', { NATS_URL: server.url, AGENTBUS_LEASE_TTL_MS: '1500' });
 }
@@ -61,7 +44,7 @@ beforeAll(async () => {
   server = await startNatsServer();
   services = await connect({ servers: server.url });
   client = await connect({ servers: server.url });
-  const tools = await startToolsService({ nc: services, logger: silentLogger(), extraTools: [mark, wait] });
+  const tools = await startToolsService({ nc: services, logger: silentLogger(), extraTools: [mark, gate.tool] });
   stopServices = [() => tools.stop()];
 });
 
@@ -90,7 +73,7 @@ async function withProcesses(run: (spawnRuntime: () => ServiceProcess) => Promis
 }
 
 afterAll(async () => {
-  releaseWait();
+  gate.open();
   for (const stop of stopServices) await stop().catch(() => undefined);
   await client?.close();
   await services?.close();
@@ -147,24 +130,24 @@ describe('runtime processes', () => {
     await watcher.until((events) => events.some((event) => event.type === 'turn.ended'));
     await requestJson(client, 'agentbus.acme.sessions.crash-1.prompt', { text: 'mark, then wait' });
     // Kill the runtime while the worker runs its call: the call is in flight, its result not logged.
-    await expect.poll(() => waitEffects.length, { timeout: 10_000 }).toBe(1);
+    await expect.poll(() => gate.effects.length, { timeout: 10_000 }).toBe(1);
     await first.stop('SIGKILL');
 
     const second = runtimeProcess();
     try {
-      await expect.poll(() => waitEffects.length, { timeout: 20_000 }).toBe(2);
+      await expect.poll(() => gate.effects.length, { timeout: 20_000 }).toBe(2);
     } catch (error) {
       const seen = watcher.events.map((event) => (event.type === 'state' ? `${event.data.machine}:${event.data.value}` : event.type));
       throw new Error(`not resumed; events: ${seen.join(', ')}; the second runtime said:\n${second.output()}`, { cause: error });
     }
-    releaseWait();
+    gate.open();
     const events = await watcher.until((seen) => seen.filter((event) => event.type === 'turn.ended').length === 2, 15_000);
     await second.stop('SIGTERM');
 
     const ending = events.filter((event) => event.type === 'turn.ended')[1];
     expect(ending).toMatchObject({ data: { reason: 'yielded', text: 'all done' } });
     expect(markEffects).toHaveLength(1);
-    expect(new Set(waitEffects).size).toBe(1);
+    expect(new Set(gate.effects).size).toBe(1);
     watcher.stop();
   })));
 });

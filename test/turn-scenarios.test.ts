@@ -1,9 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { z } from 'zod';
-import { defineTool } from '../src/tool-sdk/index.ts';
 import type { AgentEvent } from '../src/protocol/index.ts';
 import { collectEvents, requestJson, requestRaw, startStack } from './helpers/stack.ts';
 import type { TestStack } from './helpers/stack.ts';
+import { createGateTool } from './helpers/gate-tool.ts';
 
 const ended = (events: AgentEvent[]) => events.filter((event) => event.type === 'turn.ended');
 const endedCount = (count: number) => (events: AgentEvent[]) => ended(events).length >= count;
@@ -40,28 +39,11 @@ describe('an unknown tool', () => {
 
 describe('cancel', () => {
   let stack: TestStack;
-  let slowToolAborted = false;
-  const slow = defineTool({
-    name: 'slow_tool',
-    description: 'waits until cancelled',
-    parameters: z.object({}),
-    tier: 'side_effecting',
-    timeoutMs: 30_000,
-    idempotent: false,
-    execute: (_args, { signal }) =>
-      new Promise((_resolve, reject) => {
-        signal.addEventListener('abort', () => {
-          slowToolAborted = true;
-          reject(signal.reason);
-        });
-      }),
-  });
   beforeAll(async () => {
     stack = await startStack({
       script: {
         responses: [{ text: 'This answer streams very slowly, two characters at a time, for a long while.', chunkSize: 2, delayMs: 100 }],
       },
-      extraTools: [slow],
     });
   });
   afterAll(() => stack?.stop());
@@ -90,26 +72,14 @@ describe('cancel', () => {
 
 describe('cancel while a tool runs', () => {
   let stack: TestStack;
-  let aborted = false;
-  const slow = defineTool({
-    name: 'slow_tool',
-    description: 'waits until cancelled',
-    parameters: z.object({}),
-    tier: 'side_effecting',
-    timeoutMs: 30_000,
-    idempotent: false,
-    execute: (_args, { signal }) =>
-      new Promise((_resolve, reject) => {
-        signal.addEventListener('abort', () => {
-          aborted = true;
-          reject(signal.reason);
-        });
-      }),
-  });
+  const slow = createGateTool('slow_tool');
   beforeAll(async () => {
-    stack = await startStack({ script: { responses: [{ toolCalls: [{ name: 'slow_tool', args: {} }] }] }, extraTools: [slow] });
+    stack = await startStack({ script: { responses: [{ toolCalls: [{ name: 'slow_tool', args: {} }] }] }, extraTools: [slow.tool] });
   });
-  afterAll(() => stack?.stop());
+  afterAll(() => {
+    slow.open();
+    return stack?.stop();
+  });
 
   it('aborts the tool on its worker and closes the call with a cancelled result', async () => {
     const watcher = collectEvents(stack.client, 'default', 'cancel-tool');
@@ -121,7 +91,7 @@ describe('cancel while a tool runs', () => {
     const result = events.find((event) => event.type === 'tool.result');
     expect(result).toMatchObject({ data: { name: 'slow_tool', isError: true, error: { code: 'cancelled' } } });
     expect(ended(events)[0]).toMatchObject({ data: { reason: 'cancelled' } });
-    await expect.poll(() => aborted, { timeout: 2000 }).toBe(true);
+    await expect.poll(() => slow.aborted(), { timeout: 2000 }).toBe(1);
     watcher.stop();
   });
 });

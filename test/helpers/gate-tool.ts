@@ -1,0 +1,46 @@
+import { z } from 'zod';
+import { defineTool } from '../../src/tool-sdk/index.ts';
+import type { AnyToolDefinition } from '../../src/tool-sdk/index.ts';
+
+/** A side-effecting tool that blocks until the test opens its gate (or the call is cancelled). */
+export interface GateTool {
+  readonly tool: AnyToolDefinition;
+  /** The effectId of every execution, in order. */
+  readonly effects: string[];
+  /** How many executions saw their signal abort. */
+  aborted(): number;
+  /** Lets every waiting and later execution finish with `released`. */
+  open(): void;
+}
+
+/** Creates a {@link GateTool} named `name`. */
+export function createGateTool(name: string): GateTool {
+  const effects: string[] = [];
+  let aborted = 0;
+  let open: () => void = () => {};
+  const opened = new Promise<void>((resolve) => {
+    open = resolve;
+  });
+  const tool = defineTool({
+    name,
+    description: 'waits until the test opens its gate',
+    parameters: z.object({}),
+    tier: 'side_effecting',
+    timeoutMs: 60_000,
+    idempotent: true,
+    execute: async (_args, { effectId, signal }) => {
+      effects.push(effectId);
+      await Promise.race([
+        opened,
+        new Promise((_resolve, reject) =>
+          signal.addEventListener('abort', () => {
+            aborted++;
+            reject(signal.reason);
+          }),
+        ),
+      ]);
+      return 'released';
+    },
+  });
+  return { tool, effects, aborted: () => aborted, open };
+}
