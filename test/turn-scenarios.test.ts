@@ -65,8 +65,24 @@ describe('cancel', () => {
   });
 
   it('of an idle session is answered with a clear error', async () => {
+    const watcher = collectEvents(stack.client, 'default', 'idle-1');
+    await requestJson(stack.client, 'agentbus.default.sessions.idle-1.prompt', 'hello');
+    await watcher.until(endedCount(1));
     const reply = await requestJson(stack.client, 'agentbus.default.sessions.idle-1.cancel', {});
-    expect(reply).toMatchObject({ ok: false, error: { code: 'not_found' } });
+    expect(reply).toMatchObject({ ok: false, error: { code: 'not_found', message: expect.stringContaining('no running turn') } });
+    watcher.stop();
+  });
+
+  it('of a session that never existed is refused without creating it', async () => {
+    const watcher = collectEvents(stack.client, 'default', 'never-1');
+    for (const verb of ['cancel', 'steer', 'approve']) {
+      const body = verb === 'approve' ? { toolCallId: 'x', approved: true } : verb === 'steer' ? { text: 'hi' } : {};
+      const reply = await requestJson(stack.client, `agentbus.default.sessions.never-1.${verb}`, body);
+      expect(reply).toMatchObject({ ok: false, error: { code: 'not_found', message: 'session default/never-1 does not exist' } });
+    }
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(watcher.events.filter((event) => event.type === 'session.created')).toHaveLength(0);
+    watcher.stop();
   });
 });
 

@@ -4,7 +4,7 @@ import { Kvm } from '@nats-io/kv';
 import { createSessionLog } from '../../src/bus/session-log.ts';
 import { ensureStreams } from '../../src/bus/streams.ts';
 import { msgpackHeaders } from '../../src/bus/request.ts';
-import { toErrorData } from '../../src/errors.ts';
+import { AgentbusError, ErrorCode, toErrorData } from '../../src/errors.ts';
 import type { Logger } from '../../src/logging.ts';
 import {
   SessionVerb,
@@ -155,26 +155,36 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
         }
         case SessionVerb.cancel: {
           const cancel = decodeCancel(codec, message.data, contentType);
-          replyCommand(message, (await host(tenant, sessionId)).cancel(cancel.reason));
+          replyCommand(message, (await existingHost(tenant, sessionId)).cancel(cancel.reason));
           return;
         }
         case SessionVerb.steer: {
           const steer = decodeSteer(codec, message.data, contentType);
-          replyCommand(message, (await host(tenant, sessionId)).steer(steer.text));
+          replyCommand(message, (await existingHost(tenant, sessionId)).steer(steer.text));
           return;
         }
         case SessionVerb.approve: {
           const decision = decodeApprove(codec, message.data, contentType);
-          replyCommand(message, await (await host(tenant, sessionId)).approve(decision));
+          replyCommand(message, await (await existingHost(tenant, sessionId)).approve(decision));
           return;
         }
       }
     } catch (err) {
+      // A refused message must not leave a lease behind for a session this node does not host.
+      if (!hosts.has(keyOf(tenant, sessionId))) await leases.release(tenant, sessionId);
       const error = toErrorData(err);
       logger.warn({ err, tenant, sessionId, verb }, 'message refused');
       reply(message, verb === SessionVerb.prompt ? { accepted: false, sessionId, error } : { ok: false, error });
       publishError(tenant, sessionId, error, message.subject);
     }
+  }
+
+  /** The host of a session that exists; a command to one that never had a prompt is refused, not created. */
+  async function existingHost(tenant: string, sessionId: string): Promise<SessionHost> {
+    if (!hosts.has(keyOf(tenant, sessionId)) && (await log.lastSeq(tenant, sessionId)) === 0) {
+      throw new AgentbusError(ErrorCode.notFound, `session ${tenant}/${sessionId} does not exist`);
+    }
+    return host(tenant, sessionId);
   }
 
   function replyCommand(message: Msg, result: CommandResult) {
