@@ -1,8 +1,11 @@
 import { parseArgs } from 'node:util';
-import { headers as createHeaders, nuid } from '@nats-io/nats-core';
+import { nuid } from '@nats-io/nats-core';
 import type { NatsConnection } from '@nats-io/nats-core';
-import { ContentType, MODEL_PATTERN, createCodec, createSubjects, isToken, SessionVerb } from '../protocol/index.ts';
-import type { AgentEvent, CommandReply, Prompt, PromptReply } from '../protocol/index.ts';
+import { createAgentbusClient } from '../client/index.ts';
+import type { AgentbusClient, SessionTarget } from '../client/index.ts';
+import { AgentbusError, ErrorCode } from '../errors.ts';
+import { MODEL_PATTERN, isToken } from '../protocol/index.ts';
+import type { Prompt } from '../protocol/index.ts';
 import { findBus } from './bus-target.ts';
 import { connectCli } from './connect.ts';
 import { UsageError } from './context.ts';
@@ -103,108 +106,78 @@ export async function runAsk(argv: string[], context: CliContext): Promise<numbe
 }
 
 async function ask(nc: NatsConnection, options: AskOptions, context: CliContext): Promise<number> {
-  const codec = createCodec();
-  const subjects = createSubjects(context.env.AGENTBUS_PREFIX ?? 'agentbus');
-  const { tenant, sessionId } = options;
-  let turnId: string | undefined;
-  const early: AgentEvent[] = [];
-  let finish: (code: number) => void = () => {};
-  const finished = new Promise<number>((resolve) => {
-    finish = resolve;
-  });
-  let wroteText = false;
-
-  const handle = (event: AgentEvent) => {
-    if (event.turnId !== turnId) return;
-    if (options.json) context.stdout.write(`${JSON.stringify(event)}\n`);
-    switch (event.type) {
-      case 'assistant.delta':
-        if (!options.json) context.stdout.write(event.data.text);
-        wroteText = true;
-        return;
-      case 'assistant.message':
-        if (!options.json && wroteText) context.stdout.write('\n');
-        wroteText = false;
-        return;
-      case 'progress':
-      case 'tool.use':
-      case 'tool.result':
-      case 'retry':
-      case 'approval.requested':
-        if (!options.json) context.stderr.write(`  ${event.type === 'progress' ? '' : `${event.type}: `}${describeData(event)}\n`);
-        return;
-      case 'turn.ended':
-        if (!options.json && event.data.reason !== 'yielded') context.stderr.write(`turn ended: ${describeData(event)}\n`);
-        finish(event.data.reason === 'yielded' ? 0 : 1);
-        return;
-      default:
-        return;
-    }
-  };
-
-  const subscription = nc.subscribe(subjects.sessionAll(tenant, sessionId), {
-    callback: (_error, message) => {
-      if (!message.subject.endsWith('.log') && !message.subject.includes('.live.')) return;
-      let event: AgentEvent;
-      try {
-        event = codec.decode(message.data, message.headers?.get('Content-Type') || undefined) as AgentEvent;
-      } catch {
-        return;
-      }
-      if (turnId === undefined) early.push(event);
-      else handle(event);
-    },
-  });
-
+  const client = createAgentbusClient({ nc, prefix: context.env.AGENTBUS_PREFIX ?? 'agentbus' });
+  const target = { tenant: options.tenant, sessionId: options.sessionId };
+  // Watch before sending: nothing of the turn is missed, and a reconnect resumes where it left off.
+  const watch = await client.watch(target);
+  let exitCode: number | undefined;
   const onAbort = () => {
     context.stderr.write('\ncancelling…\n');
-    void nc
-      .request(subjects.session(tenant, sessionId, SessionVerb.cancel), codec.encode({ reason: 'cancelled from the CLI' }), { timeout: 3000 })
-      .then((reply) => codec.decode(reply.data) as CommandReply)
-      .catch(() => undefined);
-    setTimeout(() => finish(130), 3000).unref();
+    void client.cancel(target, 'cancelled from the CLI', { timeoutMs: 3000 }).catch(() => undefined);
+    setTimeout(() => {
+      exitCode ??= 130;
+      void watch.close();
+    }, 3000).unref();
   };
   context.signal.addEventListener('abort', onAbort, { once: true });
   const timer = setTimeout(() => {
     context.stderr.write(`agentbus: no answer within ${options.timeoutMs / 1000} s\n`);
-    finish(1);
+    exitCode ??= 1;
+    void watch.close();
   }, options.timeoutMs);
-
   try {
-    const reply = await sendPrompt(nc, subjects.session(tenant, sessionId, SessionVerb.prompt), codec.encode(options.prompt), context.signal);
-    const decoded = codec.decode(reply) as PromptReply;
-    if (!decoded.accepted || !decoded.turnId) {
-      context.stderr.write(`agentbus: prompt refused: ${decoded.error ? `${decoded.error.code}: ${decoded.error.message}` : 'no reason given'}\n`);
+    let turnId: string;
+    try {
+      turnId = (await promptWhenReady(client, target, options.prompt, context.signal)).turnId;
+    } catch (error) {
+      context.stderr.write(`agentbus: prompt refused: ${error instanceof AgentbusError ? `${error.code}: ` : ''}${(error as Error).message}\n`);
       return 2;
     }
-    turnId = decoded.turnId;
-    if (!options.json) context.stderr.write(`session ${tenant}/${sessionId}, turn ${turnId}\n`);
-    for (const event of early.splice(0)) handle(event);
-    return await finished;
+    if (!options.json) context.stderr.write(`session ${target.tenant}/${target.sessionId}, turn ${turnId}\n`);
+    let wroteText = false;
+    for await (const { event } of watch) {
+      if (event.turnId !== turnId) continue;
+      if (options.json) context.stdout.write(`${JSON.stringify(event)}\n`);
+      switch (event.type) {
+        case 'assistant.delta':
+          if (!options.json) context.stdout.write(event.data.text);
+          wroteText = true;
+          break;
+        case 'assistant.message':
+          if (!options.json && wroteText) context.stdout.write('\n');
+          wroteText = false;
+          break;
+        case 'progress':
+        case 'tool.use':
+        case 'tool.result':
+        case 'retry':
+        case 'approval.requested':
+          if (!options.json) context.stderr.write(`  ${event.type === 'progress' ? '' : `${event.type}: `}${describeData(event)}\n`);
+          break;
+        case 'turn.ended':
+          if (!options.json && event.data.reason !== 'yielded') context.stderr.write(`turn ended: ${describeData(event)}\n`);
+          return exitCode ?? (event.data.reason === 'yielded' ? 0 : 1);
+        default:
+          break;
+      }
+    }
+    return exitCode ?? 1;
   } finally {
     clearTimeout(timer);
     context.signal.removeEventListener('abort', onAbort);
-    subscription.unsubscribe();
+    await watch.close();
   }
 }
 
-/** Sends the prompt request; while no runtime answers yet (it may be starting) it tries again for a while. */
-async function sendPrompt(nc: NatsConnection, subject: string, body: Uint8Array, signal: AbortSignal): Promise<Uint8Array> {
-  const requestHeaders = createHeaders();
-  requestHeaders.set('Content-Type', ContentType.msgpack);
+/** Sends the prompt; while no runtime answers yet (it may be starting) it tries again for a while. */
+async function promptWhenReady(client: AgentbusClient, target: SessionTarget, prompt: Prompt, signal: AbortSignal): Promise<{ turnId: string }> {
   const deadline = Date.now() + 15_000;
   for (;;) {
-    signal.throwIfAborted();
     try {
-      const reply = await nc.request(subject, body, { timeout: 10_000, headers: requestHeaders });
-      return reply.data;
+      return await client.prompt(target, prompt, { signal });
     } catch (error) {
-      const noResponders = error instanceof Error && /no responders/i.test(error.message);
-      if (!noResponders || Date.now() > deadline) {
-        throw new Error(noResponders ? `no agentbus runtime answers on ${subject}: is \`agentbus up\` running on this bus?` : (error as Error).message, {
-          cause: error,
-        });
-      }
+      const starting = error instanceof AgentbusError && error.code === ErrorCode.noResponders && Date.now() < deadline;
+      if (!starting) throw error;
       await new Promise((resolve) => setTimeout(resolve, 250));
     }
   }

@@ -1,0 +1,106 @@
+import { headers as createHeaders } from '@nats-io/nats-core';
+import type { NatsConnection } from '@nats-io/nats-core';
+import { request, translateRequestError } from '../bus/request.ts';
+import { AgentbusError, NoRespondersError } from '../errors.ts';
+import { ContentType, SessionVerb, assertToken, createCodec, createSubjects, fromErrorData } from '../protocol/index.ts';
+import type { Approve, Codec, CommandReply, EventDataMap, Prompt, PromptReply, Subjects } from '../protocol/index.ts';
+import { openWatch } from './event-stream.ts';
+import type { EventWatch, StreamedEvent, WatchFrom } from './event-stream.ts';
+
+/** One session of one tenant. */
+export interface SessionTarget {
+  readonly tenant: string;
+  readonly sessionId: string;
+}
+
+/** How a turn ended, as its `turn.ended` event says. */
+export type TurnEnded = EventDataMap['turn.ended'] & { readonly turnId: string };
+
+/** The public SDK for talking to agentbus sessions over NATS. */
+export interface AgentbusClient {
+  /** Sends a prompt; resolves with the turn id once the runtime logged it. Throws when it is refused. */
+  prompt(target: SessionTarget, prompt: Prompt, options?: { signal?: AbortSignal; timeoutMs?: number }): Promise<{ turnId: string }>;
+  cancel(target: SessionTarget, reason?: string, options?: { signal?: AbortSignal; timeoutMs?: number }): Promise<CommandReply>;
+  steer(target: SessionTarget, text: string, options?: { signal?: AbortSignal; timeoutMs?: number }): Promise<CommandReply>;
+  approve(target: SessionTarget, decision: Approve, options?: { signal?: AbortSignal; timeoutMs?: number }): Promise<CommandReply>;
+  /** Follows a session's events (`sessionId: '*'` for a whole tenant); resumable with `from`. */
+  watch(target: SessionTarget, options?: { signal?: AbortSignal; from?: WatchFrom }): Promise<EventWatch>;
+  /**
+   * Sends a prompt and follows its turn to the end: `onEvent` sees each event of the turn (deltas,
+   * progress, tool calls, …). Resolves with `turn.ended`; the signal cancels the wait, not the turn.
+   */
+  ask(target: SessionTarget, prompt: Prompt, options?: { signal?: AbortSignal; onEvent?: (event: StreamedEvent) => void; timeoutMs?: number }): Promise<TurnEnded>;
+}
+
+/**
+ * Creates the client SDK on a NATS connection.
+ *
+ * @example
+ * const client = createAgentbusClient({ nc });
+ * const ended = await client.ask({ tenant: 'default', sessionId: 'chat-1' }, { text: 'hello' }, {
+ *   onEvent: ({ event }) => event.type === 'assistant.delta' && process.stdout.write(event.data.text),
+ * });
+ */
+export function createAgentbusClient(options: { nc: NatsConnection; prefix?: string; codec?: Codec }): AgentbusClient {
+  const { nc } = options;
+  const codec = options.codec ?? createCodec();
+  const subjects: Subjects = createSubjects(options.prefix);
+  const headers = () => {
+    const value = createHeaders();
+    value.set('Content-Type', ContentType.msgpack);
+    return value;
+  };
+
+  async function send<R>(target: SessionTarget, verb: SessionVerb, body: unknown, callOptions: { signal?: AbortSignal; timeoutMs?: number } = {}): Promise<R> {
+    assertToken(target.tenant, 'tenant');
+    assertToken(target.sessionId, 'sessionId');
+    const subject = subjects.session(target.tenant, target.sessionId, verb);
+    try {
+      const reply = await request(nc, subject, codec.encode(body), {
+        timeoutMs: callOptions.timeoutMs ?? 10_000,
+        headers: headers(),
+        ...(callOptions.signal ? { signal: callOptions.signal } : {}),
+      });
+      return codec.decode(reply.data, reply.headers?.get('Content-Type') || undefined) as R;
+    } catch (error) {
+      const translated = translateRequestError(error, subject, callOptions.timeoutMs ?? 10_000);
+      if (translated instanceof NoRespondersError) {
+        throw new AgentbusError(translated.code, `no agentbus runtime answers on ${subject}`, { retryable: true, cause: error });
+      }
+      throw translated;
+    }
+  }
+
+  const client: AgentbusClient = {
+    async prompt(target, prompt, callOptions) {
+      const reply = await send<PromptReply>(target, SessionVerb.prompt, prompt, callOptions);
+      if (!reply.accepted || !reply.turnId) throw reply.error ? fromErrorData(reply.error) : new AgentbusError('internal', 'prompt refused without a reason');
+      return { turnId: reply.turnId };
+    },
+    cancel: (target, reason, callOptions) => send(target, SessionVerb.cancel, reason === undefined ? {} : { reason }, callOptions),
+    steer: (target, text, callOptions) => send(target, SessionVerb.steer, { text }, callOptions),
+    approve: (target, decision, callOptions) => send(target, SessionVerb.approve, decision, callOptions),
+    watch: (target, watchOptions) => openWatch({ nc, subjects, codec }, target, watchOptions),
+
+    async ask(target, prompt, askOptions = {}) {
+      const signals = [...(askOptions.signal ? [askOptions.signal] : [])];
+      if (askOptions.timeoutMs !== undefined) signals.push(AbortSignal.timeout(askOptions.timeoutMs));
+      const signal = signals.length > 0 ? AbortSignal.any(signals) : undefined;
+      // Watch before sending, so no event of the turn is missed; events before the reply wait in the watch.
+      const watch = await openWatch({ nc, subjects, codec }, target, signal ? { signal } : {});
+      try {
+        const { turnId } = await client.prompt(target, prompt, signal ? { signal } : {});
+        for await (const streamed of watch) {
+          if (streamed.event.turnId !== turnId) continue;
+          askOptions.onEvent?.(streamed);
+          const { event } = streamed;
+          if (event.type === 'turn.ended') return { ...event.data, turnId };
+        }
+        throw new AgentbusError('internal', 'the event stream ended before the turn did');
+      } finally {
+        await watch.close();
+      }
+    },
+  };
+  return client;
+}
