@@ -62,37 +62,23 @@ function history(messages: number): { events: LogEvent[]; turnId: string } {
 
 /**
  * Times Preparing as the runtime's `prepare` actor runs it: `transcript.conversation()` then
- * `buildContext()` with token counts cached by log sequence.
+ * `buildContext()`, token counts kept by the transcript (taken once per message, on first use).
  */
 export function measureContextPrep(tokens: TokenCounter, sizes: readonly number[], iterations: number): ContextPrepResult[] {
   const tools = [{ name: TOOL_NAME, description: 'Looks up the value of a key.', parameters: { type: 'object', properties: { key: { type: 'string' } }, required: ['key'] } }];
   const toolTokens = tokens.count(JSON.stringify(tools));
   return sizes.map((size) => {
     const { events, turnId } = history(size);
-    const transcript = createTranscript(events);
-    const cache = new Map<number, number>();
-    const prepare = () => {
-      const conversation = transcript.conversation(turnId);
-      return buildContext({
+    const transcript = createTranscript(events, tokens);
+    const prepare = () =>
+      buildContext({
         model: MODEL,
-        messages: conversation.messages,
-        seqs: conversation.seqs,
-        summary: conversation.summary,
+        history: transcript.conversation(turnId),
         tools,
         toolTokens,
         tokens,
-        countAt: (index) => {
-          const seq = conversation.seqs[index] ?? 0;
-          let count = cache.get(seq);
-          if (count === undefined) {
-            count = tokens.countMessage(conversation.messages[index]!);
-            if (seq > 0) cache.set(seq, count);
-          }
-          return count;
-        },
         options: { systemPrompt: DEFAULT_RUNTIME_CONFIG.systemPrompt, contextWindow: contextWindowOf(MODEL), maxOutputTokens: DEFAULT_RUNTIME_CONFIG.maxOutputTokens },
       });
-    };
     const t0 = now();
     const first = prepare();
     const coldMs = now() - t0;
@@ -102,6 +88,6 @@ export function measureContextPrep(tokens: TokenCounter, sizes: readonly number[
       prepare();
       warm.push(now() - t);
     }
-    return { messages: transcript.conversation(turnId).messages.length - 1, kept: first.request.messages.length - 2, coldMs, warmMs: summarize(warm) };
+    return { messages: transcript.conversation(turnId).length - 1, kept: first.request.messages.length - 2, coldMs, warmMs: summarize(warm) };
   });
 }

@@ -47,8 +47,8 @@ export function createSessionLeases(deps: { kv: KV; codec: Codec; nodeId: string
     revision: number;
     expiresAt: number;
     active: boolean;
-    /** Writes of one lease run one after another, so compare-and-set never races itself. */
-    chain: Promise<void>;
+    /** Writes of one lease run one after another, so compare-and-set never races itself; undefined when none runs. */
+    chain: Promise<void> | undefined;
   }
   const held = new Map<string, HeldLease>();
   const keyOf = (tenant: string, sessionId: string) => `${tenant}.${sessionId}`;
@@ -78,7 +78,7 @@ export function createSessionLeases(deps: { kv: KV; codec: Codec; nodeId: string
     const { value, bytes } = encode(mine?.active ?? current?.active ?? false);
     try {
       const revision = entry ? (entry.operation === 'PUT' ? await kv.update(key, bytes, entry.revision) : await kv.create(key, bytes)) : await kv.create(key, bytes);
-      held.set(key, { revision, expiresAt: value.expiresAt, active: value.active, chain: Promise.resolve() });
+      held.set(key, { revision, expiresAt: value.expiresAt, active: value.active, chain: undefined });
       return true;
     } catch {
       // Someone else won the race.
@@ -89,7 +89,7 @@ export function createSessionLeases(deps: { kv: KV; codec: Codec; nodeId: string
 
   /** Renews a held lease with its current `active` flag; false when another node has taken it. */
   function write(key: string, lease: HeldLease): Promise<boolean> {
-    const attempt = lease.chain.then(async () => {
+    const attempt = (lease.chain ?? Promise.resolve()).then(async () => {
       if (held.get(key) !== lease) return false;
       const { value, bytes } = encode(lease.active);
       try {
@@ -102,7 +102,10 @@ export function createSessionLeases(deps: { kv: KV; codec: Codec; nodeId: string
         return false;
       }
     });
-    lease.chain = attempt.then(() => undefined);
+    const chain: Promise<void> = attempt.then(() => {
+      if (lease.chain === chain) lease.chain = undefined;
+    });
+    lease.chain = chain;
     return attempt;
   }
 

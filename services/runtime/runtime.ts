@@ -25,6 +25,7 @@ import { createSessionLeases } from './leases.ts';
 import type { SessionLeases } from './leases.ts';
 import type { ProviderPort, ToolPort } from './ports.ts';
 import { openSession } from './session-host.ts';
+import { createSessionLogic } from './turn-actors.ts';
 import type { CommandResult, SessionHost, SessionHostDeps } from './session-host.ts';
 
 /** The runtime service of one node. */
@@ -65,6 +66,7 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
   const envelopes = createEnvelopeFactory({ newId: deps.newId, now: deps.now });
   const toolTokenCache = new Map<string, number>();
   const hostDeps: SessionHostDeps = {
+    logic: createSessionLogic({ approvalTimeoutMs: config.approvalTimeoutMs }),
     log,
     envelopes,
     live: createLivePublisher({ nc, subjects, codec, envelopes }),
@@ -88,26 +90,29 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
     now: deps.now,
   };
 
-  const hosts = new Map<string, Promise<SessionHost>>();
+  // An opened session is kept as itself, not as the promise that opened it: one object less per idle session.
+  const hosts = new Map<string, SessionHost | Promise<SessionHost>>();
+  // Last use per session in ms since the runtime started: a small integer, not a boxed number per session.
+  const epoch = deps.now();
   const lastUsed = new Map<string, number>();
   const keyOf = (tenant: string, sessionId: string) => `${tenant}.${sessionId}`;
   let stopping = false;
 
   function host(tenant: string, sessionId: string): Promise<SessionHost> {
     const key = keyOf(tenant, sessionId);
-    lastUsed.set(key, deps.now());
-    let opening = hosts.get(key);
-    if (!opening) {
-      opening = openSession(hostDeps, tenant, sessionId).then((opened) => {
-        watchActivity(opened);
-        return opened;
-      });
-      opening.catch((err: unknown) => {
-        logger.error({ err, tenant, sessionId }, 'session could not be opened');
-        hosts.delete(key);
-      });
-      hosts.set(key, opening);
-    }
+    lastUsed.set(key, deps.now() - epoch);
+    const known = hosts.get(key);
+    if (known) return Promise.resolve(known);
+    const opening = openSession(hostDeps, tenant, sessionId).then((opened) => {
+      if (hosts.get(key) === opening) hosts.set(key, opened);
+      watchActivity(opened);
+      return opened;
+    });
+    opening.catch((err: unknown) => {
+      logger.error({ err, tenant, sessionId }, 'session could not be opened');
+      if (hosts.get(key) === opening) hosts.delete(key);
+    });
+    hosts.set(key, opening);
     return opening;
   }
 
@@ -206,9 +211,9 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
 
   async function passivateIdle() {
     for (const [key, opening] of hosts) {
-      const opened = await opening.catch(() => undefined);
+      const opened = await Promise.resolve(opening).catch(() => undefined);
       if (!opened || opened.busy()) continue;
-      if (deps.now() - (lastUsed.get(key) ?? 0) < config.idleMs) continue;
+      if (deps.now() - epoch - (lastUsed.get(key) ?? 0) < config.idleMs) continue;
       hosts.delete(key);
       lastUsed.delete(key);
       opened.stop();
@@ -231,7 +236,7 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
         const key = keyOf(tenant, sessionId);
         const opening = hosts.get(key);
         hosts.delete(key);
-        void opening?.then((opened) => opened.stop());
+        if (opening) void Promise.resolve(opening).then((opened) => opened.stop());
         logger.warn({ tenant, sessionId }, 'lease taken by another node; session stopped here');
       });
       await passivateIdle();
@@ -248,7 +253,7 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
       clearInterval(maintenance);
       for (const subscription of subscriptions) subscription.unsubscribe();
       for (const [, opening] of hosts) {
-        const opened = await opening.catch(() => undefined);
+        const opened = await Promise.resolve(opening).catch(() => undefined);
         if (!opened) continue;
         const busy = opened.busy();
         opened.stop();

@@ -13,9 +13,10 @@ import { turnModels } from './model-chain.ts';
 import type { PromptModels } from './model-chain.ts';
 import type { ProviderPort, ToolPort } from './ports.ts';
 import { createSessionWriter } from './session-writer.ts';
+import type { SessionWriter } from './session-writer.ts';
 import { createTranscript } from './transcript.ts';
-import type { UnfinishedTurn } from './transcript.ts';
-import { createSessionLogic } from './turn-actors.ts';
+import type { Transcript, UnfinishedTurn } from './transcript.ts';
+import type { SessionServices } from './session-services.ts';
 import type { SessionLogic } from './turn-actors.ts';
 
 /** The answer to a command sent to a session. */
@@ -40,6 +41,8 @@ export interface SessionHost {
 
 /** What the runtime shares with every session it hosts. */
 export interface SessionHostDeps {
+  /** The session machine, provided once per runtime (`createSessionLogic`). */
+  readonly logic: SessionLogic;
   readonly log: SessionLog;
   readonly envelopes: EnvelopeFactory;
   readonly live: LivePublisher;
@@ -64,130 +67,203 @@ const noActiveTurn = (sessionId: string): CommandResult => ({
  * resumes turns the log holds without a `turn.ended` (completed tool calls are not run again).
  */
 export async function openSession(deps: SessionHostDeps, tenant: string, sessionId: string, options: { signal?: AbortSignal } = {}): Promise<SessionHost> {
-  const logger = deps.logger.child({ tenant, sessionId });
   const events = await deps.log.read(tenant, sessionId, options.signal ? { signal: options.signal } : {});
-  const transcript = createTranscript(events);
+  const transcript = createTranscript(events, deps.tokens);
   const writer = createSessionWriter({ tenant, sessionId, log: deps.log, envelopes: deps.envelopes, transcript });
-  let steers: string[] = [];
-  const logic: SessionLogic = createSessionLogic({
-    tenant,
-    sessionId,
-    writer,
-    transcript,
-    live: deps.live,
-    provider: deps.provider,
-    tools: deps.tools,
-    tokens: deps.tokens,
-    toolTokens: deps.toolTokens,
-    scrubber: deps.scrubber,
-    logger,
-    config: deps.config,
-    newId: deps.newId,
-    now: deps.now,
-    takeSteers: () => {
-      const taken = steers;
-      steers = [];
-      return taken;
-    },
-  });
-
   if (events.length === 0) {
     await writer.append(LogEventType.sessionCreated, {}, { createdBy: deps.config.nodeId });
   }
-  const queue = await resumeQueue(deps, transcript.unfinishedTurns(), writer.append, options.signal);
+  const queue = await resumeQueue(deps, transcript.unfinishedTurns(), writer, options.signal);
+  const host = new HostedSession(deps, tenant, sessionId, transcript, writer);
+  if (queue.length > 0) host.startActor(queue);
+  return host;
+}
 
-  const lastState = new Map<string, string>();
-  const inspect = (event: InspectionEvent) => {
+type SessionActor = Actor<SessionLogic['machine']>;
+
+function isIdle(actor: SessionActor): boolean {
+  const snapshot = actor.getSnapshot();
+  return snapshot.value === 'idle' && snapshot.context.queue.length === 0;
+}
+
+/**
+ * One hosted session. An idle one keeps only its transcript and writer: its actor, services and logger exist
+ * while it has work. A class, so that the many idle sessions of a node share their methods.
+ */
+class HostedSession implements SessionHost {
+  private actor: SessionActor | undefined;
+  private stopped = false;
+  private logger: Logger | undefined;
+  private steers: string[] | undefined;
+  private idleWaiters: Set<(idle: boolean) => void> | undefined;
+  // The last run state published, per machine, so each change is published once.
+  private sessionState: string | undefined;
+  private turnActorId: string | undefined;
+  private turnState: string | undefined;
+
+  constructor(
+    private readonly deps: SessionHostDeps,
+    readonly tenant: string,
+    readonly sessionId: string,
+    private readonly transcript: Transcript,
+    private readonly writer: SessionWriter,
+  ) {}
+
+  private log(): Logger {
+    return (this.logger ??= this.deps.logger.child({ tenant: this.tenant, sessionId: this.sessionId }));
+  }
+
+  private services(): SessionServices {
+    const { deps } = this;
+    const host = this;
+    return {
+      tenant: this.tenant,
+      sessionId: this.sessionId,
+      writer: this.writer,
+      transcript: this.transcript,
+      live: deps.live,
+      provider: deps.provider,
+      tools: deps.tools,
+      tokens: deps.tokens,
+      toolTokens: deps.toolTokens,
+      scrubber: deps.scrubber,
+      get logger() {
+        return host.log();
+      },
+      config: deps.config,
+      newId: deps.newId,
+      now: deps.now,
+      takeSteers: () => {
+        const taken = host.steers ?? [];
+        host.steers = undefined;
+        return taken;
+      },
+    };
+  }
+
+  private inspect(event: InspectionEvent): void {
     if (event.type !== '@xstate.snapshot') return;
     const snapshot = event.snapshot as { value?: unknown; machine?: { id?: string } };
     const machine = snapshot.machine?.id;
-    if ((machine !== 'turn' && machine !== 'session') || typeof snapshot.value !== 'string') return;
-    const key = `${machine}:${event.actorRef.sessionId}`;
-    if (lastState.get(key) === snapshot.value) return;
-    lastState.set(key, snapshot.value);
-    const current = actor?.getSnapshot().context.current;
+    const value = snapshot.value;
+    if (typeof value !== 'string') return;
+    if (machine === 'session') {
+      if (this.sessionState === value) return;
+      this.sessionState = value;
+    } else if (machine === 'turn') {
+      if (this.turnActorId === event.actorRef.sessionId && this.turnState === value) return;
+      this.turnActorId = event.actorRef.sessionId;
+      this.turnState = value;
+    } else {
+      return;
+    }
+    const current = this.actor?.getSnapshot().context.current;
     try {
-      deps.live.publish('state', { tenant, sessionId, ...(current ? { turnId: current.turnId } : {}) }, {
+      this.deps.live.publish('state', { tenant: this.tenant, sessionId: this.sessionId, ...(current ? { turnId: current.turnId } : {}) }, {
         machine,
-        value: snapshot.value,
+        value,
         event: event.event.type,
       });
     } catch (err) {
-      logger.warn({ err }, 'state event not published');
+      this.log().warn({ err }, 'state event not published');
     }
-  };
-  let actor: Actor<SessionLogic> | undefined;
-  actor = createActor(logic, { input: { queue }, inspect });
-  const idleWaiters = new Set<(idle: boolean) => void>();
-  actor.subscribe({
-    next: (snapshot) => {
-      if (snapshot.value === 'idle' && snapshot.context.queue.length === 0) {
-        for (const resolve of idleWaiters) resolve(true);
-        idleWaiters.clear();
-      }
-    },
-    error: (err) => logger.error({ err }, 'session actor failed'),
-  });
-  actor.start();
-  const running = () => actor?.getSnapshot().value === 'running';
-  const busy = () => {
-    const snapshot = actor?.getSnapshot();
-    return snapshot !== undefined && (snapshot.value !== 'idle' || snapshot.context.queue.length > 0);
-  };
+  }
 
-  return {
-    tenant,
-    sessionId,
-    async prompt(prompt) {
-      const turnId = deps.newId();
-      await writer.append(LogEventType.userMessage, { turnId }, prompt);
-      actor?.send({ type: 'PROMPT', turn: queuedTurn(deps.config, turnId, prompt) });
-      return { turnId };
-    },
-    cancel(reason) {
-      if (!running()) return noActiveTurn(sessionId);
-      const turnId = actor?.getSnapshot().context.current?.turnId;
-      actor?.send(reason === undefined ? { type: 'CANCEL' } : { type: 'CANCEL', reason });
-      return turnId ? { ok: true, turnId } : { ok: true };
-    },
-    steer(text) {
-      if (!running()) return noActiveTurn(sessionId);
-      steers.push(text);
-      const turnId = actor?.getSnapshot().context.current?.turnId;
-      return turnId ? { ok: true, turnId } : { ok: true };
-    },
-    async approve(decision) {
-      const turnId = actor?.getSnapshot().context.current?.turnId;
-      if (!running() || !turnId) return noActiveTurn(sessionId);
-      const requested = transcript.events.some(
-        (event) => event.turnId === turnId && event.type === LogEventType.approvalRequested && event.data.toolCallId === decision.toolCallId,
-      );
-      const decided = transcript.events.some(
-        (event) => event.turnId === turnId && event.type === LogEventType.approvalDecided && event.data.toolCallId === decision.toolCallId,
-      );
+  /** Starts the session's actor for `turns`; it is dropped again once no turn runs or waits. */
+  startActor(turns: readonly QueuedTurn[]): void {
+    const created: SessionActor = createActor(this.deps.logic.machine, { input: { queue: turns }, inspect: (event) => this.inspect(event) });
+    this.deps.logic.bind(created.system, this.services());
+    created.subscribe({
+      next: () => {
+        if (!isIdle(created)) return;
+        if (this.idleWaiters) for (const resolve of this.idleWaiters) resolve(true);
+        this.idleWaiters = undefined;
+        // Stopped outside the actor's own notification; a prompt sent meanwhile keeps it.
+        queueMicrotask(() => {
+          if (this.actor !== created || !isIdle(created)) return;
+          this.actor = undefined;
+          created.stop();
+          this.turnActorId = undefined;
+          this.transcript.trim();
+        });
+      },
+      error: (err) => this.log().error({ err }, 'session actor failed'),
+    });
+    this.actor = created;
+    created.start();
+  }
+
+  private running(): boolean {
+    return this.actor?.getSnapshot().value === 'running';
+  }
+
+  private currentTurnId(): string | undefined {
+    return this.actor?.getSnapshot().context.current?.turnId;
+  }
+
+  async prompt(prompt: Prompt): Promise<{ turnId: string }> {
+    const turnId = this.deps.newId();
+    await this.writer.append(LogEventType.userMessage, { turnId }, prompt);
+    const turn = queuedTurn(this.deps.config, turnId, prompt);
+    if (this.stopped) return { turnId };
+    if (this.actor) this.actor.send({ type: 'PROMPT', turn });
+    else this.startActor([turn]);
+    return { turnId };
+  }
+
+  cancel(reason?: string): CommandResult {
+    if (!this.running()) return noActiveTurn(this.sessionId);
+    const turnId = this.currentTurnId();
+    this.actor?.send(reason === undefined ? { type: 'CANCEL' } : { type: 'CANCEL', reason });
+    return turnId ? { ok: true, turnId } : { ok: true };
+  }
+
+  steer(text: string): CommandResult {
+    if (!this.running()) return noActiveTurn(this.sessionId);
+    (this.steers ??= []).push(text);
+    const turnId = this.currentTurnId();
+    return turnId ? { ok: true, turnId } : { ok: true };
+  }
+
+  async approve(decision: Approve): Promise<CommandResult> {
+    const turnId = this.currentTurnId();
+    if (!this.running() || !turnId) return noActiveTurn(this.sessionId);
+    // The check runs after appends in flight: a client may see `approval.requested` before its ack is back here.
+    const refused = await this.writer.exclusive(async (append): Promise<CommandResult | undefined> => {
+      const turnEvents = this.transcript.turnEvents(turnId);
+      const requested = turnEvents.some((event) => event.type === LogEventType.approvalRequested && event.data.toolCallId === decision.toolCallId);
+      const decided = turnEvents.some((event) => event.type === LogEventType.approvalDecided && event.data.toolCallId === decision.toolCallId);
       if (!requested || decided) {
         return {
           ok: false,
           error: { code: ErrorCode.notFound, message: `no approval is awaited for tool call ${decision.toolCallId}`, retryable: false },
         };
       }
-      await writer.append(LogEventType.approvalDecided, { turnId }, decision);
-      actor?.send({ type: 'APPROVAL', ...decision });
-      return { ok: true, turnId };
-    },
-    busy,
-    whenIdle() {
-      if (!actor) return Promise.resolve(false);
-      if (!busy()) return Promise.resolve(true);
-      return new Promise<boolean>((resolve) => idleWaiters.add(resolve));
-    },
-    stop() {
-      actor?.stop();
-      actor = undefined;
-      for (const resolve of idleWaiters) resolve(false);
-      idleWaiters.clear();
-    },
-  };
+      await append(LogEventType.approvalDecided, { turnId }, decision);
+      return undefined;
+    });
+    if (refused) return refused;
+    this.actor?.send({ type: 'APPROVAL', ...decision });
+    return { ok: true, turnId };
+  }
+
+  busy(): boolean {
+    return this.actor !== undefined && !isIdle(this.actor);
+  }
+
+  whenIdle(): Promise<boolean> {
+    if (this.stopped) return Promise.resolve(false);
+    if (!this.busy()) return Promise.resolve(true);
+    return new Promise<boolean>((resolve) => (this.idleWaiters ??= new Set()).add(resolve));
+  }
+
+  stop(): void {
+    this.stopped = true;
+    this.actor?.stop();
+    this.actor = undefined;
+    if (this.idleWaiters) for (const resolve of this.idleWaiters) resolve(false);
+    this.idleWaiters = undefined;
+  }
 }
 
 function queuedTurn(config: RuntimeConfig, turnId: string, prompt: PromptModels & { readonly maxSteps?: number; readonly maxCost?: number }): QueuedTurn {
@@ -199,7 +275,7 @@ function queuedTurn(config: RuntimeConfig, turnId: string, prompt: PromptModels 
 async function resumeQueue(
   deps: SessionHostDeps,
   unfinished: readonly UnfinishedTurn[],
-  append: ReturnType<typeof createSessionWriter>['append'],
+  writer: SessionWriter,
   signal?: AbortSignal,
 ): Promise<QueuedTurn[]> {
   if (unfinished.length === 0) return [];
@@ -214,12 +290,12 @@ async function resumeQueue(
     }
     const ending = { usage: turn.usage, cost: turn.cost, steps: turn.lastStep };
     if (turn.answered) {
-      await append(LogEventType.turnEnded, { turnId: turn.turnId, step: turn.lastStep }, { reason: TurnEndReason.yielded, text: turn.text, ...ending });
+      await writer.append(LogEventType.turnEnded, { turnId: turn.turnId, step: turn.lastStep }, { reason: TurnEndReason.yielded, text: turn.text, ...ending });
       continue;
     }
     const pendingCalls: PlannedCall[] = turn.openCalls.map((call) => ({ ...call, tier: tierOf.get(call.name) ?? 'unknown' }));
     if (pendingCalls.length === 0 && turn.lastStep >= base.maxSteps) {
-      await append(LogEventType.turnEnded, { turnId: turn.turnId, step: turn.lastStep }, { reason: TurnEndReason.budgetExceeded, ...ending });
+      await writer.append(LogEventType.turnEnded, { turnId: turn.turnId, step: turn.lastStep }, { reason: TurnEndReason.budgetExceeded, ...ending });
       continue;
     }
     queue.push({

@@ -16,32 +16,75 @@ export interface SessionWriter {
   exclusive<R>(job: (append: AppendFn) => Promise<R>): Promise<R>;
 }
 
-/** Creates the writer of one session. */
-export function createSessionWriter(deps: {
-  tenant: string;
-  sessionId: string;
-  log: SessionLog;
-  envelopes: EnvelopeFactory;
-  transcript: Transcript;
-}): SessionWriter {
-  let tail: Promise<unknown> = Promise.resolve();
+/** What a session writer appends through. */
+interface SessionWriterDeps {
+  readonly tenant: string;
+  readonly sessionId: string;
+  readonly log: SessionLog;
+  readonly envelopes: EnvelopeFactory;
+  readonly transcript: Transcript;
+}
 
-  function serialize<R>(job: () => Promise<R>): Promise<R> {
-    const run = tail.then(job, job);
-    tail = run.catch(() => undefined);
+/** Creates the writer of one session. */
+export function createSessionWriter(deps: SessionWriterDeps): SessionWriter {
+  return new SerialWriter(deps);
+}
+
+// A class, not closures: every hosted session has a writer, and methods on a prototype cost nothing per session.
+class SerialWriter implements SessionWriter {
+  /** The appends queued so far; undefined once they have all settled, so an idle writer holds no promise. */
+  private tail: Promise<unknown> | undefined;
+  private readonly deps: SessionWriterDeps;
+
+  constructor(deps: SessionWriterDeps) {
+    this.deps = deps;
+  }
+
+  append<T extends LogEventType>(type: T, scope: { turnId?: string; step?: number }, data: EventDataMap[T]): Promise<LogEvent> {
+    return this.serialize(() => this.appendNow(type, scope, data));
+  }
+
+  exclusive<R>(job: (append: AppendFn) => Promise<R>): Promise<R> {
+    return this.serialize(() => job((type, scope, data) => this.appendNow(type, scope, data)));
+  }
+
+  private serialize<R>(job: () => Promise<R>): Promise<R> {
+    let run: Promise<R>;
+    if (this.tail) {
+      run = this.tail.then(job, job);
+    } else {
+      try {
+        run = job();
+      } catch (error) {
+        run = Promise.reject(error);
+      }
+    }
+    const tail: Promise<unknown> = run.then(
+      () => this.settle(tail),
+      () => this.settle(tail),
+    );
+    this.tail = tail;
     return run;
   }
 
-  const appendNow: AppendFn = async (type, scope, data) => {
+  private settle(tail: Promise<unknown>): void {
+    if (this.tail === tail) this.tail = undefined;
+  }
+
+  private async appendNow<T extends LogEventType>(type: T, scope: { turnId?: string; step?: number }, data: EventDataMap[T]): Promise<LogEvent> {
+    const { deps } = this;
     const envelope = deps.envelopes.create(type, { tenant: deps.tenant, sessionId: deps.sessionId, ...scope }, data) as LogEvent;
     const seq = await deps.log.append(envelope, deps.transcript.lastSeq);
-    const stored = { ...envelope, seq } as LogEvent;
+    const stored = withSeq(envelope, seq);
     deps.transcript.add(stored);
     return stored;
-  };
+  }
+}
 
-  return {
-    append: (type, scope, data) => serialize(() => appendNow(type, scope, data)),
-    exclusive: (job) => serialize(() => job(appendNow)),
-  };
+/** The envelope as stored in the transcript: one object literal per shape, so its fields sit in the object itself. */
+function withSeq(envelope: LogEvent, seq: number): LogEvent {
+  const { v, id, type, tenant, sessionId, turnId, step, ts, data } = envelope;
+  if (turnId !== undefined && step !== undefined) return { v, id, type, tenant, sessionId, turnId, step, ts, data, seq } as LogEvent;
+  if (turnId !== undefined) return { v, id, type, tenant, sessionId, turnId, ts, data, seq } as LogEvent;
+  return { ...envelope, seq } as LogEvent;
 }

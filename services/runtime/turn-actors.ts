@@ -1,4 +1,5 @@
 import { fromPromise } from 'xstate';
+import type { AnyActorRef } from 'xstate';
 import { ErrorCode, LogEventType, MODEL_PATTERN, TurnEndReason, ZERO_USAGE, toErrorData } from '../../src/protocol/index.ts';
 import type { ErrorData, ToolCall, ToolSpec, Usage } from '../../src/protocol/index.ts';
 import { CancelledError } from '../../src/errors.ts';
@@ -24,23 +25,68 @@ import type { EscalationReason } from './model-escalation.ts';
 import type { ToolInfo } from './ports.ts';
 import type { SessionServices } from './session-services.ts';
 
-/** The session machine with every actor of this session provided. */
-export type SessionLogic = ReturnType<typeof createSessionLogic>;
+/** The actor system a session actor and its children share. */
+type AnyActorSystem = AnyActorRef['system'];
+
+/** What one session's actors keep between steps, besides its services. */
+interface SessionScope {
+  readonly services: SessionServices;
+  /** Set by Preparing when compaction is due: summarize the messages up to this log sequence. */
+  compactThroughSeq: number;
+  /** Turns that moved to their large model, and why; a turn stays escalated once it is. */
+  escalations: Map<string, EscalationReason> | undefined;
+}
+
+/** The session machine of a runtime, provided once, and how a session's actor finds its services. */
+export interface SessionLogic {
+  /** The session machine with every actor provided; start one actor of it per session. */
+  readonly machine: ReturnType<typeof provideMachines>;
+  /**
+   * Gives the actors running in `system` (a session actor's `actor.system`) this session's services. Call it
+   * after `createActor` and before `start`; the binding goes with the actor system.
+   */
+  bind(system: AnyActorSystem, services: SessionServices): void;
+}
+
+function provideMachines(actors: ReturnType<typeof createActors>, approvalTimeoutMs: number) {
+  const { prepare, compact, stream, executeTools, requestApproval, finishTurn } = actors;
+  return sessionMachine.provide({
+    actors: {
+      turn: turnMachine.provide({
+        actors: { prepare, compact, stream, executeTools, requestApproval },
+        delays: { approvalTimeout: approvalTimeoutMs },
+      }),
+      finishTurn,
+    },
+  });
+}
 
 /**
- * Provides the session and turn machines with this session's effects: context building, provider
- * streaming, tool execution and approval, each appending its log events before it resolves.
+ * Provides the session and turn machines once per runtime with the effects of a session: context building,
+ * provider streaming, tool execution and approval, each appending its log events before it resolves. Each
+ * actor finds its session's services through its actor system (see {@link SessionLogic.bind}), so a session
+ * holds only its actor, transcript and writer, not a machine definition of its own.
  */
-export function createSessionLogic(services: SessionServices) {
-  const { writer, transcript, live, config, tenant, sessionId } = services;
-  const scopeOf = (input: StepScope) => ({ tenant, sessionId, turnId: input.turnId, step: input.step });
-  let compactThroughSeq = 0;
-  const tokenCache = new Map<number, number>();
-  /** Turns that moved to their large model, and why; a turn stays escalated once it is. */
-  const escalations = new Map<string, EscalationReason>();
+export function createSessionLogic(options: { approvalTimeoutMs: number }): SessionLogic {
+  const scopes = new WeakMap<AnyActorSystem, SessionScope>();
+  const scopeOf = (system: AnyActorSystem): SessionScope => {
+    const scope = scopes.get(system);
+    if (!scope) throw new Error('no session services are bound to this actor system');
+    return scope;
+  };
+  return {
+    machine: provideMachines(createActors(scopeOf), options.approvalTimeoutMs),
+    bind(system, services) {
+      scopes.set(system, { services, compactThroughSeq: 0, escalations: undefined });
+    },
+  };
+}
 
-  const progress = (input: StepScope, kind: 'provider_call' | 'tool_execution' | 'rolling_summary', message: string, toolNames?: string[]) =>
-    live.publish('progress', scopeOf(input), {
+function createActors(scopeOf: (system: AnyActorSystem) => SessionScope) {
+  const stepScope = (services: SessionServices, input: StepScope) => ({ tenant: services.tenant, sessionId: services.sessionId, turnId: input.turnId, step: input.step });
+
+  const progress = (services: SessionServices, input: StepScope, kind: 'provider_call' | 'tool_execution' | 'rolling_summary', message: string, toolNames?: string[]) =>
+    services.live.publish('progress', stepScope(services, input), {
       kind,
       message: `[${input.step}/${input.maxSteps}] ${message}`,
       step: input.step,
@@ -48,35 +94,28 @@ export function createSessionLogic(services: SessionServices) {
       ...(toolNames ? { toolNames } : {}),
     });
 
-  async function toolSpecs(signal: AbortSignal): Promise<{ specs: ToolSpec[]; byName: Map<string, ToolInfo> }> {
+  async function toolSpecs(services: SessionServices, signal: AbortSignal): Promise<{ specs: ToolSpec[]; byName: Map<string, ToolInfo> }> {
     const tools = await services.tools.listTools({ signal });
     const byName = new Map(tools.map((tool) => [tool.name, tool]));
     return { specs: tools.map(({ name, description, parameters }) => ({ name, description, parameters })), byName };
   }
 
-  const prepare = fromPromise<PrepareOutput, PrepareInput>(async ({ input, signal }) => {
+  const prepare = fromPromise<PrepareOutput, PrepareInput>(async ({ input, signal, system }) => {
+    const scope = scopeOf(system);
+    const { services } = scope;
+    const { writer, transcript, config } = services;
     for (const text of services.takeSteers()) {
       await writer.append(LogEventType.userMessage, { turnId: input.turnId, step: input.step }, { text, steer: true });
     }
-    const { specs } = await toolSpecs(signal);
-    const conversation = transcript.conversation(input.turnId);
+    const { specs } = await toolSpecs(services, signal);
+    const history = transcript.conversation(input.turnId);
+    const toolTokens = services.toolTokens(specs);
     const build = (model: string): PreparedContext => buildContext({
       model,
-      messages: conversation.messages,
-      seqs: conversation.seqs,
-      summary: conversation.summary,
+      history,
       tools: specs,
-      toolTokens: services.toolTokens(specs),
+      toolTokens,
       tokens: services.tokens,
-      countAt: (index) => {
-        const seq = conversation.seqs[index] ?? 0;
-        let count = tokenCache.get(seq);
-        if (count === undefined) {
-          count = services.tokens.countMessage(conversation.messages[index]!);
-          if (seq > 0) tokenCache.set(seq, count);
-        }
-        return count;
-      },
       options: {
         systemPrompt: config.systemPrompt,
         contextWindow: contextWindowOf(model),
@@ -87,36 +126,44 @@ export function createSessionLogic(services: SessionServices) {
     let prepared: PreparedContext;
     if (input.escalation) {
       const small = build(input.escalation.smallModel);
-      const before = escalations.get(input.turnId);
+      const before = scope.escalations?.get(input.turnId);
       const decision = decideModel({
         ...input.escalation,
-        validationFailures: countValidationFailures(transcript.events, input.turnId),
+        validationFailures: countValidationFailures(transcript.turnEvents(input.turnId), input.turnId),
         contextTokens: small.historyTokens,
         smallContextBudget: small.budget,
         ...(before === undefined ? {} : { escalatedBefore: before }),
       });
       stepModel = decision.model;
       if (decision.escalated && before === undefined) {
-        escalations.set(input.turnId, decision.reason);
+        (scope.escalations ??= new Map()).set(input.turnId, decision.reason);
         services.logger.info({ turnId: input.turnId, step: input.step, from: input.escalation.smallModel, to: decision.model, reason: decision.reason }, 'turn escalated to its large model');
       }
       prepared = decision.escalated ? build(decision.model) : small;
     } else {
       prepared = build(input.model);
     }
-    compactThroughSeq = prepared.compactThroughSeq;
+    scope.compactThroughSeq = prepared.compactThroughSeq;
     const [, ...fallbackModels] = stepChain(stepModel, input);
     const request = fallbackModels.length > 0 ? { ...prepared.request, fallbackModels } : prepared.request;
     return { needsCompaction: prepared.needsCompaction && !input.compacted, request };
   });
 
-  const compact = fromPromise<void, CompactInput>(async ({ input, signal }) => {
-    const throughSeq = compactThroughSeq;
+  const compact = fromPromise<void, CompactInput>(async ({ input, signal, system }) => {
+    const scope = scopeOf(system);
+    const { services } = scope;
+    const { config } = services;
+    const throughSeq = scope.compactThroughSeq;
     if (throughSeq === 0) return;
-    progress(input, 'rolling_summary', 'Summarizing the earlier conversation');
-    const conversation = transcript.conversation(input.turnId);
-    const older = conversation.messages.filter((_, index) => (conversation.seqs[index] ?? 0) <= throughSeq);
-    const text = older.map((message) => `${message.role}: ${message.content}`).join('\n');
+    progress(services, input, 'rolling_summary', 'Summarizing the earlier conversation');
+    const history = services.transcript.conversation(input.turnId);
+    const older: string[] = [];
+    for (let index = 0; index < history.length; index++) {
+      if (history.seq(index) > throughSeq) continue;
+      const message = history.message(index);
+      older.push(`${message.role}: ${message.content}`);
+    }
+    const text = older.join('\n');
     let summary = '';
     for await (const chunk of services.provider.generate(
       {
@@ -125,18 +172,18 @@ export function createSessionLogic(services: SessionServices) {
         model: input.model,
         messages: [
           { role: 'system', content: 'Summarize the conversation below for your own later use: facts, decisions, open tasks. Be brief.' },
-          { role: 'user', content: `${conversation.summary ? `Earlier summary:\n${conversation.summary}\n\n` : ''}${text}` },
+          { role: 'user', content: `${history.summary ? `Earlier summary:\n${history.summary}\n\n` : ''}${text}` },
         ],
         tools: [],
-        tenant,
-        sessionId,
+        tenant: services.tenant,
+        sessionId: services.sessionId,
         turnId: input.turnId,
       },
       { signal, idleTimeoutMs: config.providerIdleTimeoutMs, timeoutMs: config.providerTimeoutMs },
     )) {
       if (chunk.type === 'text-delta') summary += chunk.text;
     }
-    await writer.append(LogEventType.summaryCreated, { turnId: input.turnId, step: input.step }, {
+    await services.writer.append(LogEventType.summaryCreated, { turnId: input.turnId, step: input.step }, {
       text: summary,
       throughSeq,
       tokens: services.tokens.count(summary),
@@ -144,8 +191,9 @@ export function createSessionLogic(services: SessionServices) {
   });
 
   /** One provider call of a step on one model; `contentStarted` is called once text or a tool call came out. */
-  async function streamOnce(input: StreamInput, model: string, contentStarted: () => void, signal: AbortSignal) {
-    progress(input, 'provider_call', `Calling ${model}`);
+  async function streamOnce(services: SessionServices, input: StreamInput, model: string, contentStarted: () => void, signal: AbortSignal) {
+    const { config, live } = services;
+    progress(services, input, 'provider_call', `Calling ${model}`);
     let text = '';
     const toolCalls: ToolCall[] = [];
     let usage: Usage = ZERO_USAGE;
@@ -160,8 +208,8 @@ export function createSessionLogic(services: SessionServices) {
         messages: [...input.request.messages],
         tools: [...input.request.tools],
         maxTokens: config.maxOutputTokens,
-        tenant,
-        sessionId,
+        tenant: services.tenant,
+        sessionId: services.sessionId,
         turnId: input.turnId,
       },
       { signal, idleTimeoutMs: config.providerIdleTimeoutMs, timeoutMs: config.providerTimeoutMs },
@@ -170,7 +218,7 @@ export function createSessionLogic(services: SessionServices) {
         case 'text-delta':
           contentStarted();
           text += chunk.text;
-          live.publish('assistant.delta', scopeOf(input), { text: chunk.text });
+          live.publish('assistant.delta', stepScope(services, input), { text: chunk.text });
           break;
         case 'tool-call':
           contentStarted();
@@ -180,7 +228,7 @@ export function createSessionLogic(services: SessionServices) {
           usage = chunk.usage;
           break;
         case 'retry':
-          live.publish('retry', scopeOf(input), {
+          live.publish('retry', stepScope(services, input), {
             attempt: chunk.attempt,
             maxAttempts: chunk.maxAttempts,
             delayMs: chunk.delayMs,
@@ -201,15 +249,16 @@ export function createSessionLogic(services: SessionServices) {
     return { text, toolCalls, usage, cost, model: served, finishReason };
   }
 
-  const stream = fromPromise<StreamOutput, StreamInput>(async ({ input, signal }) => {
-    const { byName } = await toolSpecs(signal);
+  const stream = fromPromise<StreamOutput, StreamInput>(async ({ input, signal, system }) => {
+    const { services } = scopeOf(system);
+    const { byName } = await toolSpecs(services, signal);
     const { value } = await runModelChain({
       models: uniqueModels([input.request.model, ...(input.request.fallbackModels ?? [])]),
       signal,
-      attempt: ({ model, contentStarted }) => streamOnce(input, model, contentStarted, signal),
+      attempt: ({ model, contentStarted }) => streamOnce(services, input, model, contentStarted, signal),
       onSwitch: (change) => {
         services.logger.warn({ turnId: input.turnId, step: input.step, from: change.from, to: change.to, error: change.error }, 'provider failed; moving to the next model');
-        live.publish('retry', scopeOf(input), {
+        services.live.publish('retry', stepScope(services, input), {
           attempt: change.attempt,
           maxAttempts: change.maxAttempts,
           delayMs: 0,
@@ -221,12 +270,13 @@ export function createSessionLogic(services: SessionServices) {
     });
     signal.throwIfAborted();
     const { text, toolCalls, usage, cost, model, finishReason } = value;
-    await writer.append(LogEventType.assistantMessage, { turnId: input.turnId, step: input.step }, { text, toolCalls, usage, cost, model, finishReason });
+    await services.writer.append(LogEventType.assistantMessage, { turnId: input.turnId, step: input.step }, { text, toolCalls, usage, cost, model, finishReason });
     const planned: PlannedCall[] = toolCalls.map((call) => ({ ...call, tier: byName.get(call.name)?.tier ?? 'unknown' }));
     return { text, toolCalls: planned, usage, cost };
   });
 
-  async function runTool(input: ExecuteToolsInput, call: PlannedCall, byName: Map<string, ToolInfo>, signal: AbortSignal): Promise<void> {
+  async function runTool(services: SessionServices, input: ExecuteToolsInput, call: PlannedCall, byName: Map<string, ToolInfo>, signal: AbortSignal): Promise<void> {
+    const { config, writer, tenant, sessionId } = services;
     const scope = { turnId: input.turnId, step: input.step };
     const effectId = `${sessionId}:${input.turnId}:${call.id}`;
     const started = services.now();
@@ -268,32 +318,33 @@ export function createSessionLogic(services: SessionServices) {
     });
   }
 
-  const executeTools = fromPromise<void, ExecuteToolsInput>(async ({ input, signal }) => {
+  const executeTools = fromPromise<void, ExecuteToolsInput>(async ({ input, signal, system }) => {
+    const { services } = scopeOf(system);
     const names = input.calls.map((call) => call.name);
-    progress(input, 'tool_execution', `Executing tools: ${names.join(', ')}`, names);
-    const { byName } = await toolSpecs(signal);
-    await Promise.all(input.calls.map((call) => runTool(input, call, byName, signal)));
+    progress(services, input, 'tool_execution', `Executing tools: ${names.join(', ')}`, names);
+    const { byName } = await toolSpecs(services, signal);
+    await Promise.all(input.calls.map((call) => runTool(services, input, call, byName, signal)));
     signal.throwIfAborted();
   });
 
-  const requestApproval = fromPromise<void, RequestApprovalInput>(async ({ input }) => {
-    await writer.append(LogEventType.approvalRequested, { turnId: input.turnId, step: input.step }, {
+  const requestApproval = fromPromise<void, RequestApprovalInput>(async ({ input, system }) => {
+    await scopeOf(system).services.writer.append(LogEventType.approvalRequested, { turnId: input.turnId, step: input.step }, {
       toolCallId: input.call.id,
       name: input.call.name,
       args: input.call.args,
     });
   });
 
-  const finishTurn = fromPromise<void, FinishTurnInput>(async ({ input }) => {
+  const finishTurn = fromPromise<void, FinishTurnInput>(async ({ input, system }) => {
+    const scope = scopeOf(system);
+    const { writer, transcript } = scope.services;
     const { turn, output } = input;
-    escalations.delete(turn.turnId);
+    scope.escalations?.delete(turn.turnId);
+    if (scope.escalations?.size === 0) scope.escalations = undefined;
     await writer.exclusive(async (append) => {
-      const asked = transcript.events.flatMap((event) =>
-        event.turnId === turn.turnId && event.type === LogEventType.assistantMessage ? event.data.toolCalls : [],
-      );
-      const answered = new Set(
-        transcript.events.flatMap((event) => (event.turnId === turn.turnId && event.type === LogEventType.toolResult ? [event.data.toolCallId] : [])),
-      );
+      const events = transcript.turnEvents(turn.turnId);
+      const asked = events.flatMap((event) => (event.type === LogEventType.assistantMessage ? event.data.toolCalls : []));
+      const answered = new Set(events.flatMap((event) => (event.type === LogEventType.toolResult ? [event.data.toolCallId] : [])));
       const closing: ErrorData =
         output.reason === TurnEndReason.cancelled
           ? toErrorData(new CancelledError('the turn was cancelled before this call finished'))
@@ -312,14 +363,5 @@ export function createSessionLogic(services: SessionServices) {
     });
   });
 
-  return sessionMachine.provide({
-    actors: {
-      turn: turnMachine.provide({
-        actors: { prepare, compact, stream, executeTools, requestApproval },
-        delays: { approvalTimeout: config.approvalTimeoutMs },
-      }),
-      finishTurn,
-    },
-  });
+  return { prepare, compact, stream, executeTools, requestApproval, finishTurn };
 }
-
