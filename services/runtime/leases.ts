@@ -24,8 +24,11 @@ export interface OrphanSession {
  * so keep them in sync (NTP) to well within the lease TTL.
  */
 export interface SessionLeases {
-  /** True when this node holds (or just took) the session's lease. */
-  claim(tenant: string, sessionId: string): Promise<boolean>;
+  /**
+   * True when this node holds (or just took) the session's lease. `active: true` writes the lease active in
+   * the same KV write that takes it (a prompt's claim), so no separate `setActive` write follows.
+   */
+  claim(tenant: string, sessionId: string, options?: { active?: boolean }): Promise<boolean>;
   /**
    * Records whether a held session has work, so a node that finds its lease expired resumes it. Written
    * through at once: mark a session active before logging its prompt.
@@ -68,14 +71,25 @@ export function createSessionLeases(deps: { kv: KV; codec: Codec; nodeId: string
     return undefined;
   };
 
-  async function claim(tenant: string, sessionId: string): Promise<boolean> {
+  async function claim(tenant: string, sessionId: string, options: { active?: boolean } = {}): Promise<boolean> {
     const key = keyOf(tenant, sessionId);
     const mine = held.get(key);
     if (mine && mine.expiresAt - now() > ttlMs / 3) return true;
+    if (!mine) {
+      // Most claims are of sessions nobody holds: try to create the key first, one KV write instead of a get and a write.
+      const { value, bytes } = encode(options.active === true);
+      try {
+        const revision = await kv.create(key, bytes);
+        held.set(key, { revision, expiresAt: value.expiresAt, active: value.active, chain: undefined });
+        return true;
+      } catch {
+        // The key exists (or existed): read it and take it over if it is free.
+      }
+    }
     const entry = await kv.get(key);
     const current = entry && entry.operation === 'PUT' ? decode(entry.value) : undefined;
     if (current && current.node !== '' && current.node !== nodeId && current.expiresAt > now()) return false;
-    const { value, bytes } = encode(mine?.active ?? current?.active ?? false);
+    const { value, bytes } = encode(options.active === true || (mine?.active ?? current?.active ?? false));
     try {
       const revision = entry ? (entry.operation === 'PUT' ? await kv.update(key, bytes, entry.revision) : await kv.create(key, bytes)) : await kv.create(key, bytes);
       held.set(key, { revision, expiresAt: value.expiresAt, active: value.active, chain: undefined });

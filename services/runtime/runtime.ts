@@ -144,7 +144,8 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
     }
     const { tenant, sessionId } = parsed;
     // Only the lease holder acts; every other node stays silent.
-    if (!(await leases.claim(tenant, sessionId))) return;
+    // A prompt's claim marks the lease active in the same write (active before the prompt is logged).
+    if (!(await leases.claim(tenant, sessionId, verb === SessionVerb.prompt ? { active: true } : {}))) return;
     const contentType = message.headers?.get('Content-Type') || undefined;
     try {
       switch (verb) {
@@ -179,6 +180,12 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
       if (!hosts.has(keyOf(tenant, sessionId))) await leases.release(tenant, sessionId);
       const error = toErrorData(err);
       logger.warn({ err, tenant, sessionId, verb }, 'message refused');
+      if (verb === SessionVerb.prompt) {
+        // The claim marked the lease active for this prompt; without a turn to run it is not.
+        const known = hosts.get(keyOf(tenant, sessionId));
+        const busy = known !== undefined && !(known instanceof Promise) && known.busy();
+        if (!busy) void leases.setActive(tenant, sessionId, false).catch((cause: unknown) => logger.warn({ err: cause }, 'lease activity not recorded'));
+      }
       reply(message, verb === SessionVerb.prompt ? { accepted: false, sessionId, error } : { ok: false, error });
       publishError(tenant, sessionId, error, message.subject);
     }

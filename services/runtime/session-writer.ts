@@ -5,9 +5,21 @@ import type { Transcript } from './transcript.ts';
 /** Appends an event (write-through) and returns it with its `seq`. */
 export type AppendFn = <T extends LogEventType>(type: T, scope: { turnId?: string; step?: number }, data: EventDataMap[T]) => Promise<LogEvent>;
 
-/** Appends one session's events to the log, one at a time, and keeps the transcript in step. */
+/** Options of one append. */
+export interface AppendOptions {
+  /** Checked when the event's turn to be written comes: once aborted, the event is not appended (resolves undefined). */
+  readonly unless?: AbortSignal;
+}
+
+/**
+ * Appends one session's events to the log in order and keeps the transcript in step. Appends requested
+ * while others are in flight are written together as one pipelined group (see `SessionLog.appendGroup`):
+ * each still resolves only once its own event is acknowledged.
+ */
 export interface SessionWriter {
   append: AppendFn;
+  /** Like `append`, but skipped (resolving `undefined`) when `options.unless` is aborted by the time it is written. */
+  appendUnless<T extends LogEventType>(type: T, scope: { turnId?: string; step?: number }, data: EventDataMap[T], options: AppendOptions): Promise<LogEvent | undefined>;
   /**
    * Runs `job` with exclusive use of the writer: no other append interleaves with the ones it makes
    * through the `append` it is given. For decisions that depend on what is already in the log (e.g.
@@ -30,10 +42,32 @@ export function createSessionWriter(deps: SessionWriterDeps): SessionWriter {
   return new SerialWriter(deps);
 }
 
+/** An append waiting for its turn. */
+interface PendingAppend {
+  readonly kind: 'append';
+  readonly type: LogEventType;
+  readonly scope: { turnId?: string; step?: number };
+  readonly data: EventDataMap[LogEventType];
+  readonly unless: AbortSignal | undefined;
+  readonly resolve: (event: LogEvent | undefined) => void;
+  readonly reject: (error: unknown) => void;
+}
+
+/** An exclusive job waiting for its turn. */
+interface PendingJob {
+  readonly kind: 'job';
+  readonly run: () => Promise<void>;
+}
+
+/** At most this many appends go out as one group. */
+const MAX_GROUP = 32;
+
 // A class, not closures: every hosted session has a writer, and methods on a prototype cost nothing per session.
 class SerialWriter implements SessionWriter {
-  /** The appends queued so far; undefined once they have all settled, so an idle writer holds no promise. */
-  private tail: Promise<unknown> | undefined;
+  /** Work waiting while a group or job runs; undefined when idle, so an idle writer holds nothing. */
+  private queue: Array<PendingAppend | PendingJob> | undefined;
+  private busy = false;
+  private scheduled = false;
   private readonly deps: SessionWriterDeps;
 
   constructor(deps: SessionWriterDeps) {
@@ -41,39 +75,110 @@ class SerialWriter implements SessionWriter {
   }
 
   append<T extends LogEventType>(type: T, scope: { turnId?: string; step?: number }, data: EventDataMap[T]): Promise<LogEvent> {
-    return this.serialize(() => this.appendNow(type, scope, data));
+    return this.enqueueAppend(type, scope, data, undefined) as Promise<LogEvent>;
+  }
+
+  appendUnless<T extends LogEventType>(type: T, scope: { turnId?: string; step?: number }, data: EventDataMap[T], options: AppendOptions): Promise<LogEvent | undefined> {
+    return this.enqueueAppend(type, scope, data, options.unless);
   }
 
   exclusive<R>(job: (append: AppendFn) => Promise<R>): Promise<R> {
-    return this.serialize(() => job((type, scope, data) => this.appendNow(type, scope, data)));
+    return new Promise<R>((resolve, reject) => {
+      const run = async () => {
+        try {
+          resolve(await job((type, scope, data) => this.appendOne(type, scope, data)));
+        } catch (error) {
+          reject(error);
+        }
+      };
+      (this.queue ??= []).push({ kind: 'job', run });
+      this.schedule();
+    });
   }
 
-  private serialize<R>(job: () => Promise<R>): Promise<R> {
-    let run: Promise<R>;
-    if (this.tail) {
-      run = this.tail.then(job, job);
-    } else {
-      try {
-        run = job();
-      } catch (error) {
-        run = Promise.reject(error);
-      }
+  private enqueueAppend(type: LogEventType, scope: { turnId?: string; step?: number }, data: EventDataMap[LogEventType], unless: AbortSignal | undefined): Promise<LogEvent | undefined> {
+    return new Promise((resolve, reject) => {
+      (this.queue ??= []).push({ kind: 'append', type, scope, data, unless, resolve, reject });
+      this.schedule();
+    });
+  }
+
+  /** Starts the next group a microtask later, so appends requested together (a step's tool calls) go out together. */
+  private schedule(): void {
+    if (this.busy || this.scheduled) return;
+    this.scheduled = true;
+    queueMicrotask(() => {
+      this.scheduled = false;
+      this.pump();
+    });
+  }
+
+  private pump(): void {
+    if (this.busy) return;
+    const queue = this.queue;
+    if (!queue || queue.length === 0) {
+      this.queue = undefined;
+      return;
     }
-    const tail: Promise<unknown> = run.then(
-      () => this.settle(tail),
-      () => this.settle(tail),
-    );
-    this.tail = tail;
-    return run;
+    this.busy = true;
+    const head = queue[0]!;
+    let work: Promise<void>;
+    if (head.kind === 'job') {
+      queue.shift();
+      work = head.run();
+    } else {
+      let count = 0;
+      while (count < queue.length && count < MAX_GROUP && queue[count]!.kind === 'append') count += 1;
+      work = this.writeGroup(queue.splice(0, count) as PendingAppend[]);
+    }
+    void work.finally(() => {
+      this.busy = false;
+      this.pump();
+    });
   }
 
-  private settle(tail: Promise<unknown>): void {
-    if (this.tail === tail) this.tail = undefined;
-  }
-
-  private async appendNow<T extends LogEventType>(type: T, scope: { turnId?: string; step?: number }, data: EventDataMap[T]): Promise<LogEvent> {
+  private async writeGroup(group: readonly PendingAppend[]): Promise<void> {
     const { deps } = this;
-    const envelope = deps.envelopes.create(type, { tenant: deps.tenant, sessionId: deps.sessionId, ...scope }, data) as LogEvent;
+    const written: PendingAppend[] = [];
+    const envelopes: LogEvent[] = [];
+    for (const pending of group) {
+      if (pending.unless?.aborted) {
+        pending.resolve(undefined);
+        continue;
+      }
+      written.push(pending);
+      envelopes.push(deps.envelopes.create(pending.type, { tenant: deps.tenant, sessionId: deps.sessionId, ...pending.scope }, pending.data) as LogEvent);
+    }
+    if (envelopes.length === 0) return;
+    if (envelopes.length === 1) {
+      try {
+        written[0]!.resolve(await this.store(envelopes[0]!));
+      } catch (error) {
+        written[0]!.reject(error);
+      }
+      return;
+    }
+    const stored: LogEvent[] = [];
+    try {
+      await deps.log.appendGroup(envelopes, deps.transcript.lastSeq, (index, seq) => {
+        const event = withSeq(envelopes[index]!, seq);
+        deps.transcript.add(event);
+        stored.push(event);
+      });
+    } catch (error) {
+      written.forEach((pending, index) => (index < stored.length ? pending.resolve(stored[index]) : pending.reject(error)));
+      return;
+    }
+    written.forEach((pending, index) => pending.resolve(stored[index]));
+  }
+
+  private appendOne<T extends LogEventType>(type: T, scope: { turnId?: string; step?: number }, data: EventDataMap[T]): Promise<LogEvent> {
+    const { deps } = this;
+    return this.store(deps.envelopes.create(type, { tenant: deps.tenant, sessionId: deps.sessionId, ...scope }, data) as LogEvent);
+  }
+
+  private async store(envelope: LogEvent): Promise<LogEvent> {
+    const { deps } = this;
     const seq = await deps.log.append(envelope, deps.transcript.lastSeq);
     const stored = withSeq(envelope, seq);
     deps.transcript.add(stored);

@@ -311,11 +311,9 @@ function createActors(scopeOf: (system: AnyActorSystem) => SessionScope) {
       output = `${output.slice(0, config.maxToolOutputChars)}\n[output truncated at ${config.maxToolOutputChars} characters]`;
     }
     const result = { toolCallId: call.id, name: call.name, output, isError: error !== undefined, durationMs: services.now() - started };
-    // After a cancel, finishTurn closes the call; a late result must not be appended too.
-    await writer.exclusive(async (append) => {
-      if (signal.aborted) return;
-      await append(LogEventType.toolResult, scope, error ? { ...result, error } : result);
-    });
+    // After a cancel, finishTurn closes the call; a late result must not be appended too. Results that
+    // finish together are written as one pipelined group.
+    await writer.appendUnless(LogEventType.toolResult, scope, error ? { ...result, error } : result, { unless: signal });
   }
 
   const executeTools = fromPromise<void, ExecuteToolsInput>(async ({ input, signal, system }) => {

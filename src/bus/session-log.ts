@@ -15,6 +15,13 @@ export interface SessionLog {
    * `Nats-Msg-Id`, so a retried append is deduplicated. Returns the new sequence.
    */
   append(event: LogEvent, expectedSeq: number, options?: { signal?: AbortSignal }): Promise<number>;
+  /**
+   * Appends events of one session in order without waiting for each acknowledgement: the first carries
+   * `expectedSeq` (so a second writer is caught there), the rest follow on the same connection, and the acks
+   * are awaited together. Resolves with each event's sequence; rejects with the first failure, after
+   * `onStored` was called for every event stored before it (in order).
+   */
+  appendGroup(events: readonly LogEvent[], expectedSeq: number, onStored: (index: number, seq: number) => void): Promise<void>;
   /** Reads every event of a session in order, each with its `seq`. */
   read(tenant: string, sessionId: string, options?: { signal?: AbortSignal; timeoutMs?: number }): Promise<LogEvent[]>;
   /** The sequence of the session's last event, 0 when it has none. */
@@ -49,24 +56,42 @@ export function createSessionLog(deps: {
     }
   }
 
+  async function publish(event: LogEvent, expectedSeq: number | undefined): Promise<number> {
+    const subject = subjects.log(event.tenant, event.sessionId);
+    try {
+      const ack = await js.publish(subject, codec.encode(event), {
+        msgID: event.id,
+        ...(expectedSeq === undefined ? {} : { expect: { lastSubjectSequence: expectedSeq } }),
+        timeout: appendTimeoutMs,
+        headers: msgpackHeaders(),
+      });
+      return ack.seq;
+    } catch (error) {
+      if (expectedSeq !== undefined && error instanceof JetStreamApiError && error.code === WRONG_LAST_SEQUENCE) {
+        throw new LogConflictError(event.sessionId, expectedSeq, { cause: error });
+      }
+      throw error;
+    }
+  }
+
   return {
     async append(event, expectedSeq, options = {}) {
       options.signal?.throwIfAborted();
-      const subject = subjects.log(event.tenant, event.sessionId);
-      try {
-        const ack = await js.publish(subject, codec.encode(event), {
-          msgID: event.id,
-          expect: { lastSubjectSequence: expectedSeq },
-          timeout: appendTimeoutMs,
-          headers: msgpackHeaders(),
-        });
-        return ack.seq;
-      } catch (error) {
-        if (error instanceof JetStreamApiError && error.code === WRONG_LAST_SEQUENCE) {
-          throw new LogConflictError(event.sessionId, expectedSeq, { cause: error });
+      return publish(event, expectedSeq);
+    },
+
+    async appendGroup(events, expectedSeq, onStored) {
+      const acks = events.map((event, index) => publish(event, index === 0 ? expectedSeq : undefined));
+      let failure: unknown;
+      for (const [index, ack] of acks.entries()) {
+        try {
+          const seq = await ack;
+          if (failure === undefined) onStored(index, seq);
+        } catch (error) {
+          failure ??= error;
         }
-        throw error;
       }
+      if (failure !== undefined) throw failure;
     },
 
     async read(tenant, sessionId, options = {}) {
