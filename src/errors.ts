@@ -9,6 +9,7 @@ export const ErrorCode = {
   cancelled: 'cancelled',
   noResponders: 'no_responders',
   providerError: 'provider_error',
+  streamInterrupted: 'stream_interrupted',
   rateLimited: 'rate_limited',
   conflict: 'conflict',
   notFound: 'not_found',

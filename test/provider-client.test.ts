@@ -202,13 +202,13 @@ describe('provider client', () => {
     expect((error as Error).message).toContain('"nobody"');
   });
 
-  it('throws provider_error on a gap in seq and cancels the broken stream', async () => {
+  it('throws a retryable stream_interrupted on a gap in seq and cancels the broken stream', async () => {
     const fake = fakeProvider('gappy', (reply, requestId) => {
       send(reply, requestId, 0, { type: 'text-delta', text: 'a' });
       send(reply, requestId, 2, { type: 'text-delta', text: 'c' });
     });
     const request = generateRequest({ model: 'gappy:x' });
-    await expect(collect(client.generate(request))).rejects.toMatchObject({ name: 'ProviderError', code: 'provider_error' });
+    await expect(collect(client.generate(request))).rejects.toMatchObject({ name: 'ProviderError', code: 'stream_interrupted', retryable: true });
     expect(fake.cancels).toEqual([request.requestId]);
     fake.stop();
   });

@@ -1,6 +1,9 @@
+import { JetStreamApiError } from '@nats-io/jetstream';
 import type { KV } from '@nats-io/kv';
 import type { Codec } from '../../src/protocol/index.ts';
 import type { Logger } from '../../src/logging.ts';
+
+const WRONG_LAST_SEQUENCE = 10071;
 
 /** A lease as stored in the KV bucket, one key per session (`<tenant>.<sessionId>`). */
 interface LeaseValue {
@@ -92,9 +95,21 @@ export function createSessionLeases(deps: { kv: KV; codec: Codec; nodeId: string
     const { value, bytes } = encode(options.active === true || (mine?.active ?? current?.active ?? false));
     try {
       const revision = entry ? (entry.operation === 'PUT' ? await kv.update(key, bytes, entry.revision) : await kv.create(key, bytes)) : await kv.create(key, bytes);
-      held.set(key, { revision, expiresAt: value.expiresAt, active: value.active, chain: undefined });
+      if (mine) {
+        // Renewals chained on this lease keep working on the same object.
+        mine.revision = revision;
+        mine.expiresAt = value.expiresAt;
+        mine.active = value.active;
+      } else {
+        held.set(key, { revision, expiresAt: value.expiresAt, active: value.active, chain: undefined });
+      }
       return true;
-    } catch {
+    } catch (err) {
+      if (!isRevisionConflict(err) && !/exists/i.test((err as Error).message ?? '')) {
+        // A timeout or a reconnect: a lease still held stays held; renewal sorts it out.
+        deps.logger.info({ err, key }, 'lease claim not written this time');
+        return mine !== undefined;
+      }
       // Someone else won the race.
       held.delete(key);
       return false;
@@ -102,18 +117,32 @@ export function createSessionLeases(deps: { kv: KV; codec: Codec; nodeId: string
   }
 
   /** Renews a held lease with its current `active` flag; false when another node has taken it. */
-  function write(key: string, lease: HeldLease): Promise<boolean> {
-    const attempt = (lease.chain ?? Promise.resolve()).then(async () => {
-      if (held.get(key) !== lease) return false;
+  /** Renews a held lease with its `active` flag: `held`, `lost` when another node took it, `gone` once released. */
+  function write(key: string, lease: HeldLease): Promise<'held' | 'lost' | 'gone'> {
+    const attempt = (lease.chain ?? Promise.resolve()).then(async (): Promise<'held' | 'lost' | 'gone'> => {
+      if (held.get(key) !== lease) return 'gone';
       const { value, bytes } = encode(lease.active);
       try {
         lease.revision = await kv.update(key, bytes, lease.revision);
         lease.expiresAt = value.expiresAt;
-        return true;
+        return 'held';
       } catch (err) {
+        if (!isRevisionConflict(err)) {
+          // A timeout or a reconnect is not a lost lease: keep it and try again at the next renewal. If it
+          // expired meanwhile and another node took it, that write fails on the revision and says so.
+          deps.logger.info({ err, key }, 'lease not renewed this time');
+          return 'held';
+        }
+        // An update whose reply was lost (a reconnect) may have been applied: then the key holds our own write.
+        const current = await kv.get(key).catch(() => null);
+        const mine = current && current.operation === 'PUT' ? decode(current.value) : undefined;
+        if (current && mine?.node === nodeId) {
+          lease.revision = current.revision;
+          return 'held';
+        }
         deps.logger.warn({ err, key }, 'lease lost');
         held.delete(key);
-        return false;
+        return 'lost';
       }
     });
     const chain: Promise<void> = attempt.then(() => {
@@ -163,7 +192,7 @@ export function createSessionLeases(deps: { kv: KV; codec: Codec; nodeId: string
     async renewAll(onLost) {
       await Promise.all(
         [...held].map(async ([key, lease]) => {
-          if (await write(key, lease)) return;
+          if ((await write(key, lease)) !== 'lost') return;
           const [tenant, sessionId] = key.split('.');
           if (tenant && sessionId) onLost(tenant, sessionId);
         }),
@@ -171,4 +200,10 @@ export function createSessionLeases(deps: { kv: KV; codec: Codec; nodeId: string
     },
     held: () => held.size,
   };
+}
+
+/** True when a KV update failed because the key moved on (another writer), not for a transient reason. */
+function isRevisionConflict(error: unknown): boolean {
+  if (error instanceof JetStreamApiError) return error.code === WRONG_LAST_SEQUENCE;
+  return error instanceof Error && /wrong last sequence/i.test(error.message);
 }

@@ -2,7 +2,7 @@ import { fromPromise } from 'xstate';
 import type { AnyActorRef } from 'xstate';
 import { ErrorCode, LogEventType, MODEL_PATTERN, TurnEndReason, ZERO_USAGE, toErrorData } from '../../src/protocol/index.ts';
 import type { ErrorData, ToolCall, ToolSpec, Usage } from '../../src/protocol/index.ts';
-import { CancelledError } from '../../src/errors.ts';
+import { CancelledError, abortReason } from '../../src/errors.ts';
 import { contextWindowOf } from '../../src/tokens.ts';
 import { closeTranscript, sessionMachine, turnMachine } from '../../machines/index.ts';
 import type {
@@ -24,6 +24,22 @@ import { countValidationFailures, decideModel } from './model-escalation.ts';
 import type { EscalationReason } from './model-escalation.ts';
 import type { ToolInfo } from './ports.ts';
 import type { SessionServices } from './session-services.ts';
+
+/** Waits `ms`, or rejects with the signal's reason when it aborts first. */
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(abortReason(signal));
+    };
+    const timer = setTimeout(() => {
+      signal.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
+  });
+}
 
 /** The actor system a session actor and its children share. */
 type AnyActorSystem = AnyActorRef['system'];
@@ -191,6 +207,31 @@ function createActors(scopeOf: (system: AnyActorSystem) => SessionScope) {
   });
 
   /** One provider call of a step on one model; `contentStarted` is called once text or a tool call came out. */
+  /**
+   * Streams one model call; a stream interrupted midway (chunks lost across a reconnect, an upstream
+   * stream cut after its first token) is made once more from the start. Nothing of it is logged yet,
+   * and a live `retry` tells clients to drop the partial text they were shown.
+   */
+  async function streamWithRestart(services: SessionServices, input: StreamInput, model: string, contentStarted: () => void, signal: AbortSignal) {
+    const delays = [250, 1000];
+    let interrupted = false;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await streamOnce(services, input, model, contentStarted, signal);
+      } catch (error) {
+        const data = toErrorData(error);
+        // After an interruption the provider may still be reconnecting: "no responders" is worth a wait too.
+        const again = data.code === ErrorCode.streamInterrupted || (interrupted && data.code === ErrorCode.noResponders);
+        const delayMs = delays[attempt - 1];
+        if (!again || delayMs === undefined || signal.aborted) throw error;
+        interrupted = true;
+        services.logger.warn({ turnId: input.turnId, step: input.step, model, error: data }, 'provider stream interrupted; calling again');
+        services.live.publish('retry', stepScope(services, input), { attempt: attempt + 1, maxAttempts: delays.length + 1, delayMs, error: data, model });
+        await sleep(delayMs, signal);
+      }
+    }
+  }
+
   async function streamOnce(services: SessionServices, input: StreamInput, model: string, contentStarted: () => void, signal: AbortSignal) {
     const { config, live } = services;
     progress(services, input, 'provider_call', `Calling ${model}`);
@@ -255,7 +296,7 @@ function createActors(scopeOf: (system: AnyActorSystem) => SessionScope) {
     const { value } = await runModelChain({
       models: uniqueModels([input.request.model, ...(input.request.fallbackModels ?? [])]),
       signal,
-      attempt: ({ model, contentStarted }) => streamOnce(services, input, model, contentStarted, signal),
+      attempt: ({ model, contentStarted }) => streamWithRestart(services, input, model, contentStarted, signal),
       onSwitch: (change) => {
         services.logger.warn({ turnId: input.turnId, step: input.step, from: change.from, to: change.to, error: change.error }, 'provider failed; moving to the next model');
         services.live.publish('retry', stepScope(services, input), {

@@ -78,6 +78,22 @@ export function providerErrorFromData(data: ErrorData, provider: string): Agentb
 export function createProviderClient(options: ProviderClientOptions): ProviderClient {
   const { nc, subjects, codec, logger } = options;
   const cancelTimeoutMs = options.cancelTimeoutMs ?? DEFAULT_CANCEL_TIMEOUT_MS;
+  // Streams in flight when the connection drops may have lost chunks no one will resend; they end as
+  // interrupted at the reconnect instead of waiting for their idle timeout.
+  const inFlight = new Set<AbortController>();
+  let watchingStatus = false;
+  function watchReconnects(): void {
+    if (watchingStatus) return;
+    watchingStatus = true;
+    void (async () => {
+      for await (const status of nc.status()) {
+        if (status.type !== 'reconnect' && status.type !== 'disconnect') continue;
+        for (const controller of inFlight) {
+          controller.abort(new ProviderError(ErrorCode.streamInterrupted, `the NATS connection dropped (${status.type}) while a provider stream was open`, { retryable: true }));
+        }
+      }
+    })().catch((err: unknown) => logger.warn({ err }, 'provider client stopped watching the connection'));
+  }
 
   async function sendCancel(provider: string, requestId: string): Promise<void> {
     const body: CancelRequest = { v: 1, id: requestId };
@@ -111,19 +127,23 @@ export function createProviderClient(options: ProviderClientOptions): ProviderCl
     let expectedSeq = 0;
     let ended = false;
     let cancelNeeded = true;
+    watchReconnects();
+    const interruption = new AbortController();
+    inFlight.add(interruption);
     try {
       const stream = streamRequest(nc, subject, codec.encode(request), () => false, {
         idleTimeoutMs: callOptions.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS,
         timeoutMs: callOptions.timeoutMs ?? DEFAULT_GENERATE_TIMEOUT_MS,
-        ...(signal === undefined ? {} : { signal }),
+        signal: signal === undefined ? interruption.signal : AbortSignal.any([signal, interruption.signal]),
       });
       for await (const message of stream) {
         const chunk = decodeChunk(message, provider);
         if (chunk.requestId !== request.requestId || chunk.seq !== expectedSeq) {
+          // Chunks were lost (e.g. across a NATS reconnect): the call can be made again from the start.
           throw new ProviderError(
-            ErrorCode.providerError,
+            ErrorCode.streamInterrupted,
             `provider ${provider} broke the stream of ${request.requestId}: expected seq ${expectedSeq}, got ${chunk.requestId} seq ${chunk.seq}`,
-            { provider },
+            { provider, retryable: true },
           );
         }
         expectedSeq += 1;
@@ -146,6 +166,7 @@ export function createProviderClient(options: ProviderClientOptions): ProviderCl
       }
       throw error;
     } finally {
+      inFlight.delete(interruption);
       // Whatever ended the call early, the provider should stop spending tokens on it.
       if (!ended && cancelNeeded) await sendCancel(provider, request.requestId);
     }

@@ -147,10 +147,15 @@ async function ask(nc: NatsConnection, options: AskOptions, context: CliContext)
           if (!options.json && wroteText) context.stdout.write('\n');
           wroteText = false;
           break;
+        case 'retry':
+          // A provider call made again (or moved to another model) streams its text from the start.
+          if (!options.json && wroteText) context.stdout.write('\n');
+          wroteText = false;
+          if (!options.json) context.stderr.write(`  retry: ${describeData(event)}\n`);
+          break;
         case 'progress':
         case 'tool.use':
         case 'tool.result':
-        case 'retry':
         case 'approval.requested':
           if (!options.json) context.stderr.write(`  ${event.type === 'progress' ? '' : `${event.type}: `}${describeData(event)}\n`);
           break;

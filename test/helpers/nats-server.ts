@@ -10,6 +10,8 @@ export interface TestNatsServer {
   readonly url: string;
   readonly port: number;
   readonly storeDir: string;
+  /** Stops the server and starts it again on the same port and store: clients see a disconnect. */
+  restart(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -35,6 +37,23 @@ export async function startNatsServer(options: { config?: string } = {}): Promis
     configFile,
     `listen: "127.0.0.1:${port}"\njetstream { store_dir: ${JSON.stringify(storeDir)} }\n${options.config ?? ''}\n`,
   );
+  let child = await launch(configFile);
+  return {
+    url: `nats://127.0.0.1:${port}`,
+    port,
+    storeDir,
+    async restart() {
+      await halt(child);
+      child = await launch(configFile);
+    },
+    async stop() {
+      await halt(child);
+      await rm(storeDir, { recursive: true, force: true });
+    },
+  };
+}
+
+async function launch(configFile: string): Promise<ChildProcess> {
   const child: ChildProcess = spawn('nats-server', ['-c', configFile], { stdio: ['ignore', 'ignore', 'pipe'] });
   let output = '';
   child.stderr?.on('data', (chunk: Buffer) => {
@@ -42,29 +61,24 @@ export async function startNatsServer(options: { config?: string } = {}): Promis
   });
   await new Promise<void>((resolve, reject) => {
     const deadline = setTimeout(() => reject(new Error(`nats-server did not start:\n${output}`)), 10_000);
-    const check = () => {
-      if (output.includes('Server is ready')) {
-        clearTimeout(deadline);
-        resolve();
-      }
-    };
-    child.stderr?.on('data', check);
-    child.on('exit', (code) => {
+    const onExit = (code: number | null) => {
       clearTimeout(deadline);
       reject(new Error(`nats-server exited with ${code}:\n${output}`));
+    };
+    child.stderr?.on('data', () => {
+      if (!output.includes('Server is ready')) return;
+      clearTimeout(deadline);
+      child.off('exit', onExit);
+      resolve();
     });
+    child.on('exit', onExit);
   });
-  return {
-    url: `nats://127.0.0.1:${port}`,
-    port,
-    storeDir,
-    async stop() {
-      if (child.exitCode === null) {
-        const exited = new Promise((resolve) => child.once('exit', resolve));
-        child.kill('SIGTERM');
-        await exited;
-      }
-      await rm(storeDir, { recursive: true, force: true });
-    },
-  };
+  return child;
+}
+
+async function halt(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  child.kill('SIGTERM');
+  await exited;
 }
