@@ -145,6 +145,7 @@ export const turnMachine = setup({
     requestApproval: fromPromise<void, RequestApprovalInput>(notProvided('requestApproval')),
   },
   guards: {
+    running: ({ context }) => context.outcome === undefined,
     needsCompaction: ({ context }, params: { needsCompaction: boolean }) => params.needsCompaction && !context.compacted,
     overCost: ({ context }) => context.maxCost !== undefined && context.cost > context.maxCost,
     awaitsApproval: ({ context }) => needsApproval(context.pending, context.decisions),
@@ -185,7 +186,8 @@ export const turnMachine = setup({
   }),
   initial: RunState.preparing,
   on: {
-    CANCEL: { target: `.${RunState.cancelled}` },
+    // Terminal states inherit this handler; the guard keeps a pure transition() from leaving them.
+    CANCEL: { guard: 'running', target: `.${RunState.cancelled}` },
   },
   states: {
     [RunState.preparing]: {
