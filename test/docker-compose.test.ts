@@ -11,6 +11,7 @@ import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { PermissionViolationError } from '@nats-io/nats-core';
 import { jetstream } from '@nats-io/jetstream';
+import { createAgentbusClient } from '../src/client/index.ts';
 import { createCodec } from '../src/protocol/index.ts';
 import type { AgentEvent } from '../src/protocol/index.ts';
 import { freePort } from './helpers/nats-server.ts';
@@ -219,6 +220,19 @@ describe('docker-compose.yml run as written, against deploy/nats/nats-server.con
       ['read_file', false],
     ]);
     expect(results[1]!.data.output).toContain('The tools container sees this file.');
+  });
+
+  it('lets the client SDK (what agentbus ask runs on) ask as the client user, watching through JetStream', async () => {
+    const sdk = createAgentbusClient({ nc: client });
+    let deltas = 0;
+    const ended = await sdk.ask({ tenant: 'default', sessionId: `compose-sdk-${Date.now()}` }, { text: 'hello' }, {
+      onEvent: ({ event }) => {
+        if (event.type === 'assistant.delta') deltas++;
+      },
+      timeoutMs: 20_000,
+    });
+    expect(ended.reason).toBe('yielded');
+    expect(deltas).toBeGreaterThan(0);
   });
 
   it('lets the client read a session back from the live stream, as a reconnecting client resumes', async () => {
