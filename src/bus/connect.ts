@@ -42,6 +42,9 @@ export async function connectBus(options: BusConnectOptions): Promise<NatsConnec
     reconnectTimeWait: 500,
     pingInterval: 20_000,
     timeout: options.connectTimeoutMs ?? 10_000,
+    // nats.js otherwise builds an Error (a captured stack) for every request and JetStream publish, only to
+    // show the caller in a timeout's trace; our request layer rethrows its own errors with the subject instead.
+    noAsyncTraces: true,
     ...(options.user === undefined ? {} : { user: options.user, pass: options.pass ?? '' }),
     ...(options.token === undefined ? {} : { token: options.token }),
   });
