@@ -12,6 +12,9 @@ export interface TokenCounter {
 /** Overhead of one chat message (role, separators), as OpenAI documents for its chat formats. */
 const MESSAGE_OVERHEAD = 4;
 
+/** Distinct system prompts whose counts are kept (a system prompt with a rolling summary is one per summary). */
+const MAX_SYSTEM_COUNTS = 64;
+
 /**
  * Creates a token counter on a tiktoken encoding (default `o200k_base`). Loading an encoding takes a
  * moment and some memory, so make one per process and pass it around.
@@ -23,9 +26,20 @@ export function createTokenCounter(encoding: 'o200k_base' | 'cl100k_base' = 'o20
     encoder ??= getEncoding(encoding);
     return encoder.encode(text).length;
   };
+  // The system prompt is the same text on every step of every turn: counted once per distinct text.
+  const systemCounts = new Map<string, number>();
   return {
     count,
     countMessage(message) {
+      if (message.role === 'system') {
+        let tokens = systemCounts.get(message.content);
+        if (tokens === undefined) {
+          tokens = MESSAGE_OVERHEAD + count(message.content);
+          if (systemCounts.size >= MAX_SYSTEM_COUNTS) systemCounts.clear();
+          systemCounts.set(message.content, tokens);
+        }
+        return tokens;
+      }
       let tokens = MESSAGE_OVERHEAD + count(message.content);
       if (message.role === 'assistant' && message.toolCalls) {
         for (const call of message.toolCalls) tokens += count(call.name) + count(JSON.stringify(call.args ?? {}));
