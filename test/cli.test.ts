@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { mkdtemp, rm, writeFile, access } from 'node:fs/promises';
+import { access, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -94,7 +94,9 @@ describe('agentbus up, ask and tail', () => {
   it('ask runs the embedded stack for one command and streams the demo answer', async () => {
     const run = await agentbus(['ask', 'What is in this folder?'], { cwd: workdir });
     expect(run.code).toBe(0);
-    expect(run.stdout).toContain('scripted');
+    // Every streamed word reaches stdout, the last one included.
+    const demo = JSON.parse(await readFile(fileURLToPath(new URL('../examples/demo-script.json', import.meta.url)), 'utf8')) as { responses: Array<{ text: string }> };
+    expect(run.stdout.trim().endsWith(demo.responses.at(-1)!.text.trim())).toBe(true);
     expect(run.stderr).toContain('[1/8] Executing tools: list_dir');
     expect(run.stderr).toContain('tool.result: read_file ok');
     expect(run.stderr.split('using the offline scripted provider').length).toBe(2);

@@ -28,7 +28,9 @@ describe('the client SDK', () => {
     const ended = await client.ask({ tenant: 'sdk', sessionId: 'ask-1' }, { text: 'read the README' }, { onEvent: (event) => seen.push(event) });
     expect(ended).toMatchObject({ reason: 'yielded', text: 'It says hello.' });
     const deltas = seen.flatMap(({ event }) => (event.type === 'assistant.delta' ? [event.data.text] : []));
+    // The last deltas come from the live stream, which is not ordered with the log: ask waits for them.
     expect(deltas.join('')).toBe('Reading.It says hello.');
+    expect(seen.at(-1)?.event.type).toBe('turn.ended');
     expect(seen.map(({ event }) => event.type)).toEqual(expect.arrayContaining(['user.message', 'tool.use', 'tool.result', 'turn.ended']));
     const logSeqs = seen.filter((event) => event.stream === 'log').map((event) => event.streamSeq);
     expect(logSeqs).toEqual([...logSeqs].sort((a, b) => a - b));

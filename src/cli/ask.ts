@@ -2,10 +2,9 @@ import { parseArgs } from 'node:util';
 import { nuid } from '@nats-io/nats-core';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { createAgentbusClient } from '../client/index.ts';
-import type { AgentbusClient, SessionTarget } from '../client/index.ts';
 import { AgentbusError, ErrorCode } from '../errors.ts';
 import { MODEL_PATTERN, isToken } from '../protocol/index.ts';
-import type { Prompt } from '../protocol/index.ts';
+import type { AgentEvent, Prompt } from '../protocol/index.ts';
 import { findBus } from './bus-target.ts';
 import { connectCli } from './connect.ts';
 import { UsageError } from './context.ts';
@@ -108,82 +107,68 @@ export async function runAsk(argv: string[], context: CliContext): Promise<numbe
 async function ask(nc: NatsConnection, options: AskOptions, context: CliContext): Promise<number> {
   const client = createAgentbusClient({ nc, prefix: context.env.AGENTBUS_PREFIX ?? 'agentbus' });
   const target = { tenant: options.tenant, sessionId: options.sessionId };
-  // Watch before sending: nothing of the turn is missed, and a reconnect resumes where it left off.
-  const watch = await client.watch(target);
-  let exitCode: number | undefined;
+  // Ctrl-C cancels the turn and waits (briefly) for its end; the wait itself is cut after 3 s.
+  const stopWaiting = new AbortController();
   const onAbort = () => {
     context.stderr.write('\ncancelling…\n');
     void client.cancel(target, 'cancelled from the CLI', { timeoutMs: 3000 }).catch(() => undefined);
-    setTimeout(() => {
-      exitCode ??= 130;
-      void watch.close();
-    }, 3000).unref();
+    setTimeout(() => stopWaiting.abort(new Error('interrupted')), 3000).unref();
   };
   context.signal.addEventListener('abort', onAbort, { once: true });
-  const timer = setTimeout(() => {
-    context.stderr.write(`agentbus: no answer within ${options.timeoutMs / 1000} s\n`);
-    exitCode ??= 1;
-    void watch.close();
-  }, options.timeoutMs);
+  let wroteText = false;
+  const show = (event: AgentEvent) => {
+    if (options.json) {
+      context.stdout.write(`${JSON.stringify(event)}\n`);
+      return;
+    }
+    switch (event.type) {
+      case 'assistant.delta':
+        context.stdout.write(event.data.text);
+        wroteText = true;
+        return;
+      case 'assistant.message':
+      case 'turn.ended':
+      case 'retry':
+        // A new message, the end, or a call made again (its text streams from the start) ends the line.
+        if (wroteText) context.stdout.write('\n');
+        wroteText = false;
+        if (event.type === 'retry') context.stderr.write(`  retry: ${describeData(event)}\n`);
+        if (event.type === 'turn.ended' && event.data.reason !== 'yielded') context.stderr.write(`turn ended: ${describeData(event)}\n`);
+        return;
+      case 'progress':
+        context.stderr.write(`  ${describeData(event)}\n`);
+        return;
+      case 'tool.use':
+      case 'tool.result':
+      case 'approval.requested':
+        context.stderr.write(`  ${event.type}: ${describeData(event)}\n`);
+        return;
+      default:
+        return;
+    }
+  };
   try {
-    let turnId: string;
-    try {
-      turnId = (await promptWhenReady(client, target, options.prompt, context.signal)).turnId;
-    } catch (error) {
-      context.stderr.write(`agentbus: prompt refused: ${error instanceof AgentbusError ? `${error.code}: ` : ''}${(error as Error).message}\n`);
+    const ended = await client.ask(target, options.prompt, {
+      signal: stopWaiting.signal,
+      timeoutMs: options.timeoutMs,
+      readyTimeoutMs: 15_000,
+      onAccepted: (turnId) => {
+        if (!options.json) context.stderr.write(`session ${target.tenant}/${target.sessionId}, turn ${turnId}\n`);
+      },
+      onEvent: ({ event }) => show(event),
+    });
+    if (context.signal.aborted) return 130;
+    return ended.reason === 'yielded' ? 0 : 1;
+  } catch (error) {
+    if (context.signal.aborted) return 130;
+    if (error instanceof AgentbusError && error.code !== ErrorCode.timeout && error.code !== ErrorCode.cancelled) {
+      context.stderr.write(`agentbus: prompt refused: ${error.code}: ${error.message}\n`);
       return 2;
     }
-    if (!options.json) context.stderr.write(`session ${target.tenant}/${target.sessionId}, turn ${turnId}\n`);
-    let wroteText = false;
-    for await (const { event } of watch) {
-      if (event.turnId !== turnId) continue;
-      if (options.json) context.stdout.write(`${JSON.stringify(event)}\n`);
-      switch (event.type) {
-        case 'assistant.delta':
-          if (!options.json) context.stdout.write(event.data.text);
-          wroteText = true;
-          break;
-        case 'assistant.message':
-          if (!options.json && wroteText) context.stdout.write('\n');
-          wroteText = false;
-          break;
-        case 'retry':
-          // A provider call made again (or moved to another model) streams its text from the start.
-          if (!options.json && wroteText) context.stdout.write('\n');
-          wroteText = false;
-          if (!options.json) context.stderr.write(`  retry: ${describeData(event)}\n`);
-          break;
-        case 'progress':
-        case 'tool.use':
-        case 'tool.result':
-        case 'approval.requested':
-          if (!options.json) context.stderr.write(`  ${event.type === 'progress' ? '' : `${event.type}: `}${describeData(event)}\n`);
-          break;
-        case 'turn.ended':
-          if (!options.json && event.data.reason !== 'yielded') context.stderr.write(`turn ended: ${describeData(event)}\n`);
-          return exitCode ?? (event.data.reason === 'yielded' ? 0 : 1);
-        default:
-          break;
-      }
-    }
-    return exitCode ?? 1;
+    const timedOut = error instanceof Error && (error.name === 'TimeoutError' || (error instanceof AgentbusError && error.code === ErrorCode.timeout));
+    context.stderr.write(timedOut ? `agentbus: no answer within ${options.timeoutMs / 1000} s\n` : `agentbus: ${(error as Error).message}\n`);
+    return 1;
   } finally {
-    clearTimeout(timer);
     context.signal.removeEventListener('abort', onAbort);
-    await watch.close();
-  }
-}
-
-/** Sends the prompt; while no runtime answers yet (it may be starting) it tries again for a while. */
-async function promptWhenReady(client: AgentbusClient, target: SessionTarget, prompt: Prompt, signal: AbortSignal): Promise<{ turnId: string }> {
-  const deadline = Date.now() + 15_000;
-  for (;;) {
-    try {
-      return await client.prompt(target, prompt, { signal });
-    } catch (error) {
-      const starting = error instanceof AgentbusError && error.code === ErrorCode.noResponders && Date.now() < deadline;
-      if (!starting) throw error;
-      await new Promise((resolve) => setTimeout(resolve, 250));
-    }
   }
 }

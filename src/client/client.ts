@@ -1,7 +1,7 @@
 import { headers as createHeaders } from '@nats-io/nats-core';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { request, translateRequestError } from '../bus/request.ts';
-import { AgentbusError, NoRespondersError } from '../errors.ts';
+import { AgentbusError, ErrorCode, NoRespondersError } from '../errors.ts';
 import { ContentType, SessionVerb, assertToken, createCodec, createSubjects, fromErrorData } from '../protocol/index.ts';
 import type { Approve, Codec, CommandReply, EventDataMap, Prompt, PromptReply, Subjects } from '../protocol/index.ts';
 import { openWatch } from './event-stream.ts';
@@ -16,6 +16,33 @@ export interface SessionTarget {
 /** How a turn ended, as its `turn.ended` event says. */
 export type TurnEnded = EventDataMap['turn.ended'] & { readonly turnId: string };
 
+/** The iterator's next result, or undefined when none comes within `ms`. */
+async function nextWithin<T>(iterator: AsyncIterator<T>, ms: number): Promise<IteratorResult<T> | undefined> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<undefined>((resolve) => {
+    timer = setTimeout(() => resolve(undefined), ms);
+  });
+  try {
+    return await Promise.race([iterator.next(), timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Options of {@link AgentbusClient.ask}. */
+export interface AskOptions {
+  /** Stops waiting (the turn itself goes on; send `cancel` to stop it). */
+  readonly signal?: AbortSignal;
+  /** Every event of the turn, in order per stream; `turn.ended` comes last, after the turn's last delta. */
+  readonly onEvent?: (event: StreamedEvent) => void;
+  /** Called once the prompt is accepted. */
+  readonly onAccepted?: (turnId: string) => void;
+  /** Longest wait for the whole turn. */
+  readonly timeoutMs?: number;
+  /** While no runtime answers (one may be starting), send the prompt again for this long. Default 0. */
+  readonly readyTimeoutMs?: number;
+}
+
 /** The public SDK for talking to agentbus sessions over NATS. */
 export interface AgentbusClient {
   /** Sends a prompt; resolves with the turn id once the runtime logged it. Throws when it is refused. */
@@ -29,7 +56,7 @@ export interface AgentbusClient {
    * Sends a prompt and follows its turn to the end: `onEvent` sees each event of the turn (deltas,
    * progress, tool calls, …). Resolves with `turn.ended`; the signal cancels the wait, not the turn.
    */
-  ask(target: SessionTarget, prompt: Prompt, options?: { signal?: AbortSignal; onEvent?: (event: StreamedEvent) => void; timeoutMs?: number }): Promise<TurnEnded>;
+  ask(target: SessionTarget, prompt: Prompt, options?: AskOptions): Promise<TurnEnded>;
 }
 
 /**
@@ -71,6 +98,19 @@ export function createAgentbusClient(options: { nc: NatsConnection; prefix?: str
     }
   }
 
+  async function promptWhenReady(target: SessionTarget, prompt: Prompt, readyTimeoutMs: number, signal: AbortSignal | undefined): Promise<{ turnId: string }> {
+    const deadline = Date.now() + readyTimeoutMs;
+    for (;;) {
+      try {
+        return await client.prompt(target, prompt, signal ? { signal } : {});
+      } catch (error) {
+        const starting = error instanceof AgentbusError && error.code === ErrorCode.noResponders && Date.now() < deadline;
+        if (!starting) throw error;
+        await new Promise((resolve) => setTimeout(resolve, 250));
+      }
+    }
+  }
+
   const client: AgentbusClient = {
     async prompt(target, prompt, callOptions) {
       const reply = await send<PromptReply>(target, SessionVerb.prompt, prompt, callOptions);
@@ -89,13 +129,34 @@ export function createAgentbusClient(options: { nc: NatsConnection; prefix?: str
       // Watch before sending, so no event of the turn is missed; events before the reply wait in the watch.
       const watch = await openWatch({ nc, subjects, codec }, target, signal ? { signal } : {});
       try {
-        const { turnId } = await client.prompt(target, prompt, signal ? { signal } : {});
-        for await (const streamed of watch) {
-          if (streamed.event.turnId !== turnId) continue;
-          askOptions.onEvent?.(streamed);
-          const { event } = streamed;
-          if (event.type === 'turn.ended') return { ...event.data, turnId };
+        const { turnId } = await promptWhenReady(target, prompt, askOptions.readyTimeoutMs ?? 0, signal);
+        askOptions.onAccepted?.(turnId);
+        const iterator = watch[Symbol.asyncIterator]();
+        let ended: TurnEnded | undefined;
+        let endedEvent: StreamedEvent | undefined;
+        const finish = (): TurnEnded => {
+          if (endedEvent) askOptions.onEvent?.(endedEvent);
+          return ended!;
+        };
+        let settleBy = 0;
+        for (;;) {
+          // Once the turn has ended, keep taking events only until the live stream has caught up.
+          const next = ended ? await nextWithin(iterator, Math.max(0, settleBy - Date.now())) : await iterator.next();
+          if (next === undefined || next.done) break;
+          const streamed = next.value;
+          if (streamed.event.turnId === turnId) {
+            const { event } = streamed;
+            if (event.type === 'turn.ended') {
+              ended = { ...event.data, turnId };
+              endedEvent = streamed;
+              settleBy = Date.now() + 2000;
+            } else {
+              askOptions.onEvent?.(streamed);
+            }
+          }
+          if (ended && (await watch.drained())) return finish();
         }
+        if (ended) return finish();
         throw new AgentbusError('internal', 'the event stream ended before the turn did');
       } finally {
         await watch.close();

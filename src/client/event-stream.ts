@@ -1,5 +1,5 @@
 import { DeliverPolicy, jetstream } from '@nats-io/jetstream';
-import type { ConsumerMessages } from '@nats-io/jetstream';
+import type { Consumer, ConsumerMessages } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { abortReason } from '../errors.ts';
 import { streamNames } from '../protocol/index.ts';
@@ -23,6 +23,12 @@ export interface WatchFrom {
 /** An open watch: iterate it for events; `close()` stops it. */
 export interface EventWatch extends AsyncIterable<StreamedEvent> {
   close(): Promise<void>;
+  /**
+   * True when the watch has handed out everything both streams held for it when asked. The log and
+   * live streams are not ordered with each other: after `turn.ended` arrives from the log, the turn's
+   * last deltas may still be on their way from the live stream.
+   */
+  drained(): Promise<boolean>;
 }
 
 /**
@@ -42,16 +48,16 @@ export async function openWatch(
   const js = jetstream(nc);
   const names = streamNames(subjects.prefix);
   const base = `${subjects.prefix}.${target.tenant}.sessions.${target.sessionId}`;
-  const consume = async (stream: string, filter: string, after: number | undefined): Promise<ConsumerMessages> => {
+  const consume = async (stream: string, filter: string, after: number | undefined): Promise<{ consumer: Consumer; messages: ConsumerMessages }> => {
     const consumer = await js.consumers.get(stream, {
       filter_subjects: filter,
       ...(after === undefined ? { deliver_policy: DeliverPolicy.New } : { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: after + 1 }),
     });
-    return consumer.consume();
+    return { consumer, messages: await consumer.consume() };
   };
-  const sources: Array<{ stream: 'log' | 'live'; messages: ConsumerMessages }> = [
-    { stream: 'log', messages: await consume(names.log, `${base}.log`, options.from?.log) },
-    { stream: 'live', messages: await consume(names.live, `${base}.live.>`, options.from?.live) },
+  const sources: Array<{ stream: 'log' | 'live'; consumer: Consumer; messages: ConsumerMessages }> = [
+    { stream: 'log', ...(await consume(names.log, `${base}.log`, options.from?.log)) },
+    { stream: 'live', ...(await consume(names.live, `${base}.live.>`, options.from?.live)) },
   ];
 
   const queue: StreamedEvent[] = [];
@@ -109,5 +115,11 @@ export async function openWatch(
       await close();
     }
   }
-  return { [Symbol.asyncIterator]: iterate, close };
+  async function drained(): Promise<boolean> {
+    if (queue.length > 0) return false;
+    const pending = await Promise.all(sources.map((source) => source.consumer.info(false).then((info) => info.num_pending, () => 0)));
+    return queue.length === 0 && pending.every((count) => count === 0);
+  }
+
+  return { [Symbol.asyncIterator]: iterate, close, drained };
 }
