@@ -1,8 +1,7 @@
-import { headers as createHeaders } from '@nats-io/nats-core';
-import type { NatsConnection } from '@nats-io/nats-core';
-import { request, translateRequestError } from '../bus/request.ts';
+import type { Msg, NatsConnection } from '@nats-io/nats-core';
+import { request } from '../bus/request.ts';
 import { AgentbusError, ErrorCode, NoRespondersError } from '../errors.ts';
-import { ContentType, SessionVerb, assertToken, createCodec, createSubjects, fromErrorData } from '../protocol/index.ts';
+import { SessionVerb, assertToken, createCodec, createSubjects, fromErrorData } from '../protocol/index.ts';
 import type { Approve, Codec, CommandReply, EventDataMap, Prompt, PromptReply, Subjects } from '../protocol/index.ts';
 import { openWatch } from './event-stream.ts';
 import type { EventWatch, StreamedEvent, WatchFrom } from './event-stream.ts';
@@ -72,30 +71,25 @@ export function createAgentbusClient(options: { nc: NatsConnection; prefix?: str
   const { nc } = options;
   const codec = options.codec ?? createCodec();
   const subjects: Subjects = createSubjects(options.prefix);
-  const headers = () => {
-    const value = createHeaders();
-    value.set('Content-Type', ContentType.msgpack);
-    return value;
-  };
 
   async function send<R>(target: SessionTarget, verb: SessionVerb, body: unknown, callOptions: { signal?: AbortSignal; timeoutMs?: number } = {}): Promise<R> {
     assertToken(target.tenant, 'tenant');
     assertToken(target.sessionId, 'sessionId');
     const subject = subjects.session(target.tenant, target.sessionId, verb);
+    // request() sends msgpack headers and already maps nats.js errors to ours.
+    let reply: Msg;
     try {
-      const reply = await request(nc, subject, codec.encode(body), {
+      reply = await request(nc, subject, codec.encode(body), {
         timeoutMs: callOptions.timeoutMs ?? 10_000,
-        headers: headers(),
         ...(callOptions.signal ? { signal: callOptions.signal } : {}),
       });
-      return codec.decode(reply.data, reply.headers?.get('Content-Type') || undefined) as R;
     } catch (error) {
-      const translated = translateRequestError(error, subject, callOptions.timeoutMs ?? 10_000);
-      if (translated instanceof NoRespondersError) {
-        throw new AgentbusError(translated.code, `no agentbus runtime answers on ${subject}`, { retryable: true, cause: error });
+      if (error instanceof NoRespondersError) {
+        throw new AgentbusError(error.code, `no agentbus runtime answers on ${subject}`, { retryable: true, cause: error });
       }
-      throw translated;
+      throw error;
     }
+    return codec.decode(reply.data, reply.headers?.get('Content-Type') || undefined) as R;
   }
 
   async function promptWhenReady(target: SessionTarget, prompt: Prompt, readyTimeoutMs: number, signal: AbortSignal | undefined): Promise<{ turnId: string }> {
