@@ -27,7 +27,7 @@ function version(): string {
 }
 
 /** Makes the context of a real process: stdio, env, and a signal aborted on SIGINT/SIGTERM. */
-export function processContext(): CliContext {
+function processContext(): CliContext {
   const controller = new AbortController();
   const stop = () => controller.abort(new Error('interrupted'));
   process.once('SIGINT', stop);
