@@ -135,6 +135,10 @@ export function toErrorData(error: unknown): ErrorData {
   if (error instanceof Error && error.name === 'AbortError') {
     return { code: ErrorCode.cancelled, message: error.message || 'cancelled', retryable: false };
   }
+  // AbortSignal.timeout() rejects with a DOMException named TimeoutError; treated as our TimeoutError, as abortReason does.
+  if (error instanceof Error && error.name === 'TimeoutError') {
+    return { code: ErrorCode.timeout, message: error.message || 'timeout', retryable: true };
+  }
   if (error instanceof Error) return { code: ErrorCode.internal, message: error.message, retryable: false };
   return { code: ErrorCode.internal, message: String(error), retryable: false };
 }
