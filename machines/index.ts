@@ -1,4 +1,4 @@
-export { turnMachine, TRANSIENT_TURN_STATES } from './turn.ts';
+export { turnMachine } from './turn.ts';
 export type {
   PreparedRequest,
   StepScope,

@@ -325,6 +325,3 @@ export const turnMachine = setup({
     };
   },
 });
-
-/** The names of the turn machine's states that are reported as run states. */
-export const TRANSIENT_TURN_STATES: ReadonlySet<string> = new Set(['streamed', 'toolsRan']);
