@@ -4,16 +4,14 @@ import type {
   Message,
   MessageCreateParamsBase,
   MessageParam,
-  RawMessageStreamEvent,
   Tool,
 } from '@anthropic-ai/sdk/resources/messages';
 import { ProviderError } from '../../../src/errors.ts';
 import type { Logger } from '../../../src/logging.ts';
 import type { ChatMessage, ChunkBody, ToolSpec } from '../../../src/protocol/index.ts';
 import type { AdapterRequest, ProviderAdapter } from '../adapter.ts';
-import { streamWithFallback } from '../fallback-stream.ts';
 import { ProviderErrorCode, scrubSecrets, signalReason, toProviderError } from '../provider-errors.ts';
-import { FinishReason, bridgeSdkLogger, parseToolArguments } from './shared.ts';
+import { FinishReason, bridgeSdkLogger, createStreamingAdapter, openStream, parseToolArguments } from './shared.ts';
 
 /** The default base URL of the Anthropic API. */
 export const ANTHROPIC_BASE_URL = 'https://api.anthropic.com';
@@ -93,15 +91,7 @@ export function createAnthropicAdapter(options: AnthropicAdapterOptions): Provid
   }
 
   async function* stream(request: AdapterRequest, signal: AbortSignal): AsyncGenerator<ChunkBody, void, undefined> {
-    let response: AsyncIterable<RawMessageStreamEvent>;
-    try {
-      response = await client.messages.create({ ...params(request), stream: true }, { signal });
-    } catch (error) {
-      const mapped = mapError(error, signal);
-      throw mapped instanceof ProviderError && mapped.code === ProviderErrorCode.streamInterrupted
-        ? new ProviderError(ProviderErrorCode.connectionFailed, mapped.message, { provider: name, retryable: true })
-        : mapped;
-    }
+    const response = await openStream(() => client.messages.create({ ...params(request), stream: true }, { signal }), (error) => mapError(error, signal), name);
     const blocks = new Map<number, { id: string; name: string; json: string }>();
     let inputTokens = 0;
     let outputTokens = 0;
@@ -191,21 +181,14 @@ export function createAnthropicAdapter(options: AnthropicAdapterOptions): Provid
     return chunks;
   }
 
-  return {
+  return createStreamingAdapter({
     name,
-    async *generate(request, { signal }) {
-      signal.throwIfAborted();
-      options.logger?.debug({ provider: name, model: request.model, requestId: request.requestId }, 'messages call');
-      yield* streamWithFallback({
-        provider: name,
-        stream: () => stream(request, signal),
-        complete: () => complete(request, signal),
-        signal,
-        enabled: options.streamFallback !== false,
-        ...(options.logger ? { logger: options.logger } : {}),
-      });
-    },
-  };
+    logger: options.logger,
+    streamFallback: options.streamFallback,
+    callMessage: 'messages call',
+    stream,
+    complete,
+  });
 }
 
 function isEmptyObject(value: unknown): boolean {

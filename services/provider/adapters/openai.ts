@@ -1,7 +1,6 @@
 import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai';
 import type {
   ChatCompletion,
-  ChatCompletionChunk,
   ChatCompletionCreateParamsBase,
   ChatCompletionFunctionTool,
   ChatCompletionMessageParam,
@@ -9,10 +8,9 @@ import type {
 import type { Logger } from '../../../src/logging.ts';
 import type { ChatMessage, ChunkBody, ToolSpec, Usage } from '../../../src/protocol/index.ts';
 import type { AdapterRequest, ProviderAdapter } from '../adapter.ts';
-import { streamWithFallback } from '../fallback-stream.ts';
 import { ProviderErrorCode, scrubSecrets, signalReason, toProviderError } from '../provider-errors.ts';
 import { ProviderError } from '../../../src/errors.ts';
-import { FinishReason, bridgeSdkLogger, parseToolArguments } from './shared.ts';
+import { FinishReason, bridgeSdkLogger, createStreamingAdapter, openStream, parseToolArguments } from './shared.ts';
 
 /** The default base URL of the OpenAI API. */
 export const OPENAI_BASE_URL = 'https://api.openai.com/v1';
@@ -84,16 +82,7 @@ export function createOpenAIAdapter(options: OpenAIAdapterOptions = {}): Provide
   async function* stream(request: AdapterRequest, signal: AbortSignal): AsyncGenerator<ChunkBody, void, undefined> {
     const body = { ...params(request), stream: true as const };
     if (options.streamUsage !== false) body.stream_options = { include_usage: true };
-    let response: AsyncIterable<ChatCompletionChunk>;
-    try {
-      response = await client.chat.completions.create(body, { signal });
-    } catch (error) {
-      const mapped = mapError(error, signal);
-      // An error before the response is an HTTP answer or a refused connection, not a broken stream.
-      throw mapped instanceof ProviderError && mapped.code === ProviderErrorCode.streamInterrupted
-        ? new ProviderError(ProviderErrorCode.connectionFailed, mapped.message, { provider: name, retryable: true })
-        : mapped;
-    }
+    const response = await openStream(() => client.chat.completions.create(body, { signal }), (error) => mapError(error, signal), name);
     const calls = new Map<number, { id: string; name: string; arguments: string }>();
     let usage: Usage | undefined;
     let finishReason: string | undefined;
@@ -151,21 +140,14 @@ export function createOpenAIAdapter(options: OpenAIAdapterOptions = {}): Provide
     return chunks;
   }
 
-  return {
+  return createStreamingAdapter({
     name,
-    async *generate(request, { signal }) {
-      signal.throwIfAborted();
-      options.logger?.debug({ provider: name, model: request.model, requestId: request.requestId }, 'chat completion');
-      yield* streamWithFallback({
-        provider: name,
-        stream: () => stream(request, signal),
-        complete: () => complete(request, signal),
-        signal,
-        enabled: options.streamFallback !== false,
-        ...(options.logger ? { logger: options.logger } : {}),
-      });
-    },
-  };
+    logger: options.logger,
+    streamFallback: options.streamFallback,
+    callMessage: 'chat completion',
+    stream,
+    complete,
+  });
 }
 
 function normalizeFinishReason(reason: string | null | undefined, hasToolCalls: boolean): string {

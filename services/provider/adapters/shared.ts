@@ -1,3 +1,10 @@
+import { ProviderError } from '../../../src/errors.ts';
+import type { Logger } from '../../../src/logging.ts';
+import type { ChunkBody } from '../../../src/protocol/index.ts';
+import type { AdapterRequest, ProviderAdapter } from '../adapter.ts';
+import { streamWithFallback } from '../fallback-stream.ts';
+import { ProviderErrorCode } from '../provider-errors.ts';
+
 /** Finish reasons as adapters report them in `done`, whatever the API called them. */
 export const FinishReason = {
   stop: 'stop',
@@ -46,4 +53,52 @@ export function bridgeSdkLogger(
   const warn = (message: string) => logger?.warn({ source: 'sdk' }, scrub(message));
   const debug = (message: string) => logger?.debug({ source: 'sdk' }, scrub(message));
   return { error: warn, warn, info: debug, debug };
+}
+
+/**
+ * Opens a streaming SDK call. An error before the response is an HTTP answer or a refused connection,
+ * not a broken stream: what `mapError` would call `stream_interrupted` is `connection_failed` here, so
+ * the stream fallback leaves it to the retry layer.
+ */
+export async function openStream<T>(open: () => Promise<T>, mapError: (error: unknown) => Error, provider: string): Promise<T> {
+  try {
+    return await open();
+  } catch (error) {
+    const mapped = mapError(error);
+    throw mapped instanceof ProviderError && mapped.code === ProviderErrorCode.streamInterrupted
+      ? new ProviderError(ProviderErrorCode.connectionFailed, mapped.message, { provider, retryable: true })
+      : mapped;
+  }
+}
+
+/** What {@link createStreamingAdapter} needs: the adapter's two calls of one request. */
+export interface StreamingAdapterOptions {
+  readonly name: string;
+  readonly logger?: Logger | undefined;
+  /** Default true: see `streamWithFallback`. */
+  readonly streamFallback?: boolean | undefined;
+  /** The debug line logged at the start of each call. */
+  readonly callMessage: string;
+  readonly stream: (request: AdapterRequest, signal: AbortSignal) => AsyncIterable<ChunkBody>;
+  readonly complete: (request: AdapterRequest, signal: AbortSignal) => Promise<readonly ChunkBody[]>;
+}
+
+/** An adapter that streams each call and falls back to one plain call when the stream breaks before its first token. */
+export function createStreamingAdapter(options: StreamingAdapterOptions): ProviderAdapter {
+  const { name, logger } = options;
+  return {
+    name,
+    async *generate(request, { signal }) {
+      signal.throwIfAborted();
+      logger?.debug({ provider: name, model: request.model, requestId: request.requestId }, options.callMessage);
+      yield* streamWithFallback({
+        provider: name,
+        stream: () => options.stream(request, signal),
+        complete: () => options.complete(request, signal),
+        signal,
+        enabled: options.streamFallback !== false,
+        ...(logger ? { logger } : {}),
+      });
+    },
+  };
 }
