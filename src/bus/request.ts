@@ -1,4 +1,9 @@
-import { createInbox, headers as createHeaders } from '@nats-io/nats-core';
+import {
+  NoRespondersError as NatsNoRespondersError,
+  RequestError as NatsRequestError,
+  TimeoutError as NatsTimeoutError,
+  headers as createHeaders,
+} from '@nats-io/nats-core';
 import type { Msg, MsgHdrs, NatsConnection } from '@nats-io/nats-core';
 import { NoRespondersError, TimeoutError, abortReason } from '../errors.ts';
 import { ContentType } from '../protocol/index.ts';
@@ -42,18 +47,16 @@ export async function request(nc: NatsConnection, subject: string, payload: Uint
   }
 }
 
-/** Maps nats.js request errors to ours. */
+/**
+ * Maps nats.js request errors to ours: a `RequestError` caused by no responders (`request`) or a bare
+ * `NoRespondersError` (`requestMany`) becomes {@link NoRespondersError}, nats.js's `TimeoutError` becomes
+ * {@link TimeoutError}; anything else is returned as it is.
+ */
 export function translateRequestError(error: unknown, subject: string, timeoutMs: number): unknown {
-  if (!(error instanceof Error)) return error;
-  const noResponders =
-    error.name === 'NoRespondersError' ||
-    error.name === 'NoResponders' ||
-    (error.cause instanceof Error && error.cause.name === 'NoRespondersError') ||
-    ('isNoResponders' in error && typeof error.isNoResponders === 'function' && error.isNoResponders() === true);
-  if (noResponders) {
+  if (error instanceof NatsNoRespondersError || (error instanceof NatsRequestError && error.isNoResponders())) {
     return new NoRespondersError(subject);
   }
-  if (error.name === 'TimeoutError' && !(error instanceof TimeoutError)) {
+  if (error instanceof NatsTimeoutError) {
     return new TimeoutError(`no reply on ${subject} within ${timeoutMs} ms`, timeoutMs, subject);
   }
   return error;
@@ -72,5 +75,3 @@ export function abortPromise(signal?: AbortSignal): { promise: Promise<never>; c
   promise.catch(() => {});
   return { promise, cleanup: () => signal.removeEventListener('abort', onAbort) };
 }
-
-export { createInbox };

@@ -1,4 +1,3 @@
-import { NoRespondersError as NatsNoRespondersError } from '@nats-io/nats-core';
 import type { Msg, NatsConnection } from '@nats-io/nats-core';
 import { NoRespondersError, abortReason } from '../errors.ts';
 import type { Logger } from '../logging.ts';
@@ -68,8 +67,6 @@ export async function discoverServices(nc: NatsConnection, name: string | undefi
     return found;
   } catch (error) {
     if (options.signal?.aborted) throw abortReason(options.signal);
-    // requestMany fails with nats-core's bare NoRespondersError (name `NoResponders`) when nobody listens.
-    if (error instanceof NatsNoRespondersError) return found;
     if (translateRequestError(error, subject, options.timeoutMs) instanceof NoRespondersError) return found;
     throw error;
   } finally {
