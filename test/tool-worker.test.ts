@@ -10,7 +10,7 @@ import { msgpackHeaders } from '../src/bus/request.ts';
 import { discoverServices } from '../src/bus/service-registry.ts';
 import { createToolClient } from '../src/bus/tool-client.ts';
 import { createToolWorker, defineTool } from '../src/tool-sdk/index.ts';
-import type { AnyToolDefinition, ToolWorker } from '../src/tool-sdk/index.ts';
+import type { AnyToolDefinition, ToolContext, ToolWorker } from '../src/tool-sdk/index.ts';
 import { startNatsServer } from './helpers/nats-server.ts';
 import type { TestNatsServer } from './helpers/nats-server.ts';
 
@@ -60,6 +60,24 @@ function deferred(): { promise: Promise<void>; resolve: () => void } {
   return { promise, resolve };
 }
 
+/** A read-only, idempotent tool without parameters: the shape most tests here need. */
+function plainTool(name: string, description: string, timeoutMs: number, execute: (args: unknown, context: ToolContext) => unknown): AnyToolDefinition {
+  return defineTool({ name, description, parameters: z.object({}), tier: SafetyTier.readOnly, timeoutMs, idempotent: true, execute });
+}
+
+/** A tool that runs until its signal aborts, then rejects with the reason. */
+function blockingTool(name: string, onAbort: (reason: unknown) => void, started?: () => void): AnyToolDefinition {
+  return plainTool(name, 'Waits until aborted', 10_000, (_args, { signal }) =>
+    new Promise((_, reject) => {
+      started?.();
+      signal.addEventListener('abort', () => {
+        onAbort(signal.reason);
+        reject(signal.reason);
+      });
+    }),
+  );
+}
+
 const echo = defineTool({
   name: 'echo',
   description: 'Returns its text',
@@ -81,17 +99,9 @@ describe('tool worker', () => {
   it('shares calls between two workers in the queue group', async () => {
     const seen: string[] = [];
     const whoami = (label: string) =>
-      defineTool({
-        name: 'whoami',
-        description: 'Names the worker',
-        parameters: z.object({}),
-        tier: SafetyTier.readOnly,
-        timeoutMs: 1000,
-        idempotent: true,
-        execute: () => {
-          seen.push(label);
-          return label;
-        },
+      plainTool('whoami', 'Names the worker', 1000, () => {
+        seen.push(label);
+        return label;
       });
     const first = await startWorker([whoami('first')]);
     const second = await startWorker([whoami('second')]);
@@ -153,17 +163,9 @@ describe('tool worker', () => {
 
   it('times out a tool that runs past its timeoutMs, aborting its signal', async () => {
     const aborted = deferred();
-    const slow = defineTool({
-      name: 'slow',
-      description: 'Sleeps',
-      parameters: z.object({}),
-      tier: SafetyTier.readOnly,
-      timeoutMs: 100,
-      idempotent: true,
-      execute: async (_args, { signal }) => {
-        signal.addEventListener('abort', aborted.resolve);
-        await new Promise((resolve) => setTimeout(resolve, 5000));
-      },
+    const slow = plainTool('slow', 'Sleeps', 100, async (_args, { signal }) => {
+      signal.addEventListener('abort', aborted.resolve);
+      await new Promise((resolve) => setTimeout(resolve, 5000));
     });
     const worker = await startWorker([slow]);
     const started = Date.now();
@@ -176,16 +178,8 @@ describe('tool worker', () => {
 
   it('answers timeout at once when the request deadline already passed', async () => {
     let ran = false;
-    const tool = defineTool({
-      name: 'late',
-      description: 'Never runs',
-      parameters: z.object({}),
-      tier: SafetyTier.readOnly,
-      timeoutMs: 1000,
-      idempotent: true,
-      execute: () => {
-        ran = true;
-      },
+    const tool = plainTool('late', 'Never runs', 1000, () => {
+      ran = true;
     });
     const worker = await startWorker([tool]);
     const reply = await client().call({ ...callRequest('late', {}), deadline: Date.now() - 1 }, { timeoutMs: 1000 });
@@ -197,20 +191,12 @@ describe('tool worker', () => {
   it('runs at most maxConcurrency calls at once and queues the rest', async () => {
     let running = 0;
     let peak = 0;
-    const busy = defineTool({
-      name: 'busy',
-      description: 'Takes a while',
-      parameters: z.object({}),
-      tier: SafetyTier.readOnly,
-      timeoutMs: 2000,
-      idempotent: true,
-      execute: async () => {
-        running += 1;
-        peak = Math.max(peak, running);
-        await new Promise((resolve) => setTimeout(resolve, 30));
-        running -= 1;
-        return 'done';
-      },
+    const busy = plainTool('busy', 'Takes a while', 2000, async () => {
+      running += 1;
+      peak = Math.max(peak, running);
+      await new Promise((resolve) => setTimeout(resolve, 30));
+      running -= 1;
+      return 'done';
     });
     const worker = await startWorker([busy], { maxConcurrency: 2 });
     const replies = await Promise.all(Array.from({ length: 8 }, () => client().call(callRequest('busy', {}), {})));
@@ -221,25 +207,6 @@ describe('tool worker', () => {
 });
 
 describe('tool cancellation', () => {
-  function blockingTool(name: string, onAbort: (reason: unknown) => void, started?: () => void): AnyToolDefinition {
-    return defineTool({
-      name,
-      description: 'Waits until aborted',
-      parameters: z.object({}),
-      tier: SafetyTier.readOnly,
-      timeoutMs: 10_000,
-      idempotent: true,
-      execute: (_args, { signal }) =>
-        new Promise((_, reject) => {
-          started?.();
-          signal.addEventListener('abort', () => {
-            onAbort(signal.reason);
-            reject(signal.reason);
-          });
-        }),
-    });
-  }
-
   it('rejects at once and runs nothing when the signal is already aborted', async () => {
     let ran = false;
     const worker = await startWorker([blockingTool('never', () => {}, () => (ran = true))]);
@@ -377,18 +344,10 @@ describe('tool discovery', () => {
 describe('tool worker stop', () => {
   it('lets a running call finish within the grace period', async () => {
     const started = deferred();
-    const quick = defineTool({
-      name: 'finishing',
-      description: 'Takes 50 ms',
-      parameters: z.object({}),
-      tier: SafetyTier.readOnly,
-      timeoutMs: 2000,
-      idempotent: true,
-      execute: async () => {
-        started.resolve();
-        await new Promise((resolve) => setTimeout(resolve, 50));
-        return 'finished';
-      },
+    const quick = plainTool('finishing', 'Takes 50 ms', 2000, async () => {
+      started.resolve();
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      return 'finished';
     });
     const worker = await startWorker([quick]);
     const pending = client().call(callRequest('finishing', {}), {});
@@ -399,19 +358,7 @@ describe('tool worker stop', () => {
 
   it('aborts a call still running after the grace period and answers cancelled', async () => {
     const started = deferred();
-    const stuck = defineTool({
-      name: 'stuck',
-      description: 'Runs until aborted',
-      parameters: z.object({}),
-      tier: SafetyTier.readOnly,
-      timeoutMs: 10_000,
-      idempotent: true,
-      execute: (_args, { signal }) =>
-        new Promise((_, reject) => {
-          started.resolve();
-          signal.addEventListener('abort', () => reject(signal.reason));
-        }),
-    });
+    const stuck = blockingTool('stuck', () => {}, started.resolve);
     const worker = await startWorker([stuck]);
     const pending = client().call(callRequest('stuck', {}), {});
     await started.promise;
