@@ -102,7 +102,7 @@ export function createAnthropicAdapter(options: AnthropicAdapterOptions): Provid
         switch (event.type) {
           case 'message_start': {
             const usage = event.message.usage;
-            inputTokens = usage.input_tokens + (usage.cache_creation_input_tokens ?? 0) + (usage.cache_read_input_tokens ?? 0);
+            inputTokens = inputTokensOf(usage.input_tokens, usage);
             outputTokens = usage.output_tokens;
             break;
           }
@@ -136,7 +136,7 @@ export function createAnthropicAdapter(options: AnthropicAdapterOptions): Provid
             // Counts in message_delta are cumulative.
             outputTokens = event.usage.output_tokens;
             if (typeof event.usage.input_tokens === 'number') {
-              inputTokens = event.usage.input_tokens + (event.usage.cache_creation_input_tokens ?? 0) + (event.usage.cache_read_input_tokens ?? 0);
+              inputTokens = inputTokensOf(event.usage.input_tokens, event.usage);
             }
             if (event.delta.stop_reason) stopReason = event.delta.stop_reason;
             break;
@@ -173,7 +173,7 @@ export function createAnthropicAdapter(options: AnthropicAdapterOptions): Provid
     chunks.push({
       type: 'usage',
       usage: {
-        inputTokens: usage.input_tokens + (usage.cache_creation_input_tokens ?? 0) + (usage.cache_read_input_tokens ?? 0),
+        inputTokens: inputTokensOf(usage.input_tokens, usage),
         outputTokens: usage.output_tokens,
       },
     });
@@ -189,6 +189,11 @@ export function createAnthropicAdapter(options: AnthropicAdapterOptions): Provid
     stream,
     complete,
   });
+}
+
+/** Input tokens of a usage block: cache writes and cache reads are input too. */
+function inputTokensOf(input: number, cache: { cache_creation_input_tokens: number | null; cache_read_input_tokens: number | null }): number {
+  return input + (cache.cache_creation_input_tokens ?? 0) + (cache.cache_read_input_tokens ?? 0);
 }
 
 function isEmptyObject(value: unknown): boolean {
