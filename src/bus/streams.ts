@@ -44,7 +44,7 @@ export async function ensureStreams(jsm: JetStreamManager, settings: StreamSetti
 
 async function ensureStream(jsm: JetStreamManager, config: Partial<StreamConfig> & { name: string }): Promise<void> {
   try {
-    await jsm.streams.info(config.name);
+    // update() reads the stream's info itself, and fails with "not found" when there is none.
     await jsm.streams.update(config.name, config);
   } catch (error) {
     if (!(error instanceof Error) || !/not found/i.test(error.message)) throw error;
