@@ -2,6 +2,7 @@ import { nuid } from '@nats-io/nats-core';
 import { ProviderError } from '../../src/errors.ts';
 import type { ChatMessage, ChunkBody } from '../../src/protocol/index.ts';
 import type { AdapterRequest, ProviderAdapter } from './adapter.ts';
+import { sleep } from './resilience.ts';
 import type { Script, ScriptResponse } from './script.ts';
 import { createSessionCursors } from './session-cursors.ts';
 
@@ -27,25 +28,7 @@ export interface ScriptedAdapterOptions {
 
 /** A clock on real timers. */
 export function createTimerClock(): ScriptedClock {
-  return {
-    sleep(ms, signal) {
-      return new Promise<void>((resolve, reject) => {
-        if (signal.aborted) {
-          reject(signal.reason);
-          return;
-        }
-        const onAbort = () => {
-          clearTimeout(timer);
-          reject(signal.reason);
-        };
-        const timer = setTimeout(() => {
-          signal.removeEventListener('abort', onAbort);
-          resolve();
-        }, ms);
-        signal.addEventListener('abort', onAbort, { once: true });
-      });
-    },
-  };
+  return { sleep: (ms, signal) => sleep(ms, { signal }) };
 }
 
 /** Splits text into stream pieces: `chunkSize` characters, or word-sized pieces (a word and the space after it). */
