@@ -1,16 +1,10 @@
 import { assign, fromPromise, sendTo, setup } from 'xstate';
 import { TurnEndReason, ZERO_USAGE, toErrorData } from '../src/protocol/index.ts';
 import { turnMachine } from './turn.ts';
-import type { ModelRouting, TurnInput, TurnOutput, TurnResume } from './turn.ts';
+import type { TurnInput, TurnOutput } from './turn.ts';
 
-/** A prompt accepted into the session, durable in the log as its `user.message`. */
-export interface QueuedTurn extends ModelRouting {
-  readonly turnId: string;
-  readonly model: string;
-  readonly maxSteps: number;
-  readonly maxCost?: number;
-  readonly resume?: TurnResume;
-}
+/** A prompt accepted into the session, durable in the log as its `user.message`: the input of its turn. */
+export type QueuedTurn = TurnInput;
 
 export interface FinishTurnInput {
   readonly turn: QueuedTurn;
@@ -31,17 +25,6 @@ interface SessionContext {
 export interface SessionInput {
   /** Turns to run first, in order: those the log holds without a `turn.ended`. */
   readonly queue?: readonly QueuedTurn[];
-}
-
-function turnInput(turn: QueuedTurn): TurnInput {
-  const input: TurnInput = { turnId: turn.turnId, model: turn.model, maxSteps: turn.maxSteps };
-  return {
-    ...input,
-    ...(turn.maxCost === undefined ? {} : { maxCost: turn.maxCost }),
-    ...(turn.resume === undefined ? {} : { resume: turn.resume }),
-    ...(turn.fallbackModels === undefined ? {} : { fallbackModels: turn.fallbackModels }),
-    ...(turn.escalation === undefined ? {} : { escalation: turn.escalation }),
-  };
 }
 
 /**
@@ -80,7 +63,7 @@ export const sessionMachine = setup({
         src: 'turn',
         input: ({ context }) => {
           if (!context.current) throw new Error('running without a current turn');
-          return turnInput(context.current);
+          return context.current;
         },
         onDone: { target: 'finishing', actions: assign({ output: ({ event }) => event.output }) },
         onError: {
