@@ -34,8 +34,8 @@ export interface ToolsService {
 }
 
 /**
- * Starts a tool worker with the built-in tools on an existing connection, in this process. The CLI
- * uses it to run the service in-process; `main.ts` uses it to run it as its own process.
+ * Starts a tool worker with the built-in tools on an existing connection, in this process. `main.ts`
+ * uses it to run the service as its own process (as `agentbus up` does); the test stack runs it in-process.
  *
  * @example
  * const tools = await startToolsService({ nc, logger, prefix: 'agentbus', workspace: process.cwd() });
