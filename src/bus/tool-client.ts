@@ -6,7 +6,7 @@ import { isToken, toolCallReplySchema } from '../protocol/index.ts';
 import type { CancelRequest, Codec, Subjects, ToolCallReply, ToolCallRequest } from '../protocol/index.ts';
 import { parseToolMetadata } from '../tool-sdk/tool-metadata.ts';
 import type { ToolDescriptor } from '../tool-sdk/tool-metadata.ts';
-import { request } from './request.ts';
+import { abortPromise, request } from './request.ts';
 import { discoverServices } from './service-discovery.ts';
 
 /** Options of {@link createToolClient}. */
@@ -103,14 +103,13 @@ export function createToolClient(options: ToolClientOptions): ToolClient {
       if (now() - cached.at >= refreshAt) refresh().catch((err: unknown) => logger.warn({ err }, 'background tool discovery failed'));
       return cached.tools;
     }
-    const shared = refresh();
-    if (!listOptions.signal) return shared;
-    const signal = listOptions.signal;
-    return new Promise<ToolDescriptor[]>((resolve, reject) => {
-      const onAbort = () => reject(abortReason(signal));
-      signal.addEventListener('abort', onAbort, { once: true });
-      shared.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
-    });
+    // The discovery is shared: an abort stops this caller's wait, not the discovery.
+    const { promise: aborted, cleanup } = abortPromise(listOptions.signal);
+    try {
+      return await Promise.race([refresh(), aborted]);
+    } finally {
+      cleanup();
+    }
   }
 
   async function sendCancel(name: string, callId: string): Promise<void> {
