@@ -59,7 +59,8 @@ export async function connectBus(options: BusConnectOptions): Promise<NatsConnec
 }
 
 /**
- * Drains the connection on SIGTERM and SIGINT, then runs `onClosed`. Returns a function that removes the handlers.
+ * On SIGTERM or SIGINT runs `beforeDrain` (when given), then drains the connection. Returns a function that
+ * removes the handlers.
  */
 export function drainOnSignals(nc: NatsConnection, logger: Logger, beforeDrain?: () => Promise<void>): () => void {
   let draining = false;
