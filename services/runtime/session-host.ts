@@ -2,21 +2,17 @@ import { createActor } from 'xstate';
 import type { Actor, InspectionEvent } from 'xstate';
 import type { SessionLog } from '../../src/bus/session-log.ts';
 import { ErrorCode, LogEventType, TurnEndReason } from '../../src/protocol/index.ts';
-import type { Approve, EnvelopeFactory, ErrorData, Prompt, ToolSpec } from '../../src/protocol/index.ts';
+import type { Approve, EnvelopeFactory, ErrorData, Prompt } from '../../src/protocol/index.ts';
 import type { Logger } from '../../src/logging.ts';
-import type { Scrubber } from '../../src/scrub.ts';
-import type { TokenCounter } from '../../src/tokens.ts';
 import type { PlannedCall, QueuedTurn } from '../../machines/index.ts';
 import type { RuntimeConfig } from './config.ts';
-import type { LivePublisher } from './live-publisher.ts';
 import { turnModels } from './model-chain.ts';
 import type { PromptModels } from './model-chain.ts';
-import type { ProviderPort, ToolPort } from './ports.ts';
 import { createSessionWriter } from './session-writer.ts';
 import type { SessionWriter } from './session-writer.ts';
 import { createTranscript } from './transcript.ts';
 import type { Transcript, UnfinishedTurn } from './transcript.ts';
-import type { SessionServices } from './session-services.ts';
+import type { RuntimeServices, SessionServices } from './session-services.ts';
 import type { SessionLogic } from './turn-actors.ts';
 
 /** The answer to a command sent to a session. */
@@ -39,22 +35,12 @@ export interface SessionHost {
   stop(): void;
 }
 
-/** What the runtime shares with every session it hosts. */
-export interface SessionHostDeps {
+/** What the runtime shares with every session it hosts: the services its actors use, and how to log. */
+export interface SessionHostDeps extends RuntimeServices {
   /** The session machine, provided once per runtime (`createSessionLogic`). */
   readonly logic: SessionLogic;
   readonly log: SessionLog;
   readonly envelopes: EnvelopeFactory;
-  readonly live: LivePublisher;
-  readonly provider: ProviderPort;
-  readonly tools: ToolPort;
-  readonly tokens: TokenCounter;
-  readonly toolTokens: (specs: readonly ToolSpec[]) => number;
-  readonly scrubber: Scrubber;
-  readonly logger: Logger;
-  readonly config: RuntimeConfig;
-  readonly newId: () => string;
-  readonly now: () => number;
 }
 
 const noActiveTurn = (sessionId: string): CommandResult => ({

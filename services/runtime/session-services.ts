@@ -8,12 +8,8 @@ import type { ProviderPort, ToolPort } from './ports.ts';
 import type { SessionWriter } from './session-writer.ts';
 import type { Transcript } from './transcript.ts';
 
-/** Everything one session's actors use; made by the session host. */
-export interface SessionServices {
-  readonly tenant: string;
-  readonly sessionId: string;
-  readonly writer: SessionWriter;
-  readonly transcript: Transcript;
+/** What the runtime shares with every session, and its actors use as they are. */
+export interface RuntimeServices {
   readonly live: LivePublisher;
   readonly provider: ProviderPort;
   readonly tools: ToolPort;
@@ -25,6 +21,14 @@ export interface SessionServices {
   readonly config: RuntimeConfig;
   readonly newId: () => string;
   readonly now: () => number;
+}
+
+/** Everything one session's actors use; made by the session host. */
+export interface SessionServices extends RuntimeServices {
+  readonly tenant: string;
+  readonly sessionId: string;
+  readonly writer: SessionWriter;
+  readonly transcript: Transcript;
   /** Steering messages received since the last step began; taking them empties the list. */
   readonly takeSteers: () => string[];
 }
