@@ -1,16 +1,19 @@
-import { ProviderError } from '../../src/errors.ts';
+import { ErrorCode, ProviderError } from '../../src/errors.ts';
 
-/** Error codes of provider failures, as they cross the bus in `error` and `retry` chunks. */
+/**
+ * Error codes of provider failures, as they cross the bus in `error` and `retry` chunks. Codes the
+ * rest of agentbus also knows are taken from {@link ErrorCode}, so the two cannot drift apart.
+ */
 export const ProviderErrorCode = {
-  providerError: 'provider_error',
-  rateLimited: 'rate_limited',
+  providerError: ErrorCode.providerError,
+  rateLimited: ErrorCode.rateLimited,
   overloaded: 'overloaded',
   unauthorized: 'unauthorized',
   badRequest: 'bad_request',
-  notFound: 'not_found',
+  notFound: ErrorCode.notFound,
   connectionFailed: 'connection_failed',
-  timeout: 'timeout',
-  streamInterrupted: 'stream_interrupted',
+  timeout: ErrorCode.timeout,
+  streamInterrupted: ErrorCode.streamInterrupted,
   invalidResponse: 'invalid_response',
   circuitOpen: 'circuit_open',
   spendLimit: 'spend_limit',
@@ -135,7 +138,7 @@ export function toProviderError(
     return containsSecret(text, secrets) ? undefined : candidate;
   };
   if (error instanceof classes.APIUserAbortError) {
-    return new ProviderError('cancelled', `${provider}: request aborted`, { provider, cause: causeOf(error) });
+    return new ProviderError(ErrorCode.cancelled, `${provider}: request aborted`, { provider, cause: causeOf(error) });
   }
   if (error instanceof classes.APIConnectionTimeoutError) {
     return new ProviderError(ProviderErrorCode.timeout, `${provider}: request timed out`, { provider, retryable: true, cause: causeOf(error) });
