@@ -1,48 +1,34 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { NatsConnection } from '@nats-io/nats-core';
-import { connect } from '@nats-io/transport-node';
+import { describe, expect, it } from 'vitest';
 import { request } from '../src/bus/request.ts';
 import { streamRequest } from '../src/bus/stream-reply.ts';
 import { NoRespondersError, TimeoutError } from '../src/errors.ts';
-import { startNatsServer } from './helpers/nats-server.ts';
-import type { TestNatsServer } from './helpers/nats-server.ts';
+import { useNatsServer } from './helpers/nats-fixture.ts';
 
-let server: TestNatsServer;
-let nc: NatsConnection;
-
-beforeAll(async () => {
-  server = await startNatsServer();
-  nc = await connect({ servers: server.url });
-});
-
-afterAll(async () => {
-  await nc?.close();
-  await server?.stop();
-});
+const nats = useNatsServer();
 
 describe('request', () => {
   it('rejects with NoRespondersError when nobody listens', async () => {
-    await expect(request(nc, 'nobody.here', new Uint8Array(), { timeoutMs: 1000 })).rejects.toBeInstanceOf(NoRespondersError);
+    await expect(request(nats.nc, 'nobody.here', new Uint8Array(), { timeoutMs: 1000 })).rejects.toBeInstanceOf(NoRespondersError);
   });
 
   it('rejects with the abort reason when the signal aborts first', async () => {
-    const sub = nc.subscribe('slow.echo', { callback: () => {} });
+    const sub = nats.nc.subscribe('slow.echo', { callback: () => {} });
     const controller = new AbortController();
     setTimeout(() => controller.abort(new Error('stop')), 20);
-    await expect(request(nc, 'slow.echo', new Uint8Array(), { timeoutMs: 5000, signal: controller.signal })).rejects.toThrow('stop');
+    await expect(request(nats.nc, 'slow.echo', new Uint8Array(), { timeoutMs: 5000, signal: controller.signal })).rejects.toThrow('stop');
     sub.unsubscribe();
   });
 });
 
 describe('streamRequest', () => {
   it('yields every chunk in order until the last one', async () => {
-    const sub = nc.subscribe('stream.three', {
+    const sub = nats.nc.subscribe('stream.three', {
       callback: (_error, message) => {
-        for (let i = 0; i < 3; i++) nc.publish(message.reply!, new TextEncoder().encode(String(i)));
+        for (let i = 0; i < 3; i++) nats.nc.publish(message.reply!, new TextEncoder().encode(String(i)));
       },
     });
     const seen: string[] = [];
-    for await (const message of streamRequest(nc, 'stream.three', new Uint8Array(), (m) => m.string() === '2', {
+    for await (const message of streamRequest(nats.nc, 'stream.three', new Uint8Array(), (m) => m.string() === '2', {
       idleTimeoutMs: 1000,
       timeoutMs: 2000,
     })) {
@@ -54,7 +40,7 @@ describe('streamRequest', () => {
 
   it('throws NoRespondersError when nobody serves the subject', async () => {
     const iterate = async () => {
-      for await (const _ of streamRequest(nc, 'stream.nobody', new Uint8Array(), () => true, { idleTimeoutMs: 1000, timeoutMs: 2000 })) {
+      for await (const _ of streamRequest(nats.nc, 'stream.nobody', new Uint8Array(), () => true, { idleTimeoutMs: 1000, timeoutMs: 2000 })) {
         // nothing
       }
     };
@@ -62,9 +48,9 @@ describe('streamRequest', () => {
   });
 
   it('throws TimeoutError when the stream goes silent', async () => {
-    const sub = nc.subscribe('stream.silent', { callback: () => {} });
+    const sub = nats.nc.subscribe('stream.silent', { callback: () => {} });
     const iterate = async () => {
-      for await (const _ of streamRequest(nc, 'stream.silent', new Uint8Array(), () => true, { idleTimeoutMs: 100, timeoutMs: 2000 })) {
+      for await (const _ of streamRequest(nats.nc, 'stream.silent', new Uint8Array(), () => true, { idleTimeoutMs: 100, timeoutMs: 2000 })) {
         // nothing
       }
     };

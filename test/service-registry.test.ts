@@ -1,31 +1,17 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { NatsConnection } from '@nats-io/nats-core';
-import { connect } from '@nats-io/transport-node';
+import { describe, expect, it } from 'vitest';
 import { createServiceRegistration, discoverServices } from '../src/bus/service-registry.ts';
 import type { ServiceRegistration } from '../src/bus/service-registry.ts';
 import { ServiceResponseType } from '../src/bus/service-info.ts';
-import { startNatsServer } from './helpers/nats-server.ts';
-import type { TestNatsServer } from './helpers/nats-server.ts';
+import { useNatsServer } from './helpers/nats-fixture.ts';
 
-let server: TestNatsServer;
-let nc: NatsConnection;
-
-beforeAll(async () => {
-  server = await startNatsServer();
-  nc = await connect({ servers: server.url });
-});
-
-afterAll(async () => {
-  await nc?.close();
-  await server?.stop();
-});
+const nats = useNatsServer();
 
 const decoder = new TextDecoder();
 const json = (data: Uint8Array): Record<string, unknown> => JSON.parse(decoder.decode(data)) as Record<string, unknown>;
 
 function register(name: string, id: string): ServiceRegistration {
   return createServiceRegistration(
-    nc,
+    nats.nc,
     {
       name,
       version: '1.2.3',
@@ -40,9 +26,9 @@ function register(name: string, id: string): ServiceRegistration {
 describe('service registration', () => {
   it('answers PING on all services, by name and by name and id', async () => {
     const registration = register('pinged', 'ID1');
-    await nc.flush();
+    await nats.nc.flush();
     for (const subject of ['$SRV.PING', '$SRV.PING.pinged', '$SRV.PING.pinged.ID1']) {
-      const reply = json((await nc.request(subject, new Uint8Array(), { timeout: 1000 })).data);
+      const reply = json((await nats.nc.request(subject, new Uint8Array(), { timeout: 1000 })).data);
       expect(reply).toEqual({ type: ServiceResponseType.ping, name: 'pinged', id: 'ID1', version: '1.2.3', metadata: { owner: 'test' } });
     }
     await registration.stop();
@@ -50,8 +36,8 @@ describe('service registration', () => {
 
   it('answers INFO with its endpoints, queue groups and metadata', async () => {
     const registration = register('informed', 'ID2');
-    await nc.flush();
-    const reply = json((await nc.request('$SRV.INFO.informed.ID2', new Uint8Array(), { timeout: 1000 })).data);
+    await nats.nc.flush();
+    const reply = json((await nats.nc.request('$SRV.INFO.informed.ID2', new Uint8Array(), { timeout: 1000 })).data);
     expect(reply).toEqual({
       type: ServiceResponseType.info,
       name: 'informed',
@@ -69,8 +55,8 @@ describe('service registration', () => {
     registration.record('add', { durationMs: 2 });
     registration.record('add', { durationMs: 4, error: 'boom' });
     registration.record('nope', { durationMs: 1 });
-    await nc.flush();
-    const reply = json((await nc.request('$SRV.STATS.counted', new Uint8Array(), { timeout: 1000 })).data);
+    await nats.nc.flush();
+    const reply = json((await nats.nc.request('$SRV.STATS.counted', new Uint8Array(), { timeout: 1000 })).data);
     expect(reply).toMatchObject({
       type: ServiceResponseType.stats,
       name: 'counted',
@@ -93,8 +79,8 @@ describe('service registration', () => {
   });
 
   it('refuses a service name with a dot and a version that is not semver', () => {
-    expect(() => createServiceRegistration(nc, { name: 'a.b', version: '1.0.0', endpoints: [] })).toThrow(/service name/);
-    expect(() => createServiceRegistration(nc, { name: 'ab', version: 'one', endpoints: [] })).toThrow(/semver/);
+    expect(() => createServiceRegistration(nats.nc, { name: 'a.b', version: '1.0.0', endpoints: [] })).toThrow(/service name/);
+    expect(() => createServiceRegistration(nats.nc, { name: 'ab', version: 'one', endpoints: [] })).toThrow(/semver/);
   });
 });
 
@@ -102,8 +88,8 @@ describe('discoverServices', () => {
   it('returns the info of every live instance of a service', async () => {
     const first = register('found', 'A');
     const second = register('found', 'B');
-    await nc.flush();
-    const instances = await discoverServices(nc, 'found', { timeoutMs: 1000 });
+    await nats.nc.flush();
+    const instances = await discoverServices(nats.nc, 'found', { timeoutMs: 1000 });
     expect(instances.map((instance) => instance.id).sort()).toEqual(['A', 'B']);
     expect(instances[0]?.endpoints[0]?.queue_group).toBe('found-q');
     await Promise.all([first.stop(), second.stop()]);
@@ -111,39 +97,39 @@ describe('discoverServices', () => {
 
   it('returns an empty list at once when no instance serves the name', async () => {
     const started = Date.now();
-    expect(await discoverServices(nc, 'absent', { timeoutMs: 2000 })).toEqual([]);
+    expect(await discoverServices(nats.nc, 'absent', { timeoutMs: 2000 })).toEqual([]);
     expect(Date.now() - started).toBeLessThan(1000);
   });
 
   it('no longer finds an instance after it stopped', async () => {
     const registration = register('leaving', 'L');
-    await nc.flush();
-    expect(await discoverServices(nc, 'leaving', { timeoutMs: 1000 })).toHaveLength(1);
+    await nats.nc.flush();
+    expect(await discoverServices(nats.nc, 'leaving', { timeoutMs: 1000 })).toHaveLength(1);
     await registration.stop();
-    expect(await discoverServices(nc, 'leaving', { timeoutMs: 1000 })).toEqual([]);
+    expect(await discoverServices(nats.nc, 'leaving', { timeoutMs: 1000 })).toEqual([]);
   });
 
   it('waits the whole time with the timer strategy and finds every service without a name', async () => {
     const registration = register('timed', 'T');
-    await nc.flush();
+    await nats.nc.flush();
     const started = Date.now();
-    const instances = await discoverServices(nc, undefined, { timeoutMs: 300, strategy: 'timer' });
+    const instances = await discoverServices(nats.nc, undefined, { timeoutMs: 300, strategy: 'timer' });
     expect(Date.now() - started).toBeGreaterThanOrEqual(250);
     expect(instances.some((instance) => instance.name === 'timed')).toBe(true);
     await registration.stop();
   });
 
   it('rejects with the abort reason when already aborted', async () => {
-    await expect(discoverServices(nc, 'found', { timeoutMs: 1000, signal: AbortSignal.abort(new Error('gone')) })).rejects.toThrow('gone');
+    await expect(discoverServices(nats.nc, 'found', { timeoutMs: 1000, signal: AbortSignal.abort(new Error('gone')) })).rejects.toThrow('gone');
   });
 
   it('rejects with the abort reason when aborted while waiting', async () => {
     const registration = register('slow', 'S');
-    await nc.flush();
+    await nats.nc.flush();
     const controller = new AbortController();
     setTimeout(() => controller.abort(new Error('stop waiting')), 50);
     await expect(
-      discoverServices(nc, 'slow', { timeoutMs: 2000, strategy: 'timer', signal: controller.signal }),
+      discoverServices(nats.nc, 'slow', { timeoutMs: 2000, strategy: 'timer', signal: controller.signal }),
     ).rejects.toThrow('stop waiting');
     await registration.stop();
   });

@@ -1,6 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { NatsConnection } from '@nats-io/nats-core';
-import { connect } from '@nats-io/transport-node';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { createSessionLog } from '../src/bus/session-log.ts';
 import type { SessionLog } from '../src/bus/session-log.ts';
@@ -8,11 +6,9 @@ import { ensureStreams } from '../src/bus/streams.ts';
 import { LogConflictError } from '../src/errors.ts';
 import { createCodec, createEnvelopeFactory, createSubjects } from '../src/protocol/index.ts';
 import type { LogEvent } from '../src/protocol/index.ts';
-import { startNatsServer } from './helpers/nats-server.ts';
-import type { TestNatsServer } from './helpers/nats-server.ts';
+import { useNatsServer } from './helpers/nats-fixture.ts';
 
-let server: TestNatsServer;
-let nc: NatsConnection;
+const nats = useNatsServer();
 let log: SessionLog;
 let counter = 0;
 const envelopes = createEnvelopeFactory({ newId: () => `id-${++counter}`, now: () => 1000 });
@@ -22,17 +18,10 @@ function userMessage(sessionId: string, text: string): LogEvent {
 }
 
 beforeAll(async () => {
-  server = await startNatsServer();
-  nc = await connect({ servers: server.url });
-  const jsm = await jetstreamManager(nc);
+  const jsm = await jetstreamManager(nats.nc);
   const names = await ensureStreams(jsm, { prefix: 'agentbus' });
   await ensureStreams(jsm, { prefix: 'agentbus' });
-  log = createSessionLog({ js: jetstream(nc), jsm, subjects: createSubjects(), codec: createCodec(), stream: names.log });
-});
-
-afterAll(async () => {
-  await nc?.close();
-  await server?.stop();
+  log = createSessionLog({ js: jetstream(nats.nc), jsm, subjects: createSubjects(), codec: createCodec(), stream: names.log });
 });
 
 describe('session log', () => {

@@ -1,6 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { NatsConnection } from '@nats-io/nats-core';
-import { connect } from '@nats-io/transport-node';
+import { describe, expect, it } from 'vitest';
 import { pino } from 'pino';
 import { z } from 'zod';
 import { SafetyTier, createCodec, createSubjects } from '../src/protocol/index.ts';
@@ -9,24 +7,12 @@ import { msgpackHeaders } from '../src/bus/request.ts';
 import { createServiceRegistration } from '../src/bus/service-registry.ts';
 import { createToolClient } from '../src/bus/tool-client.ts';
 import { createToolWorker, defineTool, toToolMetadata } from '../src/tool-sdk/index.ts';
-import { startNatsServer } from './helpers/nats-server.ts';
-import type { TestNatsServer } from './helpers/nats-server.ts';
+import { useNatsServer } from './helpers/nats-fixture.ts';
 
-let server: TestNatsServer;
-let nc: NatsConnection;
+const nats = useNatsServer();
 const logger = pino({ level: 'silent' });
 const codec = createCodec();
 const subjects = createSubjects('ct');
-
-beforeAll(async () => {
-  server = await startNatsServer();
-  nc = await connect({ servers: server.url });
-});
-
-afterAll(async () => {
-  await nc?.close();
-  await server?.stop();
-});
 
 function callRequest(name: string, args: unknown = {}): ToolCallRequest {
   return { v: 1, callId: `c-${name}`, effectId: `e-${name}`, name, args, tenant: 'default', sessionId: 's', turnId: 't', deadline: Date.now() + 5000 };
@@ -44,7 +30,7 @@ const ping = defineTool({
 
 describe('tool client', () => {
   it('answers unknown_tool when no worker serves the tool', async () => {
-    const reply = await createToolClient({ nc, subjects, codec, logger }).call(callRequest('nobody_serves_me'), {});
+    const reply = await createToolClient({ nc: nats.nc, subjects, codec, logger }).call(callRequest('nobody_serves_me'), {});
     expect(reply).toEqual({
       v: 1,
       callId: 'c-nobody_serves_me',
@@ -54,29 +40,29 @@ describe('tool client', () => {
   });
 
   it('answers unknown_tool for a name that is not a subject token', async () => {
-    const reply = await createToolClient({ nc, subjects, codec, logger }).call(callRequest('rm -rf'), {});
+    const reply = await createToolClient({ nc: nats.nc, subjects, codec, logger }).call(callRequest('rm -rf'), {});
     expect(reply).toMatchObject({ ok: false, error: { code: 'unknown_tool' } });
   });
 
   it('answers timeout, retryable, when the worker does not reply in time', async () => {
-    const subscription = nc.subscribe(subjects.toolCall('mute'), { callback: () => {} });
-    const reply = await createToolClient({ nc, subjects, codec, logger }).call(callRequest('mute'), { timeoutMs: 100 });
+    const subscription = nats.nc.subscribe(subjects.toolCall('mute'), { callback: () => {} });
+    const reply = await createToolClient({ nc: nats.nc, subjects, codec, logger }).call(callRequest('mute'), { timeoutMs: 100 });
     expect(reply).toMatchObject({ ok: false, error: { code: 'timeout', retryable: true } });
     subscription.unsubscribe();
   });
 
   it('answers internal when the reply is malformed or belongs to another call', async () => {
-    const garbage = nc.subscribe(subjects.toolCall('garbage'), {
+    const garbage = nats.nc.subscribe(subjects.toolCall('garbage'), {
       callback: (_e, message) => {
         message.respond(new Uint8Array([0xc1]));
       },
     });
-    const stranger = nc.subscribe(subjects.toolCall('stranger'), {
+    const stranger = nats.nc.subscribe(subjects.toolCall('stranger'), {
       callback: (_e, message) => {
         message.respond(codec.encode({ v: 1, callId: 'other', ok: true, output: 1 }), { headers: msgpackHeaders() });
       },
     });
-    const tools = createToolClient({ nc, subjects, codec, logger });
+    const tools = createToolClient({ nc: nats.nc, subjects, codec, logger });
     expect(await tools.call(callRequest('garbage'), {})).toMatchObject({ ok: false, error: { code: 'internal' } });
     expect(await tools.call(callRequest('stranger'), {})).toMatchObject({ ok: false, error: { code: 'internal' } });
     garbage.unsubscribe();
@@ -84,9 +70,9 @@ describe('tool client', () => {
   });
 
   it('passes JSON outputs through unchanged', async () => {
-    const worker = createToolWorker({ nc, subjects, codec, logger, tools: [ping], version: '1.0.0' });
+    const worker = createToolWorker({ nc: nats.nc, subjects, codec, logger, tools: [ping], version: '1.0.0' });
     await worker.start();
-    expect(await createToolClient({ nc, subjects, codec, logger }).call(callRequest('ping'), {})).toEqual({
+    expect(await createToolClient({ nc: nats.nc, subjects, codec, logger }).call(callRequest('ping'), {})).toEqual({
       v: 1,
       callId: 'c-ping',
       ok: true,
@@ -97,9 +83,9 @@ describe('tool client', () => {
 
   it('reuses the tool list for the TTL and sees new tools after it', async () => {
     let clock = 0;
-    const tools = createToolClient({ nc, subjects, codec, logger, discoveryTtlMs: 1000, now: () => clock });
+    const tools = createToolClient({ nc: nats.nc, subjects, codec, logger, discoveryTtlMs: 1000, now: () => clock });
     expect(await tools.listTools({})).toEqual([]);
-    const worker = createToolWorker({ nc, subjects, codec, logger, tools: [ping], version: '1.0.0' });
+    const worker = createToolWorker({ nc: nats.nc, subjects, codec, logger, tools: [ping], version: '1.0.0' });
     await worker.start();
     expect(await tools.listTools({})).toEqual([]);
     clock = 1000;
@@ -109,9 +95,9 @@ describe('tool client', () => {
 
   it('refreshes the tool list in the background near the end of its TTL, so steady callers never wait for discovery', async () => {
     let clock = 0;
-    const tools = createToolClient({ nc, subjects, codec, logger, discoveryTtlMs: 1000, refreshAheadMs: 300, now: () => clock });
+    const tools = createToolClient({ nc: nats.nc, subjects, codec, logger, discoveryTtlMs: 1000, refreshAheadMs: 300, now: () => clock });
     expect(await tools.listTools({})).toEqual([]);
-    const worker = createToolWorker({ nc, subjects, codec, logger, tools: [ping], version: '1.0.0' });
+    const worker = createToolWorker({ nc: nats.nc, subjects, codec, logger, tools: [ping], version: '1.0.0' });
     await worker.start();
     clock = 800;
     // Still fresh: answered from the cache at once, while a discovery starts behind it.
@@ -126,7 +112,7 @@ describe('tool client', () => {
   });
 
   it('lists tools of any service on this prefix and skips other prefixes and malformed metadata', async () => {
-    const foreign = createServiceRegistration(nc, {
+    const foreign = createServiceRegistration(nats.nc, {
       name: 'other-lang-tools',
       version: '1.0.0',
       endpoints: [
@@ -135,15 +121,15 @@ describe('tool client', () => {
         { name: 'broken', subject: subjects.toolCall('broken'), metadata: { description: 'x', parameters: '{nope', tier: 'read_only', timeoutMs: '1', idempotent: 'true' } },
       ],
     });
-    await nc.flush();
-    const tools = await createToolClient({ nc, subjects, codec, logger, discoveryTtlMs: 0 }).listTools({});
+    await nats.nc.flush();
+    const tools = await createToolClient({ nc: nats.nc, subjects, codec, logger, discoveryTtlMs: 0 }).listTools({});
     expect(tools.map((tool) => tool.name)).toEqual(['ping']);
     expect(tools[0]).toMatchObject({ description: 'Answers pong', tier: 'read_only', timeoutMs: 1000, idempotent: true });
     await foreign.stop();
   });
 
   it('rejects listTools with the abort reason when already aborted', async () => {
-    const tools = createToolClient({ nc, subjects, codec, logger });
+    const tools = createToolClient({ nc: nats.nc, subjects, codec, logger });
     await expect(tools.listTools({ signal: AbortSignal.abort(new Error('no')) })).rejects.toThrow('no');
   });
 });
