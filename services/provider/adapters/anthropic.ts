@@ -11,7 +11,7 @@ import type { Logger } from '../../../src/logging.ts';
 import type { ChatMessage, ChunkBody, ToolSpec } from '../../../src/protocol/index.ts';
 import type { AdapterRequest, ProviderAdapter } from '../adapter.ts';
 import { ProviderErrorCode, scrubSecrets, signalReason, toProviderError } from '../provider-errors.ts';
-import { FinishReason, bridgeSdkLogger, createStreamingAdapter, openStream, parseToolArguments } from './shared.ts';
+import { DEFAULT_TIMEOUT_MS, FinishReason, bridgeSdkLogger, createStreamingAdapter, openStream, parseToolArguments } from './shared.ts';
 
 /** The default base URL of the Anthropic API. */
 export const ANTHROPIC_BASE_URL = 'https://api.anthropic.com';
@@ -66,7 +66,7 @@ export function createAnthropicAdapter(options: AnthropicAdapterOptions): Provid
     baseURL: options.baseURL ?? ANTHROPIC_BASE_URL,
     maxRetries: 0,
     // An explicit timeout also keeps the SDK from refusing large non-streaming fallback calls.
-    timeout: options.timeoutMs ?? 600_000,
+    timeout: options.timeoutMs ?? DEFAULT_TIMEOUT_MS,
     logger: bridgeSdkLogger(options.logger, scrub),
     logLevel: 'warn',
     ...(options.defaultHeaders ? { defaultHeaders: { ...options.defaultHeaders } } : {}),

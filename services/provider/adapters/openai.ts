@@ -10,7 +10,7 @@ import type { ChatMessage, ChunkBody, ToolSpec, Usage } from '../../../src/proto
 import type { AdapterRequest, ProviderAdapter } from '../adapter.ts';
 import { ProviderErrorCode, scrubSecrets, signalReason, toProviderError } from '../provider-errors.ts';
 import { ProviderError } from '../../../src/errors.ts';
-import { FinishReason, bridgeSdkLogger, createStreamingAdapter, openStream, parseToolArguments } from './shared.ts';
+import { DEFAULT_TIMEOUT_MS, FinishReason, bridgeSdkLogger, createStreamingAdapter, openStream, parseToolArguments } from './shared.ts';
 
 /** The default base URL of the OpenAI API. */
 export const OPENAI_BASE_URL = 'https://api.openai.com/v1';
@@ -62,7 +62,7 @@ export function createOpenAIAdapter(options: OpenAIAdapterOptions = {}): Provide
     organization: null,
     project: null,
     maxRetries: 0,
-    timeout: options.timeoutMs ?? 600_000,
+    timeout: options.timeoutMs ?? DEFAULT_TIMEOUT_MS,
     logger: bridgeSdkLogger(options.logger, scrub),
     logLevel: 'warn',
     ...(options.defaultHeaders ? { defaultHeaders: { ...options.defaultHeaders } } : {}),

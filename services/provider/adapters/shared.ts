@@ -5,6 +5,9 @@ import type { AdapterRequest, ProviderAdapter } from '../adapter.ts';
 import { streamWithFallback } from '../fallback-stream.ts';
 import { ProviderErrorCode } from '../provider-errors.ts';
 
+/** The HTTP timeout of one SDK call when the provider's `timeoutMs` is not set: 10 minutes. */
+export const DEFAULT_TIMEOUT_MS = 600_000;
+
 /** Finish reasons as adapters report them in `done`, whatever the API called them. */
 export const FinishReason = {
   stop: 'stop',
