@@ -65,7 +65,8 @@ export function createProviderAdapters(config: ProviderConfig, options: Provider
   const pricing = options.pricing ?? createPricing(config.pricing);
   return config.providers.map((settings) => {
     const logger = options.logger?.child({ provider: settings.name });
-    let adapter = createAdapter(settings, logger ? { logger: options.logger } : {});
+    // createAdapter makes its own `provider` child of the root logger.
+    let adapter = createAdapter(settings, options.logger ? { logger: options.logger } : {});
     if (settings.jsonActions !== false) {
       adapter = withJsonActions(adapter, { appliesTo: (model) => usesJsonActions(settings, model), ...(logger ? { logger } : {}) });
     }
