@@ -51,6 +51,12 @@ interface SessionScope {
   compactThroughSeq: number;
   /** Turns that moved to their large model, and why; a turn stays escalated once it is. */
   escalations: Map<string, EscalationReason> | undefined;
+  /**
+   * The tools Preparing offered the model this step, by name: Streaming plans the calls' tiers and
+   * ToolExecution runs them against the same list instead of discovering again. Undefined until a step has
+   * prepared (a resumed turn starts in ToolExecution) and once the turn is finished.
+   */
+  tools: Map<string, ToolInfo> | undefined;
 }
 
 /** The session machine of a runtime, provided once, and how a session's actor finds its services. */
@@ -93,7 +99,7 @@ export function createSessionLogic(options: { approvalTimeoutMs: number }): Sess
   return {
     machine: provideMachines(createActors(scopeOf), options.approvalTimeoutMs),
     bind(system, services) {
-      scopes.set(system, { services, compactThroughSeq: 0, escalations: undefined });
+      scopes.set(system, { services, compactThroughSeq: 0, escalations: undefined, tools: undefined });
     },
   };
 }
@@ -110,10 +116,17 @@ function createActors(scopeOf: (system: AnyActorSystem) => SessionScope) {
       ...(toolNames ? { toolNames } : {}),
     });
 
-  async function toolSpecs(services: SessionServices, signal: AbortSignal): Promise<{ specs: ToolSpec[]; byName: Map<string, ToolInfo> }> {
-    const tools = await services.tools.listTools({ signal });
+  /** Discovers the tools live workers serve and keeps them, by name, as the step's list. */
+  async function discoverTools(scope: SessionScope, signal: AbortSignal): Promise<{ tools: readonly ToolInfo[]; byName: Map<string, ToolInfo> }> {
+    const tools = await scope.services.tools.listTools({ signal });
     const byName = new Map(tools.map((tool) => [tool.name, tool]));
-    return { specs: tools.map(({ name, description, parameters }) => ({ name, description, parameters })), byName };
+    scope.tools = byName;
+    return { tools, byName };
+  }
+
+  /** The step's tools by name: those Preparing discovered, or (for a resumed turn) a discovery now. */
+  async function stepTools(scope: SessionScope, signal: AbortSignal): Promise<Map<string, ToolInfo>> {
+    return scope.tools ?? (await discoverTools(scope, signal)).byName;
   }
 
   const prepare = fromPromise<PrepareOutput, PrepareInput>(async ({ input, signal, system }) => {
@@ -123,7 +136,8 @@ function createActors(scopeOf: (system: AnyActorSystem) => SessionScope) {
     for (const text of services.takeSteers()) {
       await writer.append(LogEventType.userMessage, { turnId: input.turnId, step: input.step }, { text, steer: true });
     }
-    const { specs } = await toolSpecs(services, signal);
+    const { tools } = await discoverTools(scope, signal);
+    const specs: ToolSpec[] = tools.map(({ name, description, parameters }) => ({ name, description, parameters }));
     const history = transcript.conversation(input.turnId);
     const toolTokens = services.toolTokens(specs);
     const build = (model: string): PreparedContext => buildContext({
@@ -291,8 +305,9 @@ function createActors(scopeOf: (system: AnyActorSystem) => SessionScope) {
   }
 
   const stream = fromPromise<StreamOutput, StreamInput>(async ({ input, signal, system }) => {
-    const { services } = scopeOf(system);
-    const { byName } = await toolSpecs(services, signal);
+    const scope = scopeOf(system);
+    const { services } = scope;
+    const byName = await stepTools(scope, signal);
     const { value } = await runModelChain({
       models: uniqueModels([input.request.model, ...(input.request.fallbackModels ?? [])]),
       signal,
@@ -358,10 +373,11 @@ function createActors(scopeOf: (system: AnyActorSystem) => SessionScope) {
   }
 
   const executeTools = fromPromise<void, ExecuteToolsInput>(async ({ input, signal, system }) => {
-    const { services } = scopeOf(system);
+    const scope = scopeOf(system);
+    const { services } = scope;
     const names = input.calls.map((call) => call.name);
     progress(services, input, 'tool_execution', `Executing tools: ${names.join(', ')}`, names);
-    const { byName } = await toolSpecs(services, signal);
+    const byName = await stepTools(scope, signal);
     await Promise.all(input.calls.map((call) => runTool(services, input, call, byName, signal)));
     signal.throwIfAborted();
   });
@@ -378,6 +394,7 @@ function createActors(scopeOf: (system: AnyActorSystem) => SessionScope) {
     const scope = scopeOf(system);
     const { writer, transcript } = scope.services;
     const { turn, output } = input;
+    scope.tools = undefined;
     scope.escalations?.delete(turn.turnId);
     if (scope.escalations?.size === 0) scope.escalations = undefined;
     await writer.exclusive(async (append) => {
