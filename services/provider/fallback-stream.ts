@@ -14,7 +14,7 @@ export function isContentChunk(chunk: ChunkBody): boolean {
  * began (429, 5xx, 401, …) are not stream failures: a plain completion would meet the same answer,
  * so they go to the resilience layer instead.
  */
-export function isStreamFailure(error: unknown): boolean {
+function isStreamFailure(error: unknown): boolean {
   return error instanceof ProviderError && error.code === ProviderErrorCode.streamInterrupted;
 }
 

@@ -35,7 +35,7 @@ export function jsonActionInstructions(tools: readonly ToolSpec[]): string {
 }
 
 /** The message asking again after a reply that could not be used. */
-export function jsonActionRetryPrompt(reason: string): string {
+function jsonActionRetryPrompt(reason: string): string {
   return `Your last reply could not be used: ${reason}. Reply again with only the JSON object, {"action": "tool", "tool_name": …, "args": {…}} or {"action": "finish", "final": …}, and nothing else.`;
 }
 

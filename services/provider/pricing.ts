@@ -85,7 +85,7 @@ export function createPricing(overrides: PriceTable = {}, defaults: PriceTable =
 }
 
 /** The cost in USD of `usage` at `price`. */
-export function priceUsage(price: ModelPrice, usage: Usage): number {
+function priceUsage(price: ModelPrice, usage: Usage): number {
   return (usage.inputTokens * price.input + usage.outputTokens * price.output) / 1_000_000;
 }
 

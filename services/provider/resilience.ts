@@ -109,7 +109,7 @@ export function createCircuitBreaker(
 }
 
 /** True when a retry may help: an agentbus error flagged `retryable`. */
-export function isRetryable(error: unknown): boolean {
+function isRetryable(error: unknown): boolean {
   return error instanceof AgentbusError && error.retryable;
 }
 
