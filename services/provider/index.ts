@@ -25,8 +25,6 @@ export { loadProviderConfig, resolveProviderConfig, describeProviderConfig, DEFA
 export type { ProviderConfig, ProviderSettings, ProviderConfigFile } from './config.ts';
 export { createProviderAdapters } from './adapters/index.ts';
 export type { ProviderAdaptersOptions } from './adapters/index.ts';
-export { describeDefaultModel, defaultModelOf, OFFLINE_MESSAGE } from '../../src/default-model.ts';
-export type { DefaultModelDescription } from '../../src/default-model.ts';
 
 /** Options of {@link startProviderService}. */
 export interface ProviderServiceOptions {
