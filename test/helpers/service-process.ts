@@ -2,22 +2,29 @@ import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
-const root = fileURLToPath(new URL('../..', import.meta.url));
+/** The repository root. */
+export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
-/** A service main started as its own Node process, the way `agentbus up` or a container runs it. */
+/** A TypeScript entry (a service main, a bench worker) started as its own Node process with tsx. */
 export interface ServiceProcess {
   readonly child: ChildProcess;
   output(): string;
-  /** Resolves when the output contains `text`. */
+  /** Resolves when the output contains `text`; rejects when the process exits first. */
   waitFor(text: string, timeoutMs?: number): Promise<void>;
-  /** SIGTERM (graceful) or SIGKILL (crash); resolves when the process has exited. */
+  /**
+   * SIGTERM (graceful, SIGKILL after 5 s) or SIGKILL (a crash); resolves with the exit code once the
+   * process has exited.
+   */
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
-/** Starts `services/<name>/main.ts` with tsx and the given environment. */
-export function startServiceProcess(entry: string, env: Record<string, string>): ServiceProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', entry], {
-    cwd: root,
+/**
+ * Starts `entry` (relative to the repository root) with `node --import tsx`, the given environment and
+ * extra node flags. Used by the tests and the bench.
+ */
+export function startServiceProcess(entry: string, env: Record<string, string>, nodeFlags: readonly string[] = []): ServiceProcess {
+  const child = spawn(process.execPath, [...nodeFlags, '--import', 'tsx', entry], {
+    cwd: ROOT,
     env: { ...process.env, LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -25,6 +32,7 @@ export function startServiceProcess(entry: string, env: Record<string, string>):
   const listeners = new Set<() => void>();
   const append = (chunk: Buffer) => {
     output += chunk.toString();
+    if (output.length > 200_000) output = output.slice(-100_000);
     for (const listener of listeners) listener();
   };
   child.stdout?.on('data', append);
@@ -36,21 +44,33 @@ export function startServiceProcess(entry: string, env: Record<string, string>):
     waitFor(text, timeoutMs = 20_000) {
       if (output.includes(text)) return Promise.resolve();
       return new Promise((resolve, reject) => {
-        const timer = setTimeout(() => {
-          listeners.delete(check);
-          reject(new Error(`"${text}" not seen within ${timeoutMs} ms; output:\n${output}`));
-        }, timeoutMs);
-        const check = () => {
-          if (!output.includes(text)) return;
+        const done = () => {
           clearTimeout(timer);
           listeners.delete(check);
+        };
+        const check = () => {
+          if (!output.includes(text)) return;
+          done();
           resolve();
         };
+        const timer = setTimeout(() => {
+          done();
+          reject(new Error(`${entry}: "${text}" not seen within ${timeoutMs} ms; output:\n${output}`));
+        }, timeoutMs);
         listeners.add(check);
+        void exited.then(() => {
+          if (!listeners.has(check)) return;
+          done();
+          reject(new Error(`${entry} exited before "${text}"; output:\n${output}`));
+        });
       });
     },
     async stop(signal = 'SIGTERM') {
-      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      if (child.exitCode === null && child.signalCode === null) {
+        child.kill(signal);
+        const timer = setTimeout(() => child.kill('SIGKILL'), 5_000);
+        void exited.then(() => clearTimeout(timer));
+      }
       return exited;
     },
   };
