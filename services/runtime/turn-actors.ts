@@ -4,7 +4,7 @@ import { ErrorCode, LogEventType, MODEL_PATTERN, TurnEndReason, ZERO_USAGE, toEr
 import type { ErrorData, ToolCall, ToolSpec, Usage } from '../../src/protocol/index.ts';
 import { CancelledError, abortReason } from '../../src/errors.ts';
 import { contextWindowOf } from '../../src/tokens.ts';
-import { closeTranscript, sessionMachine, turnMachine } from '../../machines/index.ts';
+import { sessionMachine, turnMachine } from '../../machines/index.ts';
 import type {
   CompactInput,
   ExecuteToolsInput,
@@ -398,16 +398,13 @@ function createActors(scopeOf: (system: AnyActorSystem) => SessionScope) {
     scope.escalations?.delete(turn.turnId);
     if (scope.escalations?.size === 0) scope.escalations = undefined;
     await writer.exclusive(async (append) => {
-      const events = transcript.turnEvents(turn.turnId);
-      const asked = events.flatMap((event) => (event.type === LogEventType.assistantMessage ? event.data.toolCalls : []));
-      const answered = new Set(events.flatMap((event) => (event.type === LogEventType.toolResult ? [event.data.toolCallId] : [])));
       const closing: ErrorData =
         output.reason === TurnEndReason.cancelled
           ? toErrorData(new CancelledError('the turn was cancelled before this call finished'))
           : { code: output.reason, message: `the turn ended (${output.reason}) before this call ran`, retryable: false };
-      for (const open of closeTranscript(asked, answered)) {
+      for (const open of transcript.openCalls(turn.turnId)) {
         await append(LogEventType.toolResult, { turnId: turn.turnId, step: output.steps }, {
-          toolCallId: open.toolCallId,
+          toolCallId: open.id,
           name: open.name,
           output: `${closing.code}: ${closing.message}`,
           isError: true,
