@@ -121,11 +121,20 @@ function classify(status: number | undefined, type: string | undefined, detailCo
  * Maps an error thrown by an SDK call to a {@link ProviderError}: status, code and `retryable` from
  * the HTTP status and error body, `retry-after` kept, message scrubbed of the API key. An abort
  * rethrows the signal's reason. Errors that are not SDK errors (a socket cut while reading the body,
- * malformed SSE) become `stream_interrupted`, retryable.
+ * malformed SSE) become `stream_interrupted`, retryable; with `beforeResponse` (the call that opens a
+ * stream failed) they become `connection_failed`: nothing streamed, so it is no stream failure and the
+ * stream fallback leaves it to the retry layer.
  */
 export function toProviderError(
   error: unknown,
-  context: { provider: string; secrets: readonly (string | undefined)[]; signal: AbortSignal; classes: SdkErrorClasses; now: number },
+  context: {
+    provider: string;
+    secrets: readonly (string | undefined)[];
+    signal: AbortSignal;
+    classes: SdkErrorClasses;
+    now: number;
+    beforeResponse?: boolean;
+  },
 ): Error {
   const { provider, secrets, signal, classes } = context;
   if (signal.aborted) return signalReason(signal);
@@ -163,7 +172,8 @@ export function toProviderError(
       : new RetryAfterProviderError(code, message, { ...options, retryAfterMs });
   }
   const message = error instanceof Error ? error.message : String(error);
-  return new ProviderError(ProviderErrorCode.streamInterrupted, scrub(`${provider}: stream failed: ${message}`), {
+  const code = context.beforeResponse ? ProviderErrorCode.connectionFailed : ProviderErrorCode.streamInterrupted;
+  return new ProviderError(code, scrub(`${provider}: stream failed: ${message}`), {
     provider,
     retryable: true,
     cause: causeOf(error),

@@ -11,7 +11,7 @@ import type { Logger } from '../../../src/logging.ts';
 import type { ChatMessage, ChunkBody, ToolSpec } from '../../../src/protocol/index.ts';
 import type { AdapterRequest, ProviderAdapter } from '../adapter.ts';
 import { ProviderErrorCode, scrubSecrets, signalReason, toProviderError } from '../provider-errors.ts';
-import { DEFAULT_TIMEOUT_MS, FinishReason, bridgeSdkLogger, createStreamingAdapter, openStream, parseToolArguments } from './shared.ts';
+import { DEFAULT_TIMEOUT_MS, FinishReason, bridgeSdkLogger, createStreamingAdapter, parseToolArguments } from './shared.ts';
 
 /** The default base URL of the Anthropic API. */
 export const ANTHROPIC_BASE_URL = 'https://api.anthropic.com';
@@ -72,8 +72,8 @@ export function createAnthropicAdapter(options: AnthropicAdapterOptions): Provid
     ...(options.defaultHeaders ? { defaultHeaders: { ...options.defaultHeaders } } : {}),
   });
 
-  const mapError = (error: unknown, signal: AbortSignal) =>
-    toProviderError(error, { provider: name, secrets, signal, classes: SDK_ERRORS, now: now() });
+  const mapError = (error: unknown, signal: AbortSignal, { beforeResponse = false } = {}) =>
+    toProviderError(error, { provider: name, secrets, signal, classes: SDK_ERRORS, now: now(), beforeResponse });
 
   function params(request: AdapterRequest): MessageCreateParamsBase {
     const { system, messages } = toAnthropicMessages(request.messages);
@@ -91,7 +91,9 @@ export function createAnthropicAdapter(options: AnthropicAdapterOptions): Provid
   }
 
   async function* stream(request: AdapterRequest, signal: AbortSignal): AsyncGenerator<ChunkBody, void, undefined> {
-    const response = await openStream(() => client.messages.create({ ...params(request), stream: true }, { signal }), (error) => mapError(error, signal), name);
+    const response = await client.messages.create({ ...params(request), stream: true }, { signal }).catch((error: unknown) => {
+      throw mapError(error, signal, { beforeResponse: true });
+    });
     const blocks = new Map<number, { id: string; name: string; json: string }>();
     let inputTokens = 0;
     let outputTokens = 0;

@@ -10,7 +10,7 @@ import type { ChatMessage, ChunkBody, ToolSpec, Usage } from '../../../src/proto
 import type { AdapterRequest, ProviderAdapter } from '../adapter.ts';
 import { ProviderErrorCode, scrubSecrets, signalReason, toProviderError } from '../provider-errors.ts';
 import { ProviderError } from '../../../src/errors.ts';
-import { DEFAULT_TIMEOUT_MS, FinishReason, bridgeSdkLogger, createStreamingAdapter, openStream, parseToolArguments } from './shared.ts';
+import { DEFAULT_TIMEOUT_MS, FinishReason, bridgeSdkLogger, createStreamingAdapter, parseToolArguments } from './shared.ts';
 
 /** The default base URL of the OpenAI API. */
 export const OPENAI_BASE_URL = 'https://api.openai.com/v1';
@@ -68,8 +68,8 @@ export function createOpenAIAdapter(options: OpenAIAdapterOptions = {}): Provide
     ...(options.defaultHeaders ? { defaultHeaders: { ...options.defaultHeaders } } : {}),
   });
 
-  const mapError = (error: unknown, signal: AbortSignal) =>
-    toProviderError(error, { provider: name, secrets, signal, classes: SDK_ERRORS, now: now() });
+  const mapError = (error: unknown, signal: AbortSignal, { beforeResponse = false } = {}) =>
+    toProviderError(error, { provider: name, secrets, signal, classes: SDK_ERRORS, now: now(), beforeResponse });
 
   function params(request: AdapterRequest): ChatCompletionCreateParamsBase {
     const body: ChatCompletionCreateParamsBase = { model: request.model, messages: toOpenAIMessages(request.messages) };
@@ -82,7 +82,9 @@ export function createOpenAIAdapter(options: OpenAIAdapterOptions = {}): Provide
   async function* stream(request: AdapterRequest, signal: AbortSignal): AsyncGenerator<ChunkBody, void, undefined> {
     const body = { ...params(request), stream: true as const };
     if (options.streamUsage !== false) body.stream_options = { include_usage: true };
-    const response = await openStream(() => client.chat.completions.create(body, { signal }), (error) => mapError(error, signal), name);
+    const response = await client.chat.completions.create(body, { signal }).catch((error: unknown) => {
+      throw mapError(error, signal, { beforeResponse: true });
+    });
     const calls = new Map<number, { id: string; name: string; arguments: string }>();
     let usage: Usage | undefined;
     let finishReason: string | undefined;

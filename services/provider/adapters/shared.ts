@@ -1,9 +1,7 @@
-import { ProviderError } from '../../../src/errors.ts';
 import type { Logger } from '../../../src/logging.ts';
 import type { ChunkBody } from '../../../src/protocol/index.ts';
 import type { AdapterRequest, ProviderAdapter } from '../adapter.ts';
 import { streamWithFallback } from '../fallback-stream.ts';
-import { ProviderErrorCode } from '../provider-errors.ts';
 
 /** The HTTP timeout of one SDK call when the provider's `timeoutMs` is not set: 10 minutes. */
 export const DEFAULT_TIMEOUT_MS = 600_000;
@@ -56,22 +54,6 @@ export function bridgeSdkLogger(
   const warn = (message: string) => logger?.warn({ source: 'sdk' }, scrub(message));
   const debug = (message: string) => logger?.debug({ source: 'sdk' }, scrub(message));
   return { error: warn, warn, info: debug, debug };
-}
-
-/**
- * Opens a streaming SDK call. An error before the response is an HTTP answer or a refused connection,
- * not a broken stream: what `mapError` would call `stream_interrupted` is `connection_failed` here, so
- * the stream fallback leaves it to the retry layer.
- */
-export async function openStream<T>(open: () => Promise<T>, mapError: (error: unknown) => Error, provider: string): Promise<T> {
-  try {
-    return await open();
-  } catch (error) {
-    const mapped = mapError(error);
-    throw mapped instanceof ProviderError && mapped.code === ProviderErrorCode.streamInterrupted
-      ? new ProviderError(ProviderErrorCode.connectionFailed, mapped.message, { provider, retryable: true })
-      : mapped;
-  }
 }
 
 /** What {@link createStreamingAdapter} needs: the adapter's two calls of one request. */
