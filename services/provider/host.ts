@@ -108,15 +108,14 @@ export function createProviderHost(options: ProviderHostOptions): ProviderHost {
     controller.abort(reason);
   }
 
-  async function run(adapter: ProviderAdapter, request: GenerateRequest, writer: ChunkWriter, controller: AbortController, logger: Logger): Promise<void> {
+  async function run(adapter: ProviderAdapter, request: AdapterRequest, writer: ChunkWriter, controller: AbortController, logger: Logger): Promise<void> {
     const { signal } = controller;
     const timer = setTimeout(
       () => interrupt(writer, controller, new TimeoutError(`provider request ran past ${requestTimeoutMs} ms`, requestTimeoutMs)),
       requestTimeoutMs,
     );
     try {
-      const adapterRequest = toAdapterRequest(request, adapter.name);
-      for await (const chunk of adapter.generate(adapterRequest, { signal })) {
+      for await (const chunk of adapter.generate(request, { signal })) {
         if (writer.ended) break;
         writer.write(chunk);
         if (isTerminalChunk(chunk)) break;
@@ -144,10 +143,10 @@ export function createProviderHost(options: ProviderHostOptions): ProviderHost {
       logger.warn({ subject: message.subject }, 'generate request without a reply subject; dropped');
       return;
     }
-    let request: GenerateRequest;
+    let request: AdapterRequest;
     try {
-      request = codec.decodeAs(generateRequestSchema, message.data, message.headers?.get('Content-Type'));
-      adapterModel(request.model, adapter.name);
+      // Converting checks that the model belongs to this provider.
+      request = toAdapterRequest(codec.decodeAs(generateRequestSchema, message.data, message.headers?.get('Content-Type')), adapter.name);
     } catch (error) {
       const requestId = salvageRequestId(codec, message);
       logger.warn({ err: error, requestId }, 'invalid generate request');
