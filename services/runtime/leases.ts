@@ -43,7 +43,6 @@ export interface SessionLeases {
   orphans(): Promise<OrphanSession[]>;
   /** Renews every held lease; calls `onLost` for those another node took. */
   renewAll(onLost: (tenant: string, sessionId: string) => void): Promise<void>;
-  held(): number;
 }
 
 /** Creates the lease manager of one node over a KV bucket. */
@@ -116,7 +115,6 @@ export function createSessionLeases(deps: { kv: KV; codec: Codec; nodeId: string
     }
   }
 
-  /** Renews a held lease with its current `active` flag; false when another node has taken it. */
   /** Renews a held lease with its `active` flag: `held`, `lost` when another node took it, `gone` once released. */
   function write(key: string, lease: HeldLease): Promise<'held' | 'lost' | 'gone'> {
     const attempt = (lease.chain ?? Promise.resolve()).then(async (): Promise<'held' | 'lost' | 'gone'> => {
@@ -178,7 +176,6 @@ export function createSessionLeases(deps: { kv: KV; codec: Codec; nodeId: string
       const found: OrphanSession[] = [];
       const keys = await kv.keys();
       for await (const key of keys) {
-
         if (held.has(key)) continue;
         const entry = await kv.get(key);
         if (!entry || entry.operation !== 'PUT') continue;
@@ -198,7 +195,6 @@ export function createSessionLeases(deps: { kv: KV; codec: Codec; nodeId: string
         }),
       );
     },
-    held: () => held.size,
   };
 }
 

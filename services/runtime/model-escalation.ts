@@ -3,10 +3,10 @@ import type { LogEvent } from '../../src/protocol/index.ts';
 import type { ModelEscalation } from '../../machines/index.ts';
 
 /** The key the provider adapters put unparseable tool-call arguments under (see `parseToolArguments`). */
-export const INVALID_JSON_KEY = '_invalidJson';
+const INVALID_JSON_KEY = '_invalidJson';
 
 /** Validation failures of the small model after which a turn moves to the large one. */
-export const DEFAULT_MAX_VALIDATION_FAILURES = 2;
+const DEFAULT_MAX_VALIDATION_FAILURES = 2;
 
 /** Why a step runs on the large model. */
 export const EscalationReason = {

@@ -220,11 +220,11 @@ function createActors(scopeOf: (system: AnyActorSystem) => SessionScope) {
     });
   });
 
-  /** One provider call of a step on one model; `contentStarted` is called once text or a tool call came out. */
   /**
-   * Streams one model call; a stream interrupted midway (chunks lost across a reconnect, an upstream
-   * stream cut after its first token) is made once more from the start. Nothing of it is logged yet,
-   * and a live `retry` tells clients to drop the partial text they were shown.
+   * Streams one model call; `contentStarted` is called once text or a tool call came out. A stream
+   * interrupted midway (chunks lost across a reconnect, an upstream stream cut after its first token) is
+   * made again from the start, at most twice. Nothing of it is logged yet, and a live `retry` tells clients
+   * to drop the partial text they were shown.
    */
   async function streamWithRestart(services: SessionServices, input: StreamInput, model: string, contentStarted: () => void, signal: AbortSignal) {
     const delays = [250, 1000];
