@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { ProviderError } from '../../src/errors.ts';
 import type { Logger } from '../../src/logging.ts';
+import { ZERO_USAGE, addUsage } from '../../src/protocol/index.ts';
 import type { ChatMessage, ChunkBody, ToolCall, ToolSpec, Usage } from '../../src/protocol/index.ts';
 import type { AdapterRequest, ProviderAdapter } from './adapter.ts';
 import { FinishReason } from './adapters/shared.ts';
@@ -139,11 +140,11 @@ export function withJsonActions(adapter: ProviderAdapter, options: JsonActionOpt
   async function* run(request: AdapterRequest, signal: AbortSignal): AsyncGenerator<ChunkBody, Collected, undefined> {
     let text = '';
     const toolCalls: ChunkBody[] = [];
-    let usage: Usage = { inputTokens: 0, outputTokens: 0 };
+    let usage: Usage = ZERO_USAGE;
     for await (const chunk of adapter.generate(request, { signal })) {
       if (chunk.type === 'text-delta') text += chunk.text;
       else if (chunk.type === 'tool-call') toolCalls.push(chunk);
-      else if (chunk.type === 'usage') usage = { inputTokens: usage.inputTokens + chunk.usage.inputTokens, outputTokens: usage.outputTokens + chunk.usage.outputTokens };
+      else if (chunk.type === 'usage') usage = addUsage(usage, chunk.usage);
       else if (chunk.type !== 'done') yield chunk;
     }
     return { text, toolCalls, usage };
@@ -191,7 +192,7 @@ export function withJsonActions(adapter: ProviderAdapter, options: JsonActionOpt
         { role: 'user', content: jsonActionRetryPrompt(parsed.reason) },
       ];
       const second = yield* run({ ...request, messages: retryMessages, tools: [] }, signal);
-      usage = { inputTokens: usage.inputTokens + second.usage.inputTokens, outputTokens: usage.outputTokens + second.usage.outputTokens };
+      usage = addUsage(usage, second.usage);
       const reparsed = parseJsonAction(second.text, toolNames);
       if (reparsed.ok) {
         yield* finish(reparsed.action);

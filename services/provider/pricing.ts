@@ -1,4 +1,5 @@
 import type { Logger } from '../../src/logging.ts';
+import { ZERO_USAGE, addUsage } from '../../src/protocol/index.ts';
 import type { ChunkBody, Usage } from '../../src/protocol/index.ts';
 import type { ProviderAdapter } from './adapter.ts';
 
@@ -107,13 +108,9 @@ export function withCost(adapter: ProviderAdapter, pricing: Pricing, options: { 
     name: adapter.name,
     async *generate(request, { signal }) {
       const model = `${adapter.name}:${request.model}`;
-      let inputTokens = 0;
-      let outputTokens = 0;
+      let usage = ZERO_USAGE;
       for await (const chunk of adapter.generate(request, { signal })) {
-        if (chunk.type === 'usage') {
-          inputTokens += chunk.usage.inputTokens;
-          outputTokens += chunk.usage.outputTokens;
-        }
+        if (chunk.type === 'usage') usage = addUsage(usage, chunk.usage);
         if (chunk.type !== 'done') {
           yield chunk;
           continue;
@@ -122,7 +119,7 @@ export function withCost(adapter: ProviderAdapter, pricing: Pricing, options: { 
           warned.add(model);
           options.logger?.warn({ model }, 'no price known for this model: its cost counts as 0; add it to the pricing config');
         }
-        const done: ChunkBody = { ...chunk, model, cost: pricing.costOf(model, { inputTokens, outputTokens }) };
+        const done: ChunkBody = { ...chunk, model, cost: pricing.costOf(model, usage) };
         yield done;
       }
     },
