@@ -1,14 +1,8 @@
-import type { GenerateChunk, GenerateRequest, SafetyTier, ToolCallReply, ToolCallRequest } from '../../src/protocol/index.ts';
+import type { GenerateChunk, GenerateRequest, ToolCallReply, ToolCallRequest } from '../../src/protocol/index.ts';
+import type { ToolDescriptor } from '../../src/tool-sdk/index.ts';
 
-/** A tool some live worker serves, as the runtime sees it. */
-export interface ToolInfo {
-  readonly name: string;
-  readonly description: string;
-  readonly parameters: Record<string, unknown>;
-  readonly tier: SafetyTier;
-  readonly timeoutMs: number;
-  readonly idempotent: boolean;
-}
+/** A tool some live worker serves, as the runtime sees it: what the worker announced. */
+export type ToolInfo = ToolDescriptor;
 
 /** How the runtime reaches the provider services. */
 export interface ProviderPort {
