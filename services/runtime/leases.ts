@@ -93,7 +93,7 @@ export function createSessionLeases(deps: { kv: KV; codec: Codec; nodeId: string
     if (current && current.node !== '' && current.node !== nodeId && current.expiresAt > now()) return false;
     const { value, bytes } = encode(options.active === true || (mine?.active ?? current?.active ?? false));
     try {
-      const revision = entry ? (entry.operation === 'PUT' ? await kv.update(key, bytes, entry.revision) : await kv.create(key, bytes)) : await kv.create(key, bytes);
+      const revision = entry?.operation === 'PUT' ? await kv.update(key, bytes, entry.revision) : await kv.create(key, bytes);
       if (mine) {
         // Renewals chained on this lease keep working on the same object.
         mine.revision = revision;
