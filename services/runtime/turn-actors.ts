@@ -1,3 +1,4 @@
+import { setTimeout as delay } from 'node:timers/promises';
 import { fromPromise } from 'xstate';
 import type { AnyActorRef } from 'xstate';
 import { ErrorCode, LogEventType, MODEL_PATTERN, TurnEndReason, ZERO_USAGE, toErrorData } from '../../src/protocol/index.ts';
@@ -24,22 +25,6 @@ import { countValidationFailures, decideModel } from './model-escalation.ts';
 import type { EscalationReason } from './model-escalation.ts';
 import type { ToolInfo } from './ports.ts';
 import type { SessionServices } from './session-services.ts';
-
-/** Waits `ms`, or rejects with the signal's reason when it aborts first. */
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(abortReason(signal));
-    };
-    const timer = setTimeout(() => {
-      signal.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    if (signal.aborted) onAbort();
-    else signal.addEventListener('abort', onAbort, { once: true });
-  });
-}
 
 /** The actor system a session actor and its children share. */
 type AnyActorSystem = AnyActorRef['system'];
@@ -241,7 +226,10 @@ function createActors(scopeOf: (system: AnyActorSystem) => SessionScope) {
         interrupted = true;
         services.logger.warn({ turnId: input.turnId, step: input.step, model, error: data }, 'provider stream interrupted; calling again');
         services.live.publish('retry', stepScope(services, input), { attempt: attempt + 1, maxAttempts: delays.length + 1, delayMs, error: data, model });
-        await sleep(delayMs, signal);
+        // Node rejects an aborted delay with a plain AbortError; the turn needs the signal's own reason (a timeout stays a timeout).
+        await delay(delayMs, undefined, { signal }).catch(() => {
+          throw abortReason(signal);
+        });
       }
     }
   }
