@@ -155,11 +155,8 @@ export const turnMachine = setup({
   actions: {
     end: assign((_, params: { reason: TurnEndReason }) => ({ outcome: params.reason })),
     fail: assign((_, params: { error: unknown }) => {
-      const data = toErrorData(params.error);
-      // AbortSignal.timeout() rejects with a DOMException named TimeoutError, not our TimeoutError class.
-      const timedOut = data.code === ErrorCode.timeout || (params.error instanceof Error && params.error.name === 'TimeoutError');
-      const error = timedOut ? { ...data, code: ErrorCode.timeout } : data;
-      return { outcome: timedOut ? TurnEndReason.timeout : TurnEndReason.failed, error };
+      const error = toErrorData(params.error);
+      return { outcome: error.code === ErrorCode.timeout ? TurnEndReason.timeout : TurnEndReason.failed, error };
     }),
   },
   delays: {
