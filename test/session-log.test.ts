@@ -21,7 +21,7 @@ beforeAll(async () => {
   const jsm = await jetstreamManager(nats.nc);
   const names = await ensureStreams(jsm, { prefix: 'agentbus' });
   await ensureStreams(jsm, { prefix: 'agentbus' });
-  log = createSessionLog({ js: jetstream(nats.nc), jsm, subjects: createSubjects(), codec: createCodec(), stream: names.log });
+  log = createSessionLog({ nc: nats.nc, js: jetstream(nats.nc), jsm, subjects: createSubjects(), codec: createCodec(), stream: names.log });
 });
 
 describe('session log', () => {
@@ -48,6 +48,23 @@ describe('session log', () => {
     const again = await log.append(event, 0);
     expect(again).toBe(seq);
     expect(await log.read('acme', 's3')).toHaveLength(1);
+  });
+
+  it('says so when no stream takes the append', async () => {
+    const jsm = await jetstreamManager(nats.nc);
+    const elsewhere = createSessionLog({ nc: nats.nc, js: jetstream(nats.nc), jsm, subjects: createSubjects('nostream'), codec: createCodec(), stream: 'AGENTBUS_LOG' });
+    await expect(elsewhere.append(userMessage('s4', 'lost'), 0)).rejects.toMatchObject({ code: 'no_responders', retryable: true });
+  });
+
+  it('pipelines a group: the first append carries the expected sequence, all are acknowledged in order', async () => {
+    const first = await log.append(userMessage('s5', 'one'), 0);
+    const stored: Array<[number, number]> = [];
+    await log.appendGroup([userMessage('s5', 'two'), userMessage('s5', 'three'), userMessage('s5', 'four')], first, (index, seq) => stored.push([index, seq]));
+    expect(stored.map(([index]) => index)).toEqual([0, 1, 2]);
+    expect(stored.map(([, seq]) => seq)).toEqual([...stored.map(([, seq]) => seq)].sort((a, b) => a - b));
+    const stale = log.appendGroup([userMessage('s5', 'stale')], first, () => undefined);
+    await expect(stale).rejects.toBeInstanceOf(LogConflictError);
+    expect((await log.read('acme', 's5')).map((event) => event.type === 'user.message' && event.data.text)).toEqual(['one', 'two', 'three', 'four']);
   });
 
   it('reads an empty session as no events', async () => {

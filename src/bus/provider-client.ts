@@ -13,6 +13,8 @@ import type { Logger } from '../logging.ts';
 import { generateChunkSchema, isToken } from '../protocol/index.ts';
 import type { CancelRequest, Codec, GenerateChunk, GenerateRequest, Subjects } from '../protocol/index.ts';
 import { request as busRequest } from './request.ts';
+import { createReplyMux } from './reply-mux.ts';
+import type { ReplyMux } from './reply-mux.ts';
 import { streamRequest } from './stream-reply.ts';
 
 /** Default longest silence between two chunks (the first one included). */
@@ -49,6 +51,8 @@ export interface ProviderClientOptions {
   readonly logger: Logger;
   /** Wait for the acknowledgement of a cancel; no acknowledgement is fine. Default 1 s. */
   readonly cancelTimeoutMs?: number;
+  /** Reply subjects for the streams; by default the client makes its own mux on `nc`. */
+  readonly replies?: ReplyMux;
 }
 
 /** The provider of a `<provider>:<model>` name; throws {@link InvalidInputError} when there is none. */
@@ -77,6 +81,7 @@ export function providerErrorFromData(data: ErrorData, provider: string): Agentb
  */
 export function createProviderClient(options: ProviderClientOptions): ProviderClient {
   const { nc, subjects, codec, logger } = options;
+  const replies = options.replies ?? createReplyMux(nc);
   const cancelTimeoutMs = options.cancelTimeoutMs ?? DEFAULT_CANCEL_TIMEOUT_MS;
   // Streams in flight when the connection drops may have lost chunks no one will resend; they end as
   // interrupted at the reconnect instead of waiting for their idle timeout.
@@ -98,9 +103,7 @@ export function createProviderClient(options: ProviderClientOptions): ProviderCl
   async function sendCancel(provider: string, requestId: string): Promise<void> {
     const body: CancelRequest = { v: 1, id: requestId };
     try {
-      const reply = await busRequest(nc, subjects.providerCancel(provider), codec.encode(body), {
-        timeoutMs: cancelTimeoutMs,
-      });
+      const reply = await busRequest(nc, subjects.providerCancel(provider), codec.encode(body), { timeoutMs: cancelTimeoutMs, replies });
       logger.debug({ provider, requestId, ack: codec.decode(reply.data, reply.headers?.get('Content-Type')) }, 'provider cancel acknowledged');
     } catch (err) {
       // The request may have finished meanwhile: then no instance holds it and none answers.
@@ -134,6 +137,7 @@ export function createProviderClient(options: ProviderClientOptions): ProviderCl
       const stream = streamRequest(nc, subject, codec.encode(request), () => false, {
         idleTimeoutMs: callOptions.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS,
         timeoutMs: callOptions.timeoutMs ?? DEFAULT_GENERATE_TIMEOUT_MS,
+        replies,
         signal: signal === undefined ? interruption.signal : AbortSignal.any([signal, interruption.signal]),
       });
       for await (const message of stream) {

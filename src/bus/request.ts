@@ -7,12 +7,15 @@ import {
 import type { Msg, MsgHdrs, NatsConnection } from '@nats-io/nats-core';
 import { NoRespondersError, TimeoutError, abortReason } from '../errors.ts';
 import { ContentType } from '../protocol/index.ts';
+import type { ReplyMux } from './reply-mux.ts';
 
 /** Options of every bus wait: a timeout and an optional AbortSignal. */
 export interface WaitOptions {
   readonly timeoutMs: number;
   readonly signal?: AbortSignal;
   readonly headers?: MsgHdrs;
+  /** Takes the reply through this mux (one shared subscription) instead of a nats.js request. */
+  readonly replies?: ReplyMux;
 }
 
 /** msgpack headers for a payload, plus any extra ones. */
@@ -34,6 +37,7 @@ export function isNoResponders(message: Msg): boolean {
  */
 export async function request(nc: NatsConnection, subject: string, payload: Uint8Array, options: WaitOptions): Promise<Msg> {
   options.signal?.throwIfAborted();
+  if (options.replies) return requestVia(options.replies, nc, subject, payload, options);
   const { promise: aborted, cleanup } = abortPromise(options.signal);
   try {
     const reply = nc.request(subject, payload, { timeout: options.timeoutMs, headers: options.headers ?? msgpackHeaders() });
@@ -45,6 +49,38 @@ export async function request(nc: NatsConnection, subject: string, payload: Uint
   } finally {
     cleanup();
   }
+}
+
+/** {@link request} with the reply taken through a mux route: one timer, no subscription, no nats.js request. */
+function requestVia(replies: ReplyMux, nc: NatsConnection, subject: string, payload: Uint8Array, options: WaitOptions): Promise<Msg> {
+  return new Promise<Msg>((resolve, reject) => {
+    const { signal } = options;
+    const finish = () => {
+      route.close();
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+    };
+    const onAbort = () => {
+      finish();
+      reject(abortReason(signal!));
+    };
+    const route = replies.route((message) => {
+      finish();
+      if (isNoResponders(message)) reject(new NoRespondersError(subject));
+      else resolve(message);
+    });
+    const timer = setTimeout(() => {
+      finish();
+      reject(new TimeoutError(`no reply on ${subject} within ${options.timeoutMs} ms`, options.timeoutMs, subject));
+    }, options.timeoutMs);
+    signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      nc.publish(subject, payload, { reply: route.subject, headers: options.headers ?? msgpackHeaders() });
+    } catch (error) {
+      finish();
+      reject(error);
+    }
+  });
 }
 
 /**

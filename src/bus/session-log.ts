@@ -1,11 +1,23 @@
-import { DeliverPolicy, JetStreamApiError } from '@nats-io/jetstream';
+import { DeliverPolicy } from '@nats-io/jetstream';
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
-import { LogConflictError, TimeoutError, abortReason } from '../errors.ts';
-import { isLogEventType } from '../protocol/index.ts';
+import type { NatsConnection } from '@nats-io/nats-core';
+import { z } from 'zod';
+import { AgentbusError, ErrorCode, LogConflictError, NoRespondersError, TimeoutError, abortReason } from '../errors.ts';
+import { ContentType, isLogEventType } from '../protocol/index.ts';
 import type { Codec, LogEvent, Subjects } from '../protocol/index.ts';
-import { msgpackHeaders } from './request.ts';
+import { createReplyMux } from './reply-mux.ts';
+import type { ReplyMux } from './reply-mux.ts';
+import { msgpackHeaders, request } from './request.ts';
 
 const WRONG_LAST_SEQUENCE = 10071;
+
+/** JetStream's answer to a publish (its documented PubAck); a refusal carries `error` (and `seq` 0). */
+const pubAckSchema = z.object({
+  stream: z.string().optional(),
+  seq: z.number().int().nonnegative().optional(),
+  duplicate: z.boolean().optional(),
+  error: z.object({ code: z.number(), err_code: z.number().optional(), description: z.string() }).optional(),
+});
 
 /** The durable log of sessions: appends with a single writer per session, and reads back. */
 export interface SessionLog {
@@ -36,15 +48,19 @@ export interface SessionLog {
  * const seq = await log.append(event, lastSeq);
  */
 export function createSessionLog(deps: {
+  nc: NatsConnection;
   js: JetStreamClient;
   jsm: JetStreamManager;
   subjects: Subjects;
   codec: Codec;
   stream: string;
   appendTimeoutMs?: number;
+  /** Reply subjects for the acknowledgements; by default the log makes its own mux on `nc`. */
+  replies?: ReplyMux;
 }): SessionLog {
-  const { js, jsm, subjects, codec, stream } = deps;
+  const { nc, js, jsm, subjects, codec, stream } = deps;
   const appendTimeoutMs = deps.appendTimeoutMs ?? 10_000;
+  const replies = deps.replies ?? createReplyMux(nc);
 
   async function lastSeq(tenant: string, sessionId: string): Promise<number> {
     try {
@@ -56,22 +72,38 @@ export function createSessionLog(deps: {
     }
   }
 
+  /**
+   * A JetStream publish as the protocol has it (headers `Nats-Msg-Id` and `Nats-Expected-Last-Subject-Sequence`,
+   * a PubAck or an error on the reply subject), the reply taken through the mux: pipelined appends share one
+   * subscription and cost no request object each.
+   */
   async function publish(event: LogEvent, expectedSeq: number | undefined): Promise<number> {
     const subject = subjects.log(event.tenant, event.sessionId);
+    const headers = msgpackHeaders();
+    headers.set('Nats-Msg-Id', event.id);
+    if (expectedSeq !== undefined) headers.set('Nats-Expected-Last-Subject-Sequence', String(expectedSeq));
+    let reply;
     try {
-      const ack = await js.publish(subject, codec.encode(event), {
-        msgID: event.id,
-        ...(expectedSeq === undefined ? {} : { expect: { lastSubjectSequence: expectedSeq } }),
-        timeout: appendTimeoutMs,
-        headers: msgpackHeaders(),
-      });
-      return ack.seq;
+      reply = await request(nc, subject, codec.encode(event), { timeoutMs: appendTimeoutMs, headers, replies });
     } catch (error) {
-      if (expectedSeq !== undefined && error instanceof JetStreamApiError && error.code === WRONG_LAST_SEQUENCE) {
-        throw new LogConflictError(event.sessionId, expectedSeq, { cause: error });
+      if (error instanceof NoRespondersError) {
+        throw new AgentbusError(ErrorCode.noResponders, `no JetStream stream takes ${subject} (is JetStream on, and ${stream} there?)`, { cause: error, retryable: true });
       }
       throw error;
     }
+    const ack = codec.decodeAs(pubAckSchema, reply.data, ContentType.json);
+    if (ack.error) {
+      if (expectedSeq !== undefined && ack.error.err_code === WRONG_LAST_SEQUENCE) {
+        throw new LogConflictError(event.sessionId, expectedSeq, { cause: new Error(ack.error.description) });
+      }
+      throw new AgentbusError(ErrorCode.internal, `JetStream refused an append to ${subject}: ${ack.error.description} (${ack.error.err_code ?? ack.error.code})`, {
+        retryable: ack.error.code >= 500,
+      });
+    }
+    if (ack.stream !== stream || !ack.seq) {
+      throw new AgentbusError(ErrorCode.internal, `an append to ${subject} was acknowledged as ${ack.stream ?? 'no stream'} seq ${ack.seq ?? 'none'}, not by ${stream}`);
+    }
+    return ack.seq;
   }
 
   return {

@@ -1,6 +1,7 @@
 import { createInbox } from '@nats-io/nats-core';
 import type { Msg, MsgHdrs, NatsConnection } from '@nats-io/nats-core';
 import { NoRespondersError, TimeoutError, abortReason } from '../errors.ts';
+import type { ReplyMux } from './reply-mux.ts';
 import { isNoResponders, msgpackHeaders } from './request.ts';
 
 /** Options of a streamed request. */
@@ -11,6 +12,8 @@ export interface StreamRequestOptions {
   readonly timeoutMs: number;
   readonly signal?: AbortSignal;
   readonly headers?: MsgHdrs;
+  /** Takes the stream through this mux (one shared subscription) instead of a subscription of its own. */
+  readonly replies?: ReplyMux;
 }
 
 /**
@@ -28,21 +31,30 @@ export async function* streamRequest(
   options: StreamRequestOptions,
 ): AsyncGenerator<Msg, void, undefined> {
   options.signal?.throwIfAborted();
-  const inbox = createInbox();
   const queue: Msg[] = [];
   let wake: (() => void) | undefined;
-  const subscription = nc.subscribe(inbox, {
-    callback: (error, message) => {
-      if (!error) queue.push(message);
-      wake?.();
-    },
-  });
+  const onMessage = (message: Msg) => {
+    queue.push(message);
+    wake?.();
+  };
+  let route: { readonly subject: string; close(): void };
+  if (options.replies) {
+    route = options.replies.route(onMessage);
+  } else {
+    const subscription = nc.subscribe(createInbox(), {
+      callback: (error, message) => {
+        if (error) wake?.();
+        else onMessage(message);
+      },
+    });
+    route = { subject: subscription.getSubject(), close: () => subscription.unsubscribe() };
+  }
   const started = Date.now();
   let timer: ReturnType<typeof setTimeout> | undefined;
   const onAbort = () => wake?.();
   options.signal?.addEventListener('abort', onAbort, { once: true });
   try {
-    nc.publish(subject, payload, { reply: inbox, headers: options.headers ?? msgpackHeaders() });
+    nc.publish(subject, payload, { reply: route.subject, headers: options.headers ?? msgpackHeaders() });
     while (true) {
       if (queue.length === 0) {
         const remaining = options.timeoutMs - (Date.now() - started);
@@ -72,6 +84,6 @@ export async function* streamRequest(
   } finally {
     clearTimeout(timer);
     options.signal?.removeEventListener('abort', onAbort);
-    subscription.unsubscribe();
+    route.close();
   }
 }

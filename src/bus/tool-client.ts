@@ -7,6 +7,8 @@ import type { CancelRequest, Codec, Subjects, ToolCallReply, ToolCallRequest } f
 import { parseToolMetadata } from '../tool-sdk/tool-metadata.ts';
 import type { ToolDescriptor } from '../tool-sdk/tool-metadata.ts';
 import { abortPromise, request } from './request.ts';
+import { createReplyMux } from './reply-mux.ts';
+import type { ReplyMux } from './reply-mux.ts';
 import { discoverServices } from './service-discovery.ts';
 
 /** Options of {@link createToolClient}. */
@@ -28,6 +30,8 @@ export interface ToolClientOptions {
   readonly serviceName?: string;
   /** Longest wait for a cancel acknowledgement; default 500 ms. */
   readonly cancelTimeoutMs?: number;
+  /** Reply subjects for calls; by default the client makes its own mux on `nc`. */
+  readonly replies?: ReplyMux;
   readonly now?: () => number;
 }
 
@@ -59,6 +63,7 @@ function failed(callId: string, error: ErrorData): ToolCallReply {
  */
 export function createToolClient(options: ToolClientOptions): ToolClient {
   const { nc, subjects, codec } = options;
+  const replies = options.replies ?? createReplyMux(nc);
   const now = options.now ?? Date.now;
   const logger = options.logger.child({ component: 'tool-client' });
   const ttl = options.discoveryTtlMs ?? 2000;
@@ -115,7 +120,7 @@ export function createToolClient(options: ToolClientOptions): ToolClient {
   async function sendCancel(name: string, callId: string): Promise<void> {
     const body: CancelRequest = { v: 1, id: callId };
     try {
-      const ack = await request(nc, subjects.toolCancel(name), codec.encode(body), { timeoutMs: options.cancelTimeoutMs ?? 500 });
+      const ack = await request(nc, subjects.toolCancel(name), codec.encode(body), { timeoutMs: options.cancelTimeoutMs ?? 500, replies });
       logger.debug({ tool: name, callId, ack: codec.decode(ack.data, ack.headers?.get('Content-Type') || undefined) }, 'tool cancel acknowledged');
     } catch (err) {
       // No ack is normal when the call already finished or is still queued on a worker.
@@ -138,7 +143,7 @@ export function createToolClient(options: ToolClientOptions): ToolClient {
       return failed(callId, toErrorData(error));
     }
     try {
-      const message = await request(nc, subjects.toolCall(name), payload, { timeoutMs, ...(signal ? { signal } : {}) });
+      const message = await request(nc, subjects.toolCall(name), payload, { timeoutMs, replies, ...(signal ? { signal } : {}) });
       const reply = toolCallReplySchema.safeParse(decodeQuietly(message.data, message.headers?.get('Content-Type') || undefined));
       if (!reply.success || reply.data.callId !== callId) {
         logger.warn({ tool: name, callId }, 'malformed tool reply');
