@@ -13,7 +13,7 @@ const text = (message: Msg) => new TextDecoder().decode(message.data);
 describe('reply mux', () => {
   it('routes each reply to the route that asked, over one subscription', async () => {
     const { nc } = nats;
-    const echo = nc.subscribe('mux.echo', { callback: (_error, message) => message.respond(bytes(`re:${text(message)}`)) });
+    const echo = nc.subscribe('mux.echo', { callback: (_error, message) => void message.respond(bytes(`re:${text(message)}`)) });
     const replies = createReplyMux(nc);
     const subscribe = vi.spyOn(nc, 'subscribe');
     const request_ = vi.spyOn(nc, 'request');

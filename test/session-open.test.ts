@@ -10,8 +10,9 @@ const endedCount = (count: number) => (events: AgentEvent[]) => events.filter((e
 
 // Passivation deletes a session's lease, so "this node just created the lease" does not mean "the log is
 // empty": a session opened that way must still be read back, and must not get a second `session.created`.
-// (Skipping the read and relying on `Nats-Expected-Last-Subject-Sequence: 0` does not work on nats-server
-// 2.9.10: it does not refuse an append with expected sequence 0 to a subject that has messages.)
+// (Skipping the read and relying on `Nats-Expected-Last-Subject-Sequence: 0` keeps the log right, since
+// JetStream refuses that append, but a client subscribed to the session's subjects with core NATS still
+// receives the refused `session.created`: a publish reaches core subscribers whether or not a stream stores it.)
 describe('reopening a passivated session', () => {
   let stack: TestStack;
   beforeAll(async () => {

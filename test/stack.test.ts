@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AgentEvent } from '../src/protocol/index.ts';
+import { createCodec } from '../src/protocol/index.ts';
 import { collectEvents, requestJson, requestMsgpack, startStack } from './helpers/stack.ts';
 import type { TestStack } from './helpers/stack.ts';
 
@@ -53,5 +54,27 @@ describe('a prompt through the whole stack', () => {
     const events = await watcher.until((seen) => seen.some((event) => event.type === 'turn.ended'));
     expect(events.find((event) => event.type === 'turn.ended')).toMatchObject({ data: { reason: 'yielded' } });
     watcher.stop();
+  });
+
+  it('marks a new session active once, in the claim, before its prompt is logged', async () => {
+    // The lease bucket's writes and the session's log, in the order the server delivered them.
+    const codec = createCodec();
+    const seen: string[] = [];
+    const leases = stack.client.subscribe('$KV.AGENTBUS_LEASES.default.lease-1', {
+      callback: (_error, message) => {
+        const value = message.data.length > 0 ? (codec.decode(message.data) as { active?: boolean }) : undefined;
+        seen.push(`lease active=${value?.active}`);
+      },
+    });
+    const log = stack.client.subscribe('agentbus.default.sessions.lease-1.log', {
+      callback: (_error, message) => seen.push((codec.decode(message.data, message.headers?.get('Content-Type')) as AgentEvent).type),
+    });
+    const watcher = collectEvents(stack.client, 'default', 'lease-1');
+    expect(await requestJson(stack.client, 'agentbus.default.sessions.lease-1.prompt', { text: 'hello' })).toMatchObject({ accepted: true });
+    await watcher.until((events) => events.some((event) => event.type === 'turn.ended'));
+    watcher.stop();
+    leases.unsubscribe();
+    log.unsubscribe();
+    expect(seen.slice(0, seen.indexOf('user.message') + 1)).toEqual(['lease active=true', 'session.created', 'user.message']);
   });
 });

@@ -98,14 +98,19 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
   const keyOf = (tenant: string, sessionId: string) => `${tenant}.${sessionId}`;
   let stopping = false;
 
-  function host(tenant: string, sessionId: string): Promise<SessionHost> {
+  /**
+   * The session's host, opened on first use. `forPrompt`: the prompt's handler keeps the lease's `active`
+   * flag from then on; for any other opener it is watched here.
+   */
+  function host(tenant: string, sessionId: string, options: { forPrompt?: boolean } = {}): Promise<SessionHost> {
     const key = keyOf(tenant, sessionId);
     lastUsed.set(key, deps.now() - epoch);
     const known = hosts.get(key);
     if (known) return Promise.resolve(known);
     const opening = openSession(hostDeps, tenant, sessionId).then((opened) => {
       if (hosts.get(key) === opening) hosts.set(key, opened);
-      watchActivity(opened);
+      // Watching now would write `active: false` between the prompt's claim and its logging, then `true` again.
+      if (!options.forPrompt) watchActivity(opened);
       return opened;
     });
     opening.catch((err: unknown) => {
@@ -151,7 +156,7 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
       switch (verb) {
         case SessionVerb.prompt: {
           const prompt = decodePrompt(codec, message.data, contentType);
-          const session = await host(tenant, sessionId);
+          const session = await host(tenant, sessionId, { forPrompt: true });
           // Active before the prompt is logged: if this node dies now, another one resumes the turn.
           await leases.setActive(tenant, sessionId, true);
           const { turnId } = await session.prompt(prompt);
