@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { buildContext } from '../services/runtime/context-builder.ts';
 import { createTranscript } from '../services/runtime/transcript.ts';
 import type { LogEvent } from '../src/protocol/index.ts';
+import type { ConversationView } from '../services/runtime/transcript.ts';
 import { createCharCounter, createLogBuilder } from './helpers/log-events.ts';
 
 // A window where the system prompt ('sys', 4 tokens) and nothing else is reserved: budget = window - 4.
@@ -53,7 +54,17 @@ describe('buildContext', () => {
     const counted = counter.calls();
     const reads: number[] = [];
     const history = transcript.conversation('now');
-    const spy = { ...history, tokens: (index: number) => (reads.push(index), history.tokens(index)) };
+    const spy: ConversationView = {
+      summary: history.summary,
+      length: history.length,
+      resultsFollowCalls: history.resultsFollowCalls,
+      message: (index) => history.message(index),
+      seq: (index) => history.seq(index),
+      tokens: (index) => (reads.push(index), history.tokens(index)),
+      totalTokens: () => history.totalTokens(),
+      fit: (budget) => history.fit(budget),
+      messages: (start, head) => history.messages(start, head),
+    };
     const warm = buildContext({ model: 'scripted:default', history: spy, tools: [], toolTokens: 0, tokens: createCharCounter(), options: options(50) });
     expect(counter.calls()).toBe(counted);
     expect(warm.historyTokens).toBe(cold.historyTokens);

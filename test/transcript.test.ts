@@ -2,6 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { createTranscript } from '../services/runtime/transcript.ts';
 import type { ConversationView } from '../services/runtime/transcript.ts';
 import { createCharCounter, createLogBuilder } from './helpers/log-events.ts';
+import { createRandom, simulateArbitrarySession, simulateRuntimeSession } from './helpers/random-log.ts';
+import type { Random } from './helpers/random-log.ts';
 
 const contents = (view: ConversationView) => Array.from({ length: view.length }, (_, index) => view.message(index).content);
 
@@ -102,4 +104,166 @@ describe('transcript turns', () => {
     expect(transcript.events).toHaveLength(3);
     expect(transcript.lastSeq).toBe(3);
   });
+});
+
+/** The fit walked back from the newest message, as Preparing did before fits were kept. */
+function walkBack(view: ConversationView, budget: number) {
+  let start = view.length;
+  let used = 0;
+  while (start > 0) {
+    const size = view.tokens(start - 1);
+    if (used + size > budget) break;
+    used += size;
+    start -= 1;
+  }
+  return { start, used };
+}
+
+/** Whether every tool result follows its call's assistant message past results only, or opens the conversation. */
+function resultsFollowCalls(view: ConversationView): boolean {
+  for (let index = 0; index < view.length; index++) {
+    const message = view.message(index);
+    if (message.role !== 'tool') continue;
+    let at = index - 1;
+    while (at >= 0 && view.message(at).role === 'tool') at -= 1;
+    if (at < 0) continue;
+    const asker = view.message(at);
+    if (asker.role !== 'assistant' || !asker.toolCalls?.some((call) => call.id === message.toolCallId)) return false;
+  }
+  return true;
+}
+
+describe('conversation fit', () => {
+  it('is the longest run of newest messages within the budget, and moves on as the conversation grows', () => {
+    const log = createLogBuilder();
+    // Tokens: 'aaaa' 5, 'bb' 3, 'c' 2, then 'dddddd' 7.
+    const transcript = createTranscript([log.prompt('t1', 'aaaa'), log.answer('t1', 'bb'), log.prompt('t2', 'c')], createCharCounter());
+    expect(transcript.conversation('t2').fit(6)).toEqual({ start: 1, used: 5 });
+    expect(transcript.conversation('t2').fit(10)).toEqual({ start: 0, used: 10 });
+    expect(transcript.conversation('t2').fit(1)).toEqual({ start: 3, used: 0 });
+    transcript.add(log.answer('t2', 'dddddd'));
+    expect(transcript.conversation('t2').fit(6)).toEqual({ start: 4, used: 0 });
+    expect(transcript.conversation('t2').fit(10)).toEqual({ start: 2, used: 9 });
+  });
+
+  it('counts only the messages added since the last fit of the same budget', () => {
+    const log = createLogBuilder();
+    const counter = createCharCounter();
+    const transcript = createTranscript([], counter);
+    for (let turn = 0; turn < 200; turn++) transcript.add(log.prompt(`t${turn}`, 'qqqq'));
+    expect(transcript.conversation().fit(20)).toEqual({ start: 196, used: 20 });
+    const counted = counter.calls();
+    transcript.add(log.answer('t199', 'aaaa'));
+    expect(transcript.conversation().fit(20)).toEqual({ start: 197, used: 20 });
+    expect(counter.calls()).toBe(counted + 1);
+  });
+
+  it('is not moved on past a message inserted before its end', () => {
+    const log = createLogBuilder();
+    const transcript = createTranscript([log.prompt('t1', 'q1'), log.answer('t1', 'a1', [{ id: 'c1' }]), log.prompt('t2', 'q2')], createCharCounter());
+    // A fit of t2's view covers q2; t1's result goes in before it.
+    expect(transcript.conversation('t2').fit(100)).toEqual({ start: 0, used: 3 + 3 + 3 });
+    expect(transcript.conversation('t1').fit(100)).toEqual({ start: 0, used: 3 + 3 });
+    transcript.add(log.result('t1', 'c1', 'long result'));
+    expect(transcript.conversation('t1').fit(100)).toEqual({ start: 0, used: 3 + 3 + 12 });
+    expect(transcript.conversation('t2').fit(100)).toEqual({ start: 0, used: 3 + 3 + 12 + 3 });
+  });
+
+  it('starts again after a summary', () => {
+    const log = createLogBuilder();
+    const transcript = createTranscript([log.prompt('t1', 'q1'), log.answer('t1', 'a1'), log.prompt('t2', 'q2')], createCharCounter());
+    expect(transcript.conversation('t2').fit(100)).toEqual({ start: 0, used: 9 });
+    transcript.add(log.summary('t2', 'q1 asked', 1));
+    transcript.add(log.answer('t2', 'a2'));
+    expect(transcript.conversation('t2').fit(100)).toEqual({ start: 0, used: 9 });
+  });
+
+  it('gives the messages from a start, after a head when given', () => {
+    const log = createLogBuilder();
+    const view = createTranscript([log.prompt('t1', 'q1'), log.answer('t1', 'a1'), log.prompt('t2', 'q2')]).conversation('t1');
+    const head = { role: 'system', content: 'sys' } as const;
+    expect(view.messages(0).map((message) => message.content)).toEqual(['q1', 'a1']);
+    expect(view.messages(1, head).map((message) => message.content)).toEqual(['sys', 'a1']);
+    expect(view.messages(0, head).map((message) => message.content)).toEqual(['sys', 'q1', 'a1']);
+    expect(view.messages(2, head)).toEqual([head]);
+    expect(() => view.messages(3)).toThrow(RangeError);
+  });
+
+  it('says results follow their calls until one is logged elsewhere', () => {
+    const log = createLogBuilder();
+    const transcript = createTranscript([log.prompt('t1', 'q1'), log.answer('t1', 'a1', [{ id: 'c1' }, { id: 'c2' }]), log.result('t1', 'c2', 'r2')]);
+    transcript.add(log.result('t1', 'c1', 'r1'));
+    expect(transcript.conversation().resultsFollowCalls).toBe(true);
+    // A summary that took the call leaves its results leading the conversation: still whole runs.
+    transcript.add(log.summary('t1', 'asked', 2));
+    expect(transcript.conversation().resultsFollowCalls).toBe(true);
+    transcript.add(log.steer('t1', 'and?'));
+    transcript.add(log.result('t1', 'c2', 'late'));
+    expect(transcript.conversation().resultsFollowCalls).toBe(false);
+  });
+
+  it('says a result may not follow its call once a summary cut a turn that ran while another waited', () => {
+    const log = createLogBuilder();
+    const transcript = createTranscript([
+      log.prompt('t1', 'q1'),
+      log.answer('t1', 'a1', [{ id: 'c1' }, { id: 'c2' }]),
+      log.result('t1', 'c1', 'r1'),
+      log.prompt('t2', 'q2'),
+      log.result('t1', 'c2', 'r2'),
+      log.answer('t1', 'done'),
+      log.ended('t1'),
+      log.answer('t2', 'a2'),
+    ]);
+    expect(transcript.conversation().resultsFollowCalls).toBe(true);
+    transcript.add(log.summary('t2', 'q1, a1, r1', 3));
+    // After the summary a turn goes where its first message left is: t2's prompt (seq 4) before the rest of
+    // t1 (from seq 5), so r2 follows a2, which did not ask for it.
+    const view = transcript.conversation();
+    expect(contents(view)).toEqual(['q2', 'a2', 'r2', 'done']);
+    expect(view.resultsFollowCalls).toBe(false);
+  });
+
+  const budgets = [0, 1, 4, 12, 30, 75, 200, 10_000];
+  const sessions = {
+    'a session as the runtime logs it, one prompt at a time': (random: Random) => simulateRuntimeSession(random, { queuePrompts: false }),
+    'a session as the runtime logs it, prompts queued while a turn runs': (random: Random) => simulateRuntimeSession(random, { queuePrompts: true }),
+    'a log written some other way': simulateArbitrarySession,
+  };
+  for (const [kind, simulate] of Object.entries(sessions)) {
+    it(`matches a walk back from scratch over random histories, budgets and growth: ${kind}`, () => {
+      const counter = createCharCounter();
+      let whole = 0;
+      let checks = 0;
+      for (let seed = 1; seed <= 30; seed++) {
+        const random = createRandom(seed);
+        const session = simulate(random);
+        let transcript = createTranscript([], counter);
+        let budget = budgets[0]!;
+        for (let step = 0; step < 250; step++) {
+          for (const event of session.advance(transcript)) transcript.add(event);
+          // Now and then another node takes the session over from its log.
+          if (random.chance(0.03)) transcript = createTranscript(session.events, counter);
+          if (random.chance(0.4)) budget = random.pick(budgets);
+          const turns = session.turns();
+          const turnId = random.chance(0.8) ? session.running() : random.chance(0.5) || turns.length === 0 ? undefined : random.pick(turns);
+          const view = transcript.conversation(turnId);
+          const fresh = createTranscript(session.events, counter).conversation(turnId);
+          const context = `seed ${seed}, step ${step}, turn ${turnId}, budget ${budget}`;
+          expect(contents(view), context).toEqual(contents(fresh));
+          const fit = view.fit(budget);
+          expect(fit, context).toEqual(walkBack(fresh, budget));
+          expect(view.messages(fit.start), context).toEqual(fresh.messages(fit.start));
+          checks += 1;
+          if (view.resultsFollowCalls) {
+            whole += 1;
+            expect(resultsFollowCalls(view), context).toBe(true);
+          }
+        }
+      }
+      // Logged as the runtime logs, results follow their calls, except after a summary that reordered turns
+      // (see the test of a summary cutting a turn that ran while another waited).
+      if (kind.includes('one prompt at a time')) expect(whole).toBe(checks);
+      if (kind.includes('queued')) expect(whole).toBeGreaterThan(checks / 2);
+    });
+  }
 });

@@ -29,6 +29,14 @@ export interface ConversationView {
   /** Text of the newest `summary.created`, if any. */
   readonly summary: string | undefined;
   readonly length: number;
+  /**
+   * True when every tool result comes right after its call's assistant message (with only other results of
+   * that message between) or opens the conversation (a summary took its call): then, of any suffix of the
+   * view, only the leading tool results can lack their call. The runtime writes logs this way, but a summary
+   * that cut a turn while a prompt waited can put another turn's messages before the results it left (see
+   * `buildContext`). The index checks each result as it places it and turns this false until the next summary.
+   */
+  readonly resultsFollowCalls: boolean;
   message(index: number): ChatMessage;
   /** Log sequence of message `index`. */
   seq(index: number): number;
@@ -36,6 +44,21 @@ export interface ConversationView {
   tokens(index: number): number;
   /** Tokens of every message of the view: a running total, so O(1) once every message has been counted. */
   totalTokens(): number;
+  /**
+   * The newest messages that fit `budget` tokens: the longest suffix `[start, length)` whose tokens sum to at
+   * most `budget`, and that sum. The last fits are kept, so asking the same budget again as the conversation
+   * grows at its end costs O(new messages); anything else walks back from the newest message.
+   */
+  fit(budget: number): ConversationFit;
+  /** Messages `[start, length)` as a new array, after `head` when given: one copy either way. */
+  messages(start: number, head?: ChatMessage): ChatMessage[];
+}
+
+/** The suffix of a conversation that fits a budget: see {@link ConversationView.fit}. */
+export interface ConversationFit {
+  readonly start: number;
+  /** Tokens of messages `[start, length)`. */
+  readonly used: number;
 }
 
 /** The in-memory view of one session's log. */
@@ -59,31 +82,43 @@ export interface Transcript {
   trim(): void;
 }
 
-/** One chat message of the conversation with its log sequence and token count. */
-interface ConversationEntry {
-  readonly message: ChatMessage;
-  readonly seq: number;
-  tokens: number;
-}
-
 /** Lists shorter than this are copied to their exact size by `trim`. */
 const TRIM_BELOW = 64;
 
 /** Marks a token count not taken yet. */
 const UNCOUNTED = -1;
 
+/** Fits kept per index: a step asks for its budget and half of it (compaction), twice when it escalates. */
+const MAX_FITS = 4;
+
+/** A fit of messages `[start, end)` of the index in `budget`, kept to be moved on as the conversation grows. */
+interface KeptFit {
+  readonly budget: number;
+  end: number;
+  start: number;
+  used: number;
+}
+
 /**
- * The conversation index: flat arrays in turn order, each turn a contiguous range ending at `end`. An event of
- * a turn that is not the newest (a running turn after a queued prompt) is inserted at its turn's end; that
- * moves only the messages of the turns queued after it.
+ * The conversation index: parallel arrays in turn order (message `i` is `messages[i]`, logged at `seqs[i]`,
+ * costing `tokens[i]`), each turn a contiguous range ending at `end`. An event of a turn that is not the
+ * newest (a running turn after a queued prompt) is inserted at its turn's end; that moves only the messages
+ * of the turns queued after it.
  */
 interface ConversationIndex {
   summary: { text: string; throughSeq: number } | undefined;
-  entries: ConversationEntry[];
+  /** A plain array, so the window Preparing sends is one slice of it. */
+  messages: ChatMessage[];
+  seqs: number[];
+  tokens: number[];
   turns: Array<{ readonly turnId: string; end: number }>;
   /** Sum of the counts taken so far, and how many are still `UNCOUNTED`. */
   counted: number;
   uncounted: number;
+  /** Tool results placed where {@link ConversationView.resultsFollowCalls} does not hold. */
+  strayResults: number;
+  /** The last fits asked for, most recent first; undefined until the first. */
+  fits: KeptFit[] | undefined;
 }
 
 /**
@@ -118,7 +153,7 @@ class SessionTranscript implements Transcript {
 
   conversation(currentTurnId?: string): ConversationView {
     this.index ??= buildIndex(this.events);
-    return viewOf(this.index, currentTurnId, this.counter);
+    return new IndexView(this.index, currentTurnId, this.counter);
   }
 
   turnEvents(turnId: string): LogEvent[] {
@@ -147,9 +182,12 @@ class SessionTranscript implements Transcript {
     // A list grown by push keeps room for ~17 entries; an idle session with a short history need not.
     if (this.events.length < TRIM_BELOW) this.events = this.events.slice();
     const index = this.index;
-    if (index && index.entries.length < TRIM_BELOW) {
-      index.entries = index.entries.slice();
+    if (index && index.messages.length < TRIM_BELOW) {
+      index.messages = index.messages.slice();
+      index.seqs = index.seqs.slice();
+      index.tokens = index.tokens.slice();
       index.turns = index.turns.slice();
+      if (index.fits) index.fits = index.fits.slice();
     }
   }
 
@@ -172,7 +210,7 @@ function buildIndex(events: readonly LogEvent[]): ConversationIndex {
     const event = events[at];
     if (event?.type === LogEventType.summaryCreated) summary = event.data;
   }
-  const built: ConversationIndex = { summary, entries: [], turns: [], counted: 0, uncounted: 0 };
+  const built: ConversationIndex = { summary, messages: [], seqs: [], tokens: [], turns: [], counted: 0, uncounted: 0, strayResults: 0, fits: undefined };
   for (const event of events) place(built, event);
   return built;
 }
@@ -180,7 +218,7 @@ function buildIndex(events: readonly LogEvent[]): ConversationIndex {
 /** Adds an event's chat message (if it has one) at the end of its turn. */
 function place(target: ConversationIndex, event: LogEvent): void {
   if (!event.turnId) return;
-  const { summary, turns } = target;
+  const { summary, turns, messages } = target;
   if (summary && (event.seq ?? 0) <= summary.throughSeq) return;
   // A prompt opens its turn; any other event belongs to a turn opened before it, most often the newest.
   const isPrompt = event.type === LogEventType.userMessage && !event.data.steer;
@@ -195,61 +233,148 @@ function place(target: ConversationIndex, event: LogEvent): void {
   if (!turn) {
     // Before a summary, a turn begins with its prompt; after one, with whatever of it the summary left.
     if (!isPrompt && !summary) return;
-    turn = { turnId: event.turnId, end: target.entries.length };
+    turn = { turnId: event.turnId, end: messages.length };
     turns.push(turn);
     at = turns.length - 1;
   }
   const message = toChatMessage(event);
   if (!message) return;
-  const entry: ConversationEntry = { message, seq: event.seq ?? 0, tokens: UNCOUNTED };
-  if (turn.end === target.entries.length) target.entries.push(entry);
-  else target.entries.splice(turn.end, 0, entry);
+  const position = turn.end;
+  if (message.role === 'tool' && !followsItsCall(messages, position, message.toolCallId)) target.strayResults += 1;
+  if (position === messages.length) {
+    messages.push(message);
+    target.seqs.push(event.seq ?? 0);
+    target.tokens.push(UNCOUNTED);
+  } else {
+    // Whatever follows now has a new neighbour: a result there may no longer follow its call.
+    if (messages[position]!.role === 'tool') target.strayResults += 1;
+    messages.splice(position, 0, message);
+    target.seqs.splice(position, 0, event.seq ?? 0);
+    target.tokens.splice(position, 0, UNCOUNTED);
+    // A fit of messages past `position` no longer describes them; one that ends at or before it still does.
+    if (target.fits) target.fits = target.fits.filter((fit) => fit.end <= position);
+  }
   target.uncounted += 1;
   for (let later = at; later < turns.length; later++) turns[later]!.end += 1;
 }
 
+/** Whether a result placed at `position` comes after its call's assistant message, past results only, or opens the conversation. */
+function followsItsCall(messages: readonly ChatMessage[], position: number, toolCallId: string): boolean {
+  let at = position - 1;
+  while (at >= 0 && messages[at]!.role === 'tool') at -= 1;
+  if (at < 0) return true;
+  const asker = messages[at]!;
+  return asker.role === 'assistant' && (asker.toolCalls?.some((call) => call.id === toolCallId) ?? false);
+}
+
 function countAt(target: ConversationIndex, at: number, counter: TokenCounter | undefined): number {
-  const entry = target.entries[at]!;
-  let count = entry.tokens;
+  let count = target.tokens[at]!;
   if (count === UNCOUNTED) {
     if (!counter) throw new Error('this transcript was created without a token counter');
-    count = counter.countMessage(entry.message);
-    entry.tokens = count;
+    count = counter.countMessage(target.messages[at]!);
+    target.tokens[at] = count;
     target.counted += count;
     target.uncounted -= 1;
   }
   return count;
 }
 
-function viewOf(target: ConversationIndex, currentTurnId: string | undefined, counter: TokenCounter | undefined): ConversationView {
-  let length = target.entries.length;
-  if (currentTurnId !== undefined) {
-    for (let at = target.turns.length - 1; at >= 0; at--) {
-      const turn = target.turns[at]!;
-      if (turn.turnId === currentTurnId) {
-        length = turn.end;
-        break;
+/** The view of an index up to the end of one turn. A class: Preparing takes one per step. */
+class IndexView implements ConversationView {
+  readonly summary: string | undefined;
+  readonly length: number;
+  readonly resultsFollowCalls: boolean;
+  private readonly index: ConversationIndex;
+  private readonly counter: TokenCounter | undefined;
+
+  constructor(index: ConversationIndex, currentTurnId: string | undefined, counter: TokenCounter | undefined) {
+    let length = index.messages.length;
+    if (currentTurnId !== undefined) {
+      for (let at = index.turns.length - 1; at >= 0; at--) {
+        const turn = index.turns[at]!;
+        if (turn.turnId === currentTurnId) {
+          length = turn.end;
+          break;
+        }
       }
     }
+    this.index = index;
+    this.counter = counter;
+    this.summary = index.summary?.text;
+    this.length = length;
+    this.resultsFollowCalls = index.strayResults === 0;
   }
-  const check = (at: number) => {
-    if (at < 0 || at >= length) throw new RangeError(`message ${at} is outside the conversation (${length} messages)`);
+
+  private check(at: number): number {
+    if (!(at >= 0 && at < this.length)) throw new RangeError(`message ${at} is outside the conversation (${this.length} messages)`);
     return at;
-  };
-  return {
-    summary: target.summary?.text,
-    length,
-    message: (at) => target.entries[check(at)]!.message,
-    seq: (at) => target.entries[check(at)]!.seq,
-    tokens: (at) => countAt(target, check(at), counter),
-    totalTokens() {
-      if (target.uncounted > 0) for (let at = 0; at < target.entries.length; at++) countAt(target, at, counter);
-      // The running total covers every turn; take off the turns queued after this view.
-      let total = target.counted;
-      for (let at = length; at < target.entries.length; at++) total -= target.entries[at]!.tokens;
-      return total;
-    },
-  };
+  }
+
+  message(at: number): ChatMessage {
+    return this.index.messages[this.check(at)]!;
+  }
+
+  seq(at: number): number {
+    return this.index.seqs[this.check(at)]!;
+  }
+
+  tokens(at: number): number {
+    return countAt(this.index, this.check(at), this.counter);
+  }
+
+  totalTokens(): number {
+    const { index, length } = this;
+    if (index.uncounted > 0) for (let at = 0; at < index.messages.length; at++) countAt(index, at, this.counter);
+    // The running total covers every turn; take off the turns queued after this view.
+    let total = index.counted;
+    for (let at = length; at < index.tokens.length; at++) total -= index.tokens[at]!;
+    return total;
+  }
+
+  fit(budget: number): ConversationFit {
+    const { index, length: end, counter } = this;
+    const fits = (index.fits ??= []);
+    const found = fits.findIndex((fit) => fit.budget === budget);
+    let fit = found < 0 ? undefined : fits[found];
+    if (fit && fit.end <= end) {
+      // The view grew at its end since (every change before a fit's end drops it): add the new messages,
+      // then let go of the oldest while over budget. Counts are never negative, so the start only moves on.
+      let { start, used } = fit;
+      for (let at = fit.end; at < end; at++) used += countAt(index, at, counter);
+      while (used > budget && start < end) used -= index.tokens[start++]!;
+      fit.start = start;
+      fit.used = used;
+      fit.end = end;
+    } else {
+      let start = end;
+      let used = 0;
+      while (start > 0) {
+        const size = countAt(index, start - 1, counter);
+        if (used + size > budget) break;
+        used += size;
+        start -= 1;
+      }
+      fit = { budget, end, start, used };
+    }
+    if (fits[0] !== fit) {
+      if (found >= 0) fits.splice(found, 1);
+      else if (fits.length >= MAX_FITS) fits.pop();
+      fits.unshift(fit);
+    }
+    return { start: fit.start, used: fit.used };
+  }
+
+  messages(start: number, head?: ChatMessage): ChatMessage[] {
+    const { length } = this;
+    if (!(start >= 0 && start <= length)) throw new RangeError(`window start ${start} is outside the conversation (${length} messages)`);
+    const { messages } = this.index;
+    if (head === undefined) return messages.slice(start, length);
+    if (start === 0) return [head].concat(messages.slice(0, length));
+    // Copy from one message earlier and put `head` in its place.
+    const window = messages.slice(start - 1, length);
+    window[0] = head;
+    return window;
+  }
 }
 
 function summarizeTurn(events: readonly LogEvent[], turnId: string, prompt: UnfinishedTurn['prompt']): UnfinishedTurn {
