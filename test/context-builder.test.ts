@@ -1,9 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { buildContext } from '../services/runtime/context-builder.ts';
 import { createTranscript } from '../services/runtime/transcript.ts';
-import type { LogEvent } from '../src/protocol/index.ts';
+import type { ChatMessage, LogEvent } from '../src/protocol/index.ts';
+import type { TokenCounter } from '../src/tokens.ts';
 import type { ConversationView } from '../services/runtime/transcript.ts';
 import { createCharCounter, createLogBuilder } from './helpers/log-events.ts';
+import { createRandom, simulateArbitrarySession, simulateRuntimeSession } from './helpers/random-log.ts';
+import type { Random } from './helpers/random-log.ts';
 
 // A window where the system prompt ('sys', 4 tokens) and nothing else is reserved: budget = window - 4.
 const options = (budget: number) => ({ systemPrompt: 'sys', contextWindow: budget + 4, maxOutputTokens: 0, safetyRatio: 0 });
@@ -40,7 +43,7 @@ describe('buildContext', () => {
     expect(history(context)).toEqual(['ok']);
   });
 
-  it('walks back only as far as the budget goes when the history is already counted', () => {
+  it('prepares a warm step from the kept fit and one slice, counting only the new messages', () => {
     const log = createLogBuilder();
     const counter = createCharCounter();
     const events: LogEvent[] = [];
@@ -48,29 +51,33 @@ describe('buildContext', () => {
     events.push(log.prompt('now', 'last'));
     const transcript = createTranscript(events, counter);
     // The system prompt is counted by a counter of its own, so `counter` sees only history messages.
-    const build = () => buildContext({ model: 'scripted:default', history: transcript.conversation('now'), tools: [], toolTokens: 0, tokens: createCharCounter(), options: options(50) });
-    const cold = build();
+    const build = (history: ConversationView) => buildContext({ model: 'scripted:default', history, tools: [], toolTokens: 0, tokens: createCharCounter(), options: options(50) });
+    const cold = build(transcript.conversation('now'));
     expect(cold.historyTokens).toBe(1001 * 5);
     const counted = counter.calls();
-    const reads: number[] = [];
-    const history = transcript.conversation('now');
-    const spy: ConversationView = {
-      summary: history.summary,
-      length: history.length,
-      resultsFollowCalls: history.resultsFollowCalls,
-      message: (index) => history.message(index),
-      seq: (index) => history.seq(index),
-      tokens: (index) => (reads.push(index), history.tokens(index)),
-      totalTokens: () => history.totalTokens(),
-      fit: (budget) => history.fit(budget),
-      messages: (start, head) => history.messages(start, head),
-    };
-    const warm = buildContext({ model: 'scripted:default', history: spy, tools: [], toolTokens: 0, tokens: createCharCounter(), options: options(50) });
+    const reads = { message: 0, tokens: 0 };
+    const spy = (view: ConversationView): ConversationView => ({
+      summary: view.summary,
+      length: view.length,
+      resultsFollowCalls: view.resultsFollowCalls,
+      message: (index) => (reads.message++, view.message(index)),
+      seq: (index) => view.seq(index),
+      tokens: (index) => (reads.tokens++, view.tokens(index)),
+      totalTokens: () => view.totalTokens(),
+      fit: (budget) => view.fit(budget),
+      messages: (start, head) => view.messages(start, head),
+    });
+    const warm = build(spy(transcript.conversation('now')));
+    expect(warm).toEqual(cold);
     expect(counter.calls()).toBe(counted);
-    expect(warm.historyTokens).toBe(cold.historyTokens);
-    // 10 messages fit, one more is read to find the edge, and the compaction cut reads the newest few again.
-    expect(new Set(reads).size).toBeLessThanOrEqual(11);
-    expect(Math.min(...reads)).toBeGreaterThan(1001 - 12);
+    // Only the first message of the window is looked at, to see whether it is a result that lost its call.
+    expect(reads).toEqual({ message: 1, tokens: 0 });
+    transcript.add(log.answer('now', 'call', [{ id: 'c1' }]));
+    transcript.add(log.result('now', 'c1', 'rrrr'));
+    const step = build(spy(transcript.conversation('now')));
+    expect(counter.calls()).toBe(counted + 2);
+    expect(step.historyTokens).toBe(1001 * 5 + 5 + 5);
+    expect(history(step)).toEqual(['aaaa', 'qqqq', 'aaaa', 'qqqq', 'aaaa', 'qqqq', 'aaaa', 'last', 'call', 'rrrr']);
   });
 
   it('asks for compaction past the trigger and cuts so the rest fits in half the budget', () => {
@@ -103,4 +110,126 @@ describe('buildContext', () => {
     expect(history(prepare(events, 't1', 100))).toEqual(['q1', 'a1', 'r1']);
     expect(history(prepare(events, 't2', 100))).toEqual(['q1', 'a1', 'r1', 'q2']);
   });
+
+  it('drops every leading result of a window whose call was cut off, and nothing after them', () => {
+    const log = createLogBuilder();
+    const events = [log.prompt('t1', 'question'), log.answer('t1', 'calling', [{ id: 'c1' }, { id: 'c2' }]), log.result('t1', 'c1', 'r1'), log.result('t1', 'c2', 'r2'), log.answer('t1', 'ok', [{ id: 'c3' }]), log.result('t1', 'c3', 'r3')];
+    // r1, r2, ok, r3 fit (3 + 3 + 3 + 3); 'calling' (8) does not.
+    expect(history(prepare(events, 't1', 12))).toEqual(['ok', 'r3']);
+    expect(history(prepare(events, 't1', 20))).toEqual(['calling', 'r1', 'r2', 'ok', 'r3']);
+  });
+
+  it('drops the results a summary left without their call', () => {
+    const log = createLogBuilder();
+    const events = [log.prompt('t1', 'question'), log.answer('t1', 'calling', [{ id: 'c1' }, { id: 'c2' }]), log.result('t1', 'c1', 'r1'), log.result('t1', 'c2', 'r2'), log.answer('t1', 'ok')];
+    events.push(log.summary('t1', 'asked, called', 2));
+    expect(history(prepare(events, 't1', 100))).toEqual(['ok']);
+  });
+
+  it('sends only the system prompt when the newest message is a result whose call does not fit', () => {
+    const log = createLogBuilder();
+    const events = [log.prompt('t1', 'question'), log.answer('t1', 'calling', [{ id: 'c1' }]), log.result('t1', 'c1', 'a long result')];
+    expect(history(prepare(events, 't1', 5))).toEqual([]);
+  });
+
+  it('drops a result whose call is not in the window even where other messages come first, when the log put it there', () => {
+    const log = createLogBuilder();
+    const events = [
+      log.prompt('t1', 'q1'),
+      log.answer('t1', 'a1', [{ id: 'c1' }, { id: 'c2' }]),
+      log.result('t1', 'c1', 'r1'),
+      log.prompt('t2', 'q2'),
+      log.result('t1', 'c2', 'r2'),
+      log.answer('t1', 'done'),
+      log.ended('t1'),
+      log.answer('t2', 'a2'),
+      // A summary that cut t1 while t2 waited: t2's prompt now comes before the rest of t1.
+      log.summary('t2', 'q1, a1, r1', 3),
+    ];
+    const transcript = createTranscript(events, createCharCounter());
+    const view = transcript.conversation();
+    expect(view.resultsFollowCalls).toBe(false);
+    const context = buildContext({ model: 'scripted:default', history: view, tools: [], toolTokens: 0, tokens: createCharCounter(), options: options(100) });
+    expect(history(context)).toEqual(['q2', 'a2', 'done']);
+  });
+
+  const budgets = [0, 3, 10, 25, 60, 150, 400, 10_000];
+  const sessions = {
+    'a session as the runtime logs it, one prompt at a time': (random: Random) => simulateRuntimeSession(random, { queuePrompts: false }),
+    'a session as the runtime logs it, prompts queued while a turn runs': (random: Random) => simulateRuntimeSession(random, { queuePrompts: true }),
+    'a log written some other way': simulateArbitrarySession,
+  };
+  for (const [kind, simulate] of Object.entries(sessions)) {
+    it(`gives the context a walk from scratch gives, step after step: ${kind}`, () => {
+      const counter = createCharCounter();
+      const build = (history: ConversationView, budget: number) =>
+        buildContext({ model: 'scripted:default', history, tools: [], toolTokens: 0, tokens: counter, options: options(budget) });
+      for (let seed = 1; seed <= 30; seed++) {
+        const random = createRandom(seed);
+        const session = simulate(random);
+        let transcript = createTranscript([], counter);
+        // A step prepares for its model, and for a second one when it may escalate.
+        let models = [random.pick(budgets)];
+        for (let step = 0; step < 250; step++) {
+          for (const event of session.advance(transcript)) transcript.add(event);
+          if (random.chance(0.03)) transcript = createTranscript(session.events, counter);
+          if (random.chance(0.3)) models = random.chance(0.7) ? [random.pick(budgets)] : [random.pick(budgets), random.pick(budgets)];
+          const turnId = random.chance(0.9) ? session.running() : undefined;
+          const view = transcript.conversation(turnId);
+          const fresh = createTranscript(session.events, counter).conversation(turnId);
+          for (const budget of models) {
+            expect(build(view, budget), `seed ${seed}, step ${step}, turn ${turnId}, budget ${budget}`).toEqual(referenceContext(fresh, budget, counter));
+          }
+        }
+      }
+    });
+  }
 });
+
+/** `buildContext` as it was before fits were kept: a walk back over the view and a set of the calls asked. */
+function referenceContext(history: ConversationView, window: number, tokens: TokenCounter) {
+  const { systemPrompt, contextWindow, maxOutputTokens, safetyRatio } = options(window);
+  const system = history.summary ? `${systemPrompt}\n\nSummary of the earlier conversation:\n${history.summary}` : systemPrompt;
+  const systemMessage: ChatMessage = { role: 'system', content: system };
+  const reserved = maxOutputTokens + Math.ceil(contextWindow * safetyRatio) + tokens.countMessage(systemMessage);
+  const budget = Math.max(0, contextWindow - reserved);
+  const length = history.length;
+  let used = 0;
+  let start = length;
+  while (start > 0) {
+    const size = history.tokens(start - 1);
+    if (used + size > budget) break;
+    used += size;
+    start -= 1;
+  }
+  const total = start === 0 ? used : history.totalTokens();
+  if (start === length && length > 0) start = length - 1;
+  const kept: ChatMessage[] = [systemMessage];
+  const askedIds = new Set<string>();
+  for (let index = start; index < length; index++) {
+    const message = history.message(index);
+    if (message.role === 'assistant') for (const call of message.toolCalls ?? []) askedIds.add(call.id);
+    if (message.role === 'tool' && !askedIds.has(message.toolCallId)) continue;
+    kept.push(message);
+  }
+  let compactThroughSeq = 0;
+  if (total > budget * 0.8 && total > budget / 2 && length > 2) {
+    let rest = 0;
+    let keep = length;
+    while (keep > 1) {
+      const size = history.tokens(keep - 1);
+      if (rest + size > budget / 2) break;
+      rest += size;
+      keep -= 1;
+    }
+    const cut = Math.min(keep - 1, length - 2);
+    if (cut >= 0) compactThroughSeq = history.seq(cut);
+  }
+  return {
+    request: { model: 'scripted:default', messages: kept, tools: [] },
+    needsCompaction: compactThroughSeq > 0,
+    compactThroughSeq,
+    historyTokens: total,
+    budget,
+  };
+}

@@ -28,9 +28,10 @@ export interface PreparedContext {
 /**
  * Builds the provider request of a step: system prompt, rolling summary, tool schemas, and the newest
  * history that fits the budget. Tool results whose call was cut off are dropped, so the transcript the
- * model sees is always whole. The history is walked back from its newest message only as far as the budget
- * goes; its total (for compaction and `historyTokens`) is the view's running total, so a warm step costs
- * O(messages that fit), not O(history).
+ * model sees is always whole. The fit comes from the view, which moves its last fit on by the messages
+ * added since, and the window is one slice of the view's messages; the total (for compaction and
+ * `historyTokens`) is the view's running total. So a warm step costs O(new messages) plus that slice, not
+ * O(history) nor O(messages that fit).
  */
 export function buildContext(input: {
   model: string;
@@ -50,41 +51,20 @@ export function buildContext(input: {
   const budget = Math.max(0, options.contextWindow - reserved);
 
   const length = history.length;
-  let used = 0;
-  let start = length;
-  while (start > 0) {
-    const size = history.tokens(start - 1);
-    if (used + size > budget) break;
-    used += size;
-    start -= 1;
-  }
+  let { start, used } = history.fit(budget);
   const total = start === 0 ? used : history.totalTokens();
   // The newest message (the prompt or a tool result) always goes, even when it alone is too big.
   if (start === length && length > 0) start = length - 1;
 
-  const kept: ChatMessage[] = [systemMessage];
-  const askedIds = new Set<string>();
-  for (let index = start; index < length; index++) {
-    const message = history.message(index);
-    if (message.role === 'assistant') for (const call of message.toolCalls ?? []) askedIds.add(call.id);
-    if (message.role === 'tool' && !askedIds.has(message.toolCallId)) continue;
-    kept.push(message);
-  }
+  const kept = keptMessages(history, start, systemMessage);
 
   const trigger = budget * (options.compactTriggerRatio ?? 0.8);
   let compactThroughSeq = 0;
   if (total > trigger && total > budget / 2 && length > 2) {
     // Summarize the oldest messages until the rest fits in half the budget (the newest one always stays):
-    // the cut is just before the longest run of newest messages that fits in half the budget.
-    let rest = 0;
-    let keep = length;
-    while (keep > 1) {
-      const size = history.tokens(keep - 1);
-      if (rest + size > budget / 2) break;
-      rest += size;
-      keep -= 1;
-    }
-    const cut = Math.min(keep - 1, length - 2);
+    // the cut is just before the longest run of newest messages that fits in half the budget. The whole
+    // history is over half the budget here, so that run never starts at the first message.
+    const cut = Math.min(history.fit(budget / 2).start - 1, length - 2);
     if (cut >= 0) compactThroughSeq = history.seq(cut);
   }
   return {
@@ -94,4 +74,35 @@ export function buildContext(input: {
     historyTokens: total,
     budget,
   };
+}
+
+/**
+ * `head`, then messages `[start, length)` of the history less the tool results whose call is not among them.
+ *
+ * Within a turn the runtime logs a step's results right after its assistant message, with only other results
+ * of that message between: `executeTools` appends one result per call, `finishTurn` closes the calls still
+ * open (cancelled, failed, out of budget) before `turn.ended`, a resumed turn runs only the open calls of its
+ * newest assistant message, and steer messages are logged by Preparing, after the step's results. The index
+ * keeps each turn's messages together. A summary drops every message logged up to its cut, which can leave
+ * the results of the step it cut, without their call, at the start of their turn; that turn then opens the
+ * conversation. So only the leading results of a window can lack their call, and those are dropped.
+ *
+ * One case breaks this: a prompt queued while the cut turn ran, and logged after the cut, puts its turn first,
+ * so the leftover results follow another turn's messages. The view notices such a result as it places it
+ * ({@link ConversationView.resultsFollowCalls} is false until the next summary); then every result is matched
+ * against the calls before it in the window, as it always was.
+ */
+function keptMessages(history: ConversationView, start: number, head: ChatMessage): ChatMessage[] {
+  const length = history.length;
+  if (history.resultsFollowCalls) {
+    let first = start;
+    while (first < length && history.message(first).role === 'tool') first += 1;
+    return history.messages(first, head);
+  }
+  const askedIds = new Set<string>();
+  return history.messages(start, head).filter((message, index) => {
+    if (index === 0) return true;
+    if (message.role === 'assistant') for (const call of message.toolCalls ?? []) askedIds.add(call.id);
+    return message.role !== 'tool' || askedIds.has(message.toolCallId);
+  });
 }
