@@ -28,13 +28,29 @@ describe('streamRequest', () => {
       },
     });
     const seen: string[] = [];
-    for await (const message of streamRequest(nats.nc, 'stream.three', new Uint8Array(), (m) => m.string() === '2', {
+    for await (const batch of streamRequest(nats.nc, 'stream.three', new Uint8Array(), (m) => m.string() === '2', {
       idleTimeoutMs: 1000,
       timeoutMs: 2000,
     })) {
-      seen.push(message.string());
+      seen.push(...batch.map((message) => message.string()));
     }
     expect(seen).toEqual(['0', '1', '2']);
+    sub.unsubscribe();
+  });
+
+  it('yields the messages that arrived together as one batch', async () => {
+    const sub = nats.nc.subscribe('stream.burst', {
+      callback: (_error, message) => {
+        // Published in one go, so they reach the client in one read.
+        for (let i = 0; i < 5; i++) nats.nc.publish(message.reply!, new TextEncoder().encode(String(i)));
+      },
+    });
+    const batches: string[][] = [];
+    for await (const batch of streamRequest(nats.nc, 'stream.burst', new Uint8Array(), (m) => m.string() === '4', { idleTimeoutMs: 1000, timeoutMs: 2000 })) {
+      batches.push(batch.map((message) => message.string()));
+    }
+    expect(batches.flat()).toEqual(['0', '1', '2', '3', '4']);
+    expect(batches.length).toBeLessThan(5);
     sub.unsubscribe();
   });
 

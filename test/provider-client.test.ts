@@ -105,10 +105,12 @@ describe('provider client', () => {
     expect(() => providerOfModel('gpt-4')).toThrow(/<provider>:<model>/);
   });
 
-  it('streams a scripted answer in chunks with seq 0..n, tool calls included, and ends after done', async () => {
+  it('streams a scripted answer in order, tool calls included, and ends after done', async () => {
     const chunks = await collect(client.generate(generateRequest({ sessionId: 'tour', tenant: 't' }), { idleTimeoutMs: 2000, timeoutMs: 5000 }));
-    expect(chunks.map((chunk) => chunk.seq)).toEqual(chunks.map((_, index) => index));
-    expect(chunks.filter((chunk) => chunk.type === 'text-delta').length).toBeGreaterThan(1);
+    // Deltas that arrived together are joined, so seq may skip (it is the provider's last seq of the join).
+    const seqs = chunks.map((chunk) => chunk.seq);
+    expect(seqs).toEqual([...seqs].sort((a, b) => a - b));
+    expect(new Set(seqs).size).toBe(seqs.length);
     expect(textOf(chunks)).toBe('Let me look.');
     expect(chunks.find((chunk) => chunk.type === 'tool-call')).toMatchObject({ name: 'list_dir', args: { path: '.' } });
     expect(chunks.at(-1)).toMatchObject({ type: 'done', finishReason: 'tool_calls' });

@@ -70,8 +70,8 @@ describe('reply mux', () => {
     });
     await nc.flush();
     const parts: string[] = [];
-    for await (const message of streamRequest(nc, 'mux.stream', bytes('go'), (m) => text(m) === 'part4', { idleTimeoutMs: 2000, timeoutMs: 5000, replies })) {
-      parts.push(text(message));
+    for await (const batch of streamRequest(nc, 'mux.stream', bytes('go'), (m) => text(m) === 'part4', { idleTimeoutMs: 2000, timeoutMs: 5000, replies })) {
+      parts.push(...batch.map(text));
     }
     expect(parts).toEqual(['part0', 'part1', 'part2', 'part3', 'part4']);
   });

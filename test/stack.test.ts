@@ -14,7 +14,8 @@ beforeAll(async () => {
     script: {
       responses: [
         { text: 'Let me read it.', toolCalls: [{ name: 'read_file', args: { path: 'README.md' } }] },
-        { text: 'The workspace says hello.', chunkSize: 5 },
+        // Paced, so the deltas arrive apart (deltas that arrive together are joined into one).
+        { text: 'The workspace says hello.', chunkSize: 5, delayMs: 5 },
       ],
     },
   });
@@ -67,7 +68,7 @@ describe('a prompt through the whole stack', () => {
       },
     });
     const log = stack.client.subscribe('agentbus.default.sessions.lease-1.log', {
-      callback: (_error, message) => seen.push((codec.decode(message.data, message.headers?.get('Content-Type')) as AgentEvent).type),
+      callback: (_error, message) => void seen.push((codec.decode(message.data, message.headers?.get('Content-Type')) as AgentEvent).type),
     });
     const watcher = collectEvents(stack.client, 'default', 'lease-1');
     expect(await requestJson(stack.client, 'agentbus.default.sessions.lease-1.prompt', { text: 'hello' })).toMatchObject({ accepted: true });

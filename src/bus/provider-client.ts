@@ -37,7 +37,8 @@ export interface GenerateOptions {
 export interface ProviderClient {
   /**
    * Streams one provider call: yields `text-delta`, `tool-call`, `usage` and `retry` chunks and finally
-   * the `done` chunk. An `error` chunk is thrown as the rebuilt error. When the call ends early (abort,
+   * the `done` chunk. Text deltas that arrive together are yielded as one `text-delta` (their texts joined).
+   * An `error` chunk is thrown as the rebuilt error. When the call ends early (abort,
    * timeout, a broken stream, or the consumer stops iterating) a cancel is sent to the provider first.
    */
   generate(request: GenerateRequest, options?: GenerateOptions): AsyncIterable<GenerateChunk>;
@@ -132,32 +133,45 @@ export function createProviderClient(options: ProviderClientOptions): ProviderCl
     let cancelNeeded = true;
     watchReconnects();
     const interruption = new AbortController();
+    const forwardAbort = () => interruption.abort(signal?.reason);
+    signal?.addEventListener('abort', forwardAbort, { once: true });
     inFlight.add(interruption);
     try {
       const stream = streamRequest(nc, subject, codec.encode(request), () => false, {
         idleTimeoutMs: callOptions.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS,
         timeoutMs: callOptions.timeoutMs ?? DEFAULT_GENERATE_TIMEOUT_MS,
         replies,
-        signal: signal === undefined ? interruption.signal : AbortSignal.any([signal, interruption.signal]),
+        signal: interruption.signal,
       });
-      for await (const message of stream) {
-        const chunk = decodeChunk(message, provider);
-        if (chunk.requestId !== request.requestId || chunk.seq !== expectedSeq) {
-          // Chunks were lost (e.g. across a NATS reconnect): the call can be made again from the start.
-          throw new ProviderError(
-            ErrorCode.streamInterrupted,
-            `provider ${provider} broke the stream of ${request.requestId}: expected seq ${expectedSeq}, got ${chunk.requestId} seq ${chunk.seq}`,
-            { provider, retryable: true },
-          );
+      for await (const batch of stream) {
+        // Text deltas that arrived together go on as one: fewer steps (and live events) for the same text.
+        let text: Extract<GenerateChunk, { type: 'text-delta' }> | undefined;
+        for (const message of batch) {
+          const chunk = decodeChunk(message, provider);
+          if (chunk.requestId !== request.requestId || chunk.seq !== expectedSeq) {
+            // Chunks were lost (e.g. across a NATS reconnect): the call can be made again from the start.
+            throw new ProviderError(
+              ErrorCode.streamInterrupted,
+              `provider ${provider} broke the stream of ${request.requestId}: expected seq ${expectedSeq}, got ${chunk.requestId} seq ${chunk.seq}`,
+              { provider, retryable: true },
+            );
+          }
+          expectedSeq += 1;
+          if (chunk.type === 'text-delta') {
+            text = text ? { ...chunk, text: text.text + chunk.text } : chunk;
+            continue;
+          }
+          if (text) yield text;
+          text = undefined;
+          if (chunk.type === 'error') {
+            ended = true;
+            throw providerErrorFromData(chunk.error, provider);
+          }
+          if (chunk.type === 'done') ended = true;
+          yield chunk;
+          if (ended) return;
         }
-        expectedSeq += 1;
-        if (chunk.type === 'error') {
-          ended = true;
-          throw providerErrorFromData(chunk.error, provider);
-        }
-        if (chunk.type === 'done') ended = true;
-        yield chunk;
-        if (ended) return;
+        if (text) yield text;
       }
     } catch (error) {
       if (error instanceof NoRespondersError) {
@@ -170,6 +184,7 @@ export function createProviderClient(options: ProviderClientOptions): ProviderCl
       }
       throw error;
     } finally {
+      signal?.removeEventListener('abort', forwardAbort);
       inFlight.delete(interruption);
       // Whatever ended the call early, the provider should stop spending tokens on it.
       if (!ended && cancelNeeded) await sendCancel(provider, request.requestId);

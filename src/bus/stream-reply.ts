@@ -17,8 +17,9 @@ export interface StreamRequestOptions {
 }
 
 /**
- * Sends a request whose answer is a stream of messages on the reply subject, and yields them in order
- * until `isLast` says a message ends the stream. Throws {@link NoRespondersError} when no one listens,
+ * Sends a request whose answer is a stream of messages on the reply subject, and yields them in order, in
+ * batches (every message that arrived since the last batch, at least one), until `isLast` says a message
+ * ends the stream. A consumer handles what came together at once: one async step per batch, not per message. Throws {@link NoRespondersError} when no one listens,
  * {@link TimeoutError} when the stream stalls or runs too long, the signal's reason on abort.
  *
  * Ordering is kept by NATS for one publisher and one subscriber; callers check `seq` all the same.
@@ -29,7 +30,7 @@ export async function* streamRequest(
   payload: Uint8Array,
   isLast: (message: Msg) => boolean,
   options: StreamRequestOptions,
-): AsyncGenerator<Msg, void, undefined> {
+): AsyncGenerator<readonly Msg[], void, undefined> {
   options.signal?.throwIfAborted();
   const queue: Msg[] = [];
   let wake: (() => void) | undefined;
@@ -67,8 +68,7 @@ export async function* streamRequest(
         wake = undefined;
       }
       if (options.signal?.aborted) throw abortReason(options.signal);
-      const message = queue.shift();
-      if (!message) {
+      if (queue.length === 0) {
         const total = Date.now() - started >= options.timeoutMs;
         const limit = total ? options.timeoutMs : options.idleTimeoutMs;
         throw new TimeoutError(
@@ -77,9 +77,11 @@ export async function* streamRequest(
           subject,
         );
       }
-      if (isNoResponders(message)) throw new NoRespondersError(subject);
-      yield message;
-      if (isLast(message)) return;
+      const last = queue.findIndex(isLast);
+      const batch = queue.splice(0, last === -1 ? queue.length : last + 1);
+      if (isNoResponders(batch[0]!)) throw new NoRespondersError(subject);
+      yield batch;
+      if (last !== -1) return;
     }
   } finally {
     clearTimeout(timer);
