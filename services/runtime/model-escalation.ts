@@ -1,9 +1,6 @@
-import { ErrorCode, LogEventType } from '../../src/protocol/index.ts';
+import { ErrorCode, LogEventType, hasInvalidArguments } from '../../src/protocol/index.ts';
 import type { LogEvent } from '../../src/protocol/index.ts';
 import type { ModelEscalation } from '../../machines/index.ts';
-
-/** The key the provider adapters put unparseable tool-call arguments under (see `parseToolArguments`). */
-const INVALID_JSON_KEY = '_invalidJson';
 
 /** Validation failures of the small model after which a turn moves to the large one. */
 const DEFAULT_MAX_VALIDATION_FAILURES = 2;
@@ -57,10 +54,6 @@ export function decideModel(input: EscalationInput): EscalationDecision {
   return { model: input.smallModel, escalated: false };
 }
 
-function hasInvalidJson(args: unknown): boolean {
-  return typeof args === 'object' && args !== null && INVALID_JSON_KEY in args;
-}
-
 /**
  * Counts the tool calls of a turn whose arguments failed validation: arguments that were not JSON
  * (`_invalidJson`), or a `tool.result` with error code `invalid_arguments`. A call counts once.
@@ -69,9 +62,9 @@ export function countValidationFailures(events: readonly LogEvent[], turnId: str
   const failed = new Set<string>();
   for (const event of events) {
     if (event.turnId !== turnId) continue;
-    if (event.type === LogEventType.toolUse && hasInvalidJson(event.data.args)) failed.add(event.data.toolCallId);
+    if (event.type === LogEventType.toolUse && hasInvalidArguments(event.data.args)) failed.add(event.data.toolCallId);
     if (event.type === LogEventType.assistantMessage) {
-      for (const call of event.data.toolCalls) if (hasInvalidJson(call.args)) failed.add(call.id);
+      for (const call of event.data.toolCalls) if (hasInvalidArguments(call.args)) failed.add(call.id);
     }
     if (event.type === LogEventType.toolResult && event.data.error?.code === ErrorCode.invalidArguments) failed.add(event.data.toolCallId);
   }

@@ -18,7 +18,7 @@ export type {
   LiveEvent,
   EnvelopeFactory,
 } from './events.ts';
-export { ZERO_USAGE, addUsage } from './messages.ts';
+export { INVALID_ARGUMENTS_KEY, ZERO_USAGE, addUsage, hasInvalidArguments } from './messages.ts';
 export type { ToolCall, ToolSpec, Usage, ChatMessage } from './messages.ts';
 export { ContentType, DEFAULT_MAX_PAYLOAD, createCodec } from './codec.ts';
 export type { Codec } from './codec.ts';

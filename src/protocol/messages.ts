@@ -7,6 +7,17 @@ export interface ToolCall {
   readonly args: unknown;
 }
 
+/**
+ * The key under which a provider passes on tool-call arguments that were not JSON (`{ _invalidJson: text,
+ * _parseError }`): the model's raw text is kept so the runtime can show the model what it sent.
+ */
+export const INVALID_ARGUMENTS_KEY = '_invalidJson';
+
+/** True when a tool call's arguments are the provider's stand-in for text that was not JSON. */
+export function hasInvalidArguments(args: unknown): boolean {
+  return typeof args === 'object' && args !== null && INVALID_ARGUMENTS_KEY in args;
+}
+
 /** A tool offered to the model. `parameters` is a JSON Schema object. */
 export interface ToolSpec {
   readonly name: string;

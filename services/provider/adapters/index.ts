@@ -14,7 +14,7 @@ export { createOpenAIAdapter, toOpenAIMessages, OPENAI_BASE_URL } from './openai
 export type { OpenAIAdapterOptions } from './openai.ts';
 export { createAnthropicAdapter, toAnthropicMessages, AnthropicThinking, ANTHROPIC_BASE_URL, DEFAULT_ANTHROPIC_MAX_TOKENS } from './anthropic.ts';
 export type { AnthropicAdapterOptions } from './anthropic.ts';
-export { FinishReason, INVALID_ARGUMENTS_KEY, parseToolArguments } from './shared.ts';
+export { FinishReason, parseToolArguments } from './shared.ts';
 
 /** Creates the bare adapter of one configured provider: no retries, no pricing, no JSON actions. */
 export function createAdapter(settings: ProviderSettings, options: { logger?: Logger } = {}): ProviderAdapter {

@@ -1,4 +1,5 @@
 import type { Logger } from '../../../src/logging.ts';
+import { INVALID_ARGUMENTS_KEY } from '../../../src/protocol/index.ts';
 import type { ChunkBody } from '../../../src/protocol/index.ts';
 import type { AdapterRequest, ProviderAdapter } from '../adapter.ts';
 import { streamWithFallback } from '../fallback-stream.ts';
@@ -14,12 +15,6 @@ export const FinishReason = {
   contentFilter: 'content_filter',
 } as const;
 export type FinishReason = (typeof FinishReason)[keyof typeof FinishReason];
-
-/**
- * The key under which unparseable tool-call arguments are passed on: the model's raw text is kept
- * so the runtime can answer with an `isError` tool result that shows the model what it sent.
- */
-export const INVALID_ARGUMENTS_KEY = '_invalidJson';
 
 /**
  * Parses tool-call arguments streamed as JSON text. Empty text is `{}` (a tool without parameters);
