@@ -1,7 +1,6 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Msg, NatsConnection } from '@nats-io/nats-core';
+import { describe, expect, it } from 'vitest';
+import type { Msg } from '@nats-io/nats-core';
 import { createInbox } from '@nats-io/nats-core';
-import { connect } from '@nats-io/transport-node';
 import { msgpackHeaders, request as busRequest } from '../src/bus/request.ts';
 import { ProviderError } from '../src/errors.ts';
 import { createLogger } from '../src/logging.ts';
@@ -11,26 +10,14 @@ import type { AdapterRequest, ProviderAdapter } from '../services/provider/adapt
 import { createProviderHost } from '../services/provider/host.ts';
 import type { ProviderHost } from '../services/provider/host.ts';
 import { createScriptedAdapter } from '../services/provider/scripted.ts';
-import { startNatsServer } from './helpers/nats-server.ts';
-import type { TestNatsServer } from './helpers/nats-server.ts';
+import { useNatsServer } from './helpers/nats-fixture.ts';
 
 const codec = createCodec();
 const subjects = createSubjects('hosttest');
 const logLines: string[] = [];
 const logger = createLogger({ name: 'provider-host-test', level: 'debug', destination: { write: (line: string) => void logLines.push(line) } });
 
-let server: TestNatsServer;
-let nc: NatsConnection;
-
-beforeAll(async () => {
-  server = await startNatsServer();
-  nc = await connect({ servers: server.url });
-});
-
-afterAll(async () => {
-  await nc?.close();
-  await server?.stop();
-});
+const nats = useNatsServer();
 
 /** An adapter whose behaviour each test writes, recording what it was asked and its signal. */
 function fakeAdapter(name: string, play: (request: AdapterRequest, signal: AbortSignal) => AsyncIterable<ChunkBody>) {
@@ -65,8 +52,8 @@ async function rawGenerate(
   const inbox = createInbox();
   const chunks: GenerateChunk[] = [];
   const messages: Msg[] = [];
-  const subscription = nc.subscribe(inbox);
-  nc.publish(subjects.providerGenerate(provider), payload, { reply: inbox, headers: msgpackHeaders() });
+  const subscription = nats.nc.subscribe(inbox);
+  nats.nc.publish(subjects.providerGenerate(provider), payload, { reply: inbox, headers: msgpackHeaders() });
   const timer = setTimeout(() => subscription.unsubscribe(), options.timeoutMs ?? 2000);
   for await (const message of subscription) {
     messages.push(message);
@@ -81,7 +68,7 @@ async function rawGenerate(
 }
 
 async function withHost<T>(adapters: ProviderAdapter[], body: (host: ProviderHost) => Promise<T>, requestTimeoutMs?: number): Promise<T> {
-  const host = createProviderHost({ nc, subjects, codec, logger, adapters, ...(requestTimeoutMs === undefined ? {} : { requestTimeoutMs }) });
+  const host = createProviderHost({ nc: nats.nc, subjects, codec, logger, adapters, ...(requestTimeoutMs === undefined ? {} : { requestTimeoutMs }) });
   await host.start();
   try {
     return await body(host);
@@ -133,8 +120,8 @@ describe('provider host', () => {
       yield { type: 'done', finishReason: 'stop' };
     });
     await withHost([adapter], async () => {
-      nc.publish(subjects.providerGenerate('fake'), codec.encode(generateRequest()));
-      await nc.flush();
+      nats.nc.publish(subjects.providerGenerate('fake'), codec.encode(generateRequest()));
+      await nats.nc.flush();
       await new Promise((resolve) => setTimeout(resolve, 50));
       expect(calls).toHaveLength(0);
       expect(logLines.some((line) => line.includes('without a reply subject'))).toBe(true);
@@ -170,7 +157,7 @@ describe('provider host', () => {
       let cancelled: Promise<Msg> | undefined;
       const result = rawGenerate('fake', codec.encode(request), {
         onChunk: (chunk) => {
-          if (chunk.seq === 0) cancelled = busRequest(nc, subjects.providerCancel('fake'), codec.encode({ v: 1, id: request.requestId }), { timeoutMs: 1000 });
+          if (chunk.seq === 0) cancelled = busRequest(nats.nc, subjects.providerCancel('fake'), codec.encode({ v: 1, id: request.requestId }), { timeoutMs: 1000 });
         },
       });
       const { chunks } = await result;
@@ -186,7 +173,7 @@ describe('provider host', () => {
   it('stays silent on a cancel for a request it does not hold', async () => {
     const { adapter } = fakeAdapter('fake', oneThenHang);
     await withHost([adapter], async () => {
-      await expect(busRequest(nc, subjects.providerCancel('fake'), codec.encode({ v: 1, id: 'nobody-has-this' }), { timeoutMs: 200 })).rejects.toMatchObject({
+      await expect(busRequest(nats.nc, subjects.providerCancel('fake'), codec.encode({ v: 1, id: 'nobody-has-this' }), { timeoutMs: 200 })).rejects.toMatchObject({
         code: 'timeout',
       });
     });
@@ -207,7 +194,7 @@ describe('provider host', () => {
 
   it('aborts requests in flight on stop and tells the caller to retry elsewhere', async () => {
     const { adapter, calls } = fakeAdapter('fake', oneThenHang);
-    const host = createProviderHost({ nc, subjects, codec, logger, adapters: [adapter] });
+    const host = createProviderHost({ nc: nats.nc, subjects, codec, logger, adapters: [adapter] });
     await host.start();
     const result = rawGenerate('fake', codec.encode(generateRequest({ model: 'fake:x' })), {
       onChunk: (chunk) => {
@@ -227,7 +214,7 @@ describe('provider host', () => {
     const second = fakeAdapter('fake', async function* () {
       yield { type: 'done', finishReason: 'stop' };
     });
-    const other = createProviderHost({ nc, subjects, codec, logger, adapters: [second.adapter] });
+    const other = createProviderHost({ nc: nats.nc, subjects, codec, logger, adapters: [second.adapter] });
     await other.start();
     try {
       await withHost([first.adapter], async () => {

@@ -2,8 +2,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { NatsConnection } from '@nats-io/nats-core';
-import { connect } from '@nats-io/transport-node';
 import { pino } from 'pino';
 import { createCodec, createSubjects } from '../src/protocol/index.ts';
 import type { ToolCallReply, ToolCallRequest } from '../src/protocol/index.ts';
@@ -12,8 +10,7 @@ import { executeToolCall } from '../src/tool-sdk/index.ts';
 import type { AnyToolDefinition } from '../src/tool-sdk/index.ts';
 import { createBuiltInTools, createWorkspace, startToolsService } from '../services/tools/index.ts';
 import { READ_FILE_DEFAULT_LINES } from '../services/tools/read-file-tool.ts';
-import { startNatsServer } from './helpers/nats-server.ts';
-import type { TestNatsServer } from './helpers/nats-server.ts';
+import { useNatsServer } from './helpers/nats-fixture.ts';
 
 const logger = pino({ level: 'silent' });
 let root: string;
@@ -135,22 +132,11 @@ describe('write_file', () => {
 });
 
 describe('tools service on the bus', () => {
-  let server: TestNatsServer;
-  let nc: NatsConnection;
-
-  beforeAll(async () => {
-    server = await startNatsServer();
-    nc = await connect({ servers: server.url });
-  });
-
-  afterAll(async () => {
-    await nc?.close();
-    await server?.stop();
-  });
+  const nats = useNatsServer();
 
   it('serves the built-ins on a temp workspace and lists them', async () => {
-    const service = await startToolsService({ nc, logger, prefix: 'bt', workspace: root });
-    const client = createToolClient({ nc, subjects: createSubjects('bt'), codec: createCodec(), logger });
+    const service = await startToolsService({ nc: nats.nc, logger, prefix: 'bt', workspace: root });
+    const client = createToolClient({ nc: nats.nc, subjects: createSubjects('bt'), codec: createCodec(), logger });
     const listed = await client.listTools({});
     expect(listed.map((tool) => `${tool.name}:${tool.tier}`)).toEqual(['list_dir:read_only', 'read_file:read_only', 'write_file:side_effecting']);
     expect(listed.find((tool) => tool.name === 'read_file')?.parameters).toMatchObject({ required: ['path'], additionalProperties: false });
