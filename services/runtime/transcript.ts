@@ -117,7 +117,7 @@ interface ConversationIndex {
   uncounted: number;
   /** Tool results placed where {@link ConversationView.resultsFollowCalls} does not hold. */
   strayResults: number;
-  /** The last fits asked for, most recent first; undefined until the first. */
+  /** The fits asked for, one per budget, oldest first; undefined until the first. */
   fits: KeptFit[] | undefined;
 }
 
@@ -334,8 +334,8 @@ class IndexView implements ConversationView {
   fit(budget: number): ConversationFit {
     const { index, length: end, counter } = this;
     const fits = (index.fits ??= []);
-    const found = fits.findIndex((fit) => fit.budget === budget);
-    let fit = found < 0 ? undefined : fits[found];
+    let fit: KeptFit | undefined;
+    for (const kept of fits) if (kept.budget === budget) fit = kept;
     if (fit && fit.end <= end) {
       // The view grew at its end since (every change before a fit's end drops it): add the new messages,
       // then let go of the oldest while over budget. Counts are never negative, so the start only moves on.
@@ -345,23 +345,26 @@ class IndexView implements ConversationView {
       fit.start = start;
       fit.used = used;
       fit.end = end;
+      return { start, used };
+    }
+    let start = end;
+    let used = 0;
+    while (start > 0) {
+      const size = countAt(index, start - 1, counter);
+      if (used + size > budget) break;
+      used += size;
+      start -= 1;
+    }
+    if (fit) {
+      // Kept for a longer view (of a turn queued after this one): start that budget over from here.
+      fit.end = end;
+      fit.start = start;
+      fit.used = used;
     } else {
-      let start = end;
-      let used = 0;
-      while (start > 0) {
-        const size = countAt(index, start - 1, counter);
-        if (used + size > budget) break;
-        used += size;
-        start -= 1;
-      }
-      fit = { budget, end, start, used };
+      if (fits.length >= MAX_FITS) fits.shift();
+      fits.push({ budget, end, start, used });
     }
-    if (fits[0] !== fit) {
-      if (found >= 0) fits.splice(found, 1);
-      else if (fits.length >= MAX_FITS) fits.pop();
-      fits.unshift(fit);
-    }
-    return { start: fit.start, used: fit.used };
+    return { start, used };
   }
 
   messages(start: number, head?: ChatMessage): ChatMessage[] {
@@ -369,10 +372,10 @@ class IndexView implements ConversationView {
     if (!(start >= 0 && start <= length)) throw new RangeError(`window start ${start} is outside the conversation (${length} messages)`);
     const { messages } = this.index;
     if (head === undefined) return messages.slice(start, length);
-    if (start === 0) return [head].concat(messages.slice(0, length));
-    // Copy from one message earlier and put `head` in its place.
-    const window = messages.slice(start - 1, length);
-    window[0] = head;
+    // Copy from one message earlier and put `head` in its place; from the first message, make room for it.
+    const window = messages.slice(Math.max(0, start - 1), length);
+    if (start === 0) window.unshift(head);
+    else window[0] = head;
     return window;
   }
 }
