@@ -16,8 +16,13 @@ export interface ContextPrepResult {
   readonly kept: number;
   /** The first preparation, token counts not cached yet (ms). */
   readonly coldMs: number;
-  /** Every later preparation, token counts cached as the runtime caches them (ms). */
+  /** Every later preparation with nothing new logged, token counts cached as the runtime caches them (ms). */
   readonly warmMs: Summary;
+  /**
+   * Preparation after one more step was logged, as a step sees it: an assistant message with one tool call
+   * and its result, both counted then (ms). The history grows by two messages per sample.
+   */
+  readonly stepMs: Summary;
 }
 
 const MODEL = DEFAULT_RUNTIME_CONFIG.defaultModel;
@@ -60,34 +65,76 @@ function history(messages: number): { events: LogEvent[]; turnId: string } {
   return { events, turnId };
 }
 
+/** Preparations run untimed before any size is measured, so that no size is timed on code still being optimized. */
+const JIT_WARMUP = 2_000;
+
 /**
  * Times Preparing as the runtime's `prepare` actor runs it: `transcript.conversation()` then
- * `buildContext()`, token counts kept by the transcript (taken once per message, on first use).
+ * `buildContext()`, token counts kept by the transcript (taken once per message, on first use). Warm samples
+ * log nothing new in between; step samples log one step (an assistant message asking for one tool call, its
+ * `tool.use` and its result) before each, the way a turn goes from one Preparing to the next.
  */
 export function measureContextPrep(tokens: TokenCounter, sizes: readonly number[], iterations: number): ContextPrepResult[] {
   const tools = [{ name: TOOL_NAME, description: 'Looks up the value of a key.', parameters: { type: 'object', properties: { key: { type: 'string' } }, required: ['key'] } }];
   const toolTokens = tokens.count(JSON.stringify(tools));
-  return sizes.map((size) => {
+  const session = (size: number) => {
     const { events, turnId } = history(size);
     const transcript = createTranscript(events, tokens);
-    const prepare = () =>
-      buildContext({
-        model: MODEL,
-        history: transcript.conversation(turnId),
-        tools,
-        toolTokens,
-        tokens,
-        options: { systemPrompt: DEFAULT_RUNTIME_CONFIG.systemPrompt, contextWindow: contextWindowOf(MODEL), maxOutputTokens: DEFAULT_RUNTIME_CONFIG.maxOutputTokens },
-      });
+    let seq = events.at(-1)!.seq!;
+    let step = 0;
+    const envelopes = createEnvelopeFactory({ newId: () => `s${seq}`, now: () => 1_800_000_000_000 + seq });
+    const add = <T extends LogEventType>(type: T, data: EventDataMap[T]) =>
+      transcript.add({ ...envelopes.create(type, { tenant: 'bench', sessionId: 's', turnId, step }, data), seq: ++seq } as LogEvent);
+    const usage = { inputTokens: 100, outputTokens: 20 };
+    return {
+      transcript,
+      prepare: () =>
+        buildContext({
+          model: MODEL,
+          history: transcript.conversation(turnId),
+          tools,
+          toolTokens,
+          tokens,
+          options: { systemPrompt: DEFAULT_RUNTIME_CONFIG.systemPrompt, contextWindow: contextWindowOf(MODEL), maxOutputTokens: DEFAULT_RUNTIME_CONFIG.maxOutputTokens },
+        }),
+      /** Logs one step of the open turn. */
+      logStep: () => {
+        step += 1;
+        const id = `next${step}`;
+        const key = STEPS[0]!.toolCalls[step % 2]!.args.key;
+        add(LogEventType.assistantMessage, { text: `Step ${step}: one more look.`, toolCalls: [{ id, name: TOOL_NAME, args: { key } }], usage, cost: 0, model: MODEL, finishReason: 'tool_calls' });
+        add(LogEventType.toolUse, { toolCallId: id, effectId: `s:${turnId}:${id}`, name: TOOL_NAME, args: { key }, tier: 'read_only' });
+        add(LogEventType.toolResult, { toolCallId: id, name: TOOL_NAME, output: `${lookup(key)}; ${'the record reads as expected. '.repeat(2)}${step}`, isError: false, durationMs: 1 });
+      },
+      turnId,
+    };
+  };
+  // A short history, then one long enough to ask for compaction, so both paths are optimized.
+  for (const warmup of [session(10), session(1_000)]) {
+    for (let i = 0; i < JIT_WARMUP; i++) {
+      if (i % 10 === 0) warmup.logStep();
+      warmup.prepare();
+    }
+  }
+  return sizes.map((size) => {
+    const { transcript, prepare, logStep, turnId } = session(size);
     const t0 = now();
     const first = prepare();
     const coldMs = now() - t0;
+    const messages = transcript.conversation(turnId).length - 1;
     const warm: number[] = [];
     for (let i = 0; i < iterations; i++) {
       const t = now();
       prepare();
       warm.push(now() - t);
     }
-    return { messages: transcript.conversation(turnId).length - 1, kept: first.request.messages.length - 2, coldMs, warmMs: summarize(warm) };
+    const steps: number[] = [];
+    for (let i = 0; i < iterations; i++) {
+      logStep();
+      const t = now();
+      prepare();
+      steps.push(now() - t);
+    }
+    return { messages, kept: first.request.messages.length - 2, coldMs, warmMs: summarize(warm), stepMs: summarize(steps) };
   });
 }
