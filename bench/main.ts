@@ -9,6 +9,8 @@ import { createCodec, createSubjects } from '../src/protocol/index.ts';
 import { createTokenCounter } from '../src/tokens.ts';
 import { createAgentbusClient } from './lib/agentbus-client.ts';
 import { measureContextPrep } from './lib/context-prep.ts';
+import { measureCpu } from './lib/cpu.ts';
+import type { CpuShare } from './lib/cpu.ts';
 import { closedLoop } from './lib/load.ts';
 import type { LoadResult } from './lib/load.ts';
 import { machineInfo, machineLine } from './lib/machine.ts';
@@ -42,11 +44,19 @@ async function versionOf(pkg: string): Promise<string> {
   return `${pkg}@${(JSON.parse(text) as { version: string }).version}`;
 }
 
-/** Warm-up, then concurrency 1 and 200, each for a while. */
-async function loadPair(name: string, session: (index: number) => Promise<void>, c1Ms: number, c200Ms: number): Promise<{ c1: LoadResult; c200: LoadResult }> {
+/** Warm-up, then concurrency 1 and 200, each for a while; `around200` brackets the run at 200. */
+async function loadPair(
+  name: string,
+  session: (index: number) => Promise<void>,
+  c1Ms: number,
+  c200Ms: number,
+  around200?: { before(): void; after(result: LoadResult): void },
+): Promise<{ c1: LoadResult; c200: LoadResult }> {
   await closedLoop(session, { concurrency: 50, durationMs: plan.warmMs });
   const c1 = await closedLoop(session, { concurrency: 1, durationMs: c1Ms });
+  around200?.before();
   const c200 = await closedLoop(session, { concurrency: 200, durationMs: c200Ms });
+  around200?.after(c200);
   log(`${name}: ${c1.sessionsPerSecond.toFixed(0)}/s at 1, ${c200.sessionsPerSecond.toFixed(0)}/s at 200 (p50 ${c1.latencyMs.p50.toFixed(2)} ms)`);
   return { c1, c200 };
 }
@@ -66,7 +76,7 @@ for (const peer of peers) {
 
 // 2. Context preparation, pure.
 const contextPrep = measureContextPrep(createTokenCounter(), [10, 1_000, 10_000], plan.prepIterations);
-log(`context prep warm p50: ${contextPrep.map((r) => `${r.messages}: ${r.warmMs.p50.toFixed(3)} ms`).join(', ')}`);
+log(`context prep p50 after a step / repeated: ${contextPrep.map((r) => `${r.messages}: ${(r.stepMs.p50 * 1000).toFixed(1)} / ${(r.warmMs.p50 * 1000).toFixed(1)} µs`).join(', ')}`);
 
 // 3. The stack across processes.
 const server = await startNatsServer();
@@ -84,6 +94,7 @@ const start = (entry: string, extra: Record<string, string> = {}, flags: string[
 };
 const nc = await connect({ servers: server.url, name: 'bench-driver' });
 let results: BenchResults | undefined;
+let cpuAt200: CpuShare | undefined;
 try {
   const provider = start('services/provider/main.ts', { AGENTBUS_SCRIPT: scriptPath });
   const tools = start('bench/lib/tool-worker-main.ts');
@@ -97,7 +108,14 @@ try {
   const tag = () => `r${run++}x`;
   const busSession = (prefix: string) => async (index: number) => void (await client.runTurn(`${prefix}${index}`));
   await client.runTurn('first');
-  const agentbusPair = await loadPair('agentbus', busSession(tag()), plan.busC1Ms, plan.busC200Ms);
+  // CPU each process spends per session at 200 concurrent: what bounds sessions/s on this machine.
+  const pids = { runtime: runtime.child.pid, provider: provider.child.pid, tools: tools.child.pid, 'nats-server': server.pid, 'bench client': process.pid };
+  let cpuMeter: ReturnType<typeof measureCpu> | undefined;
+  const agentbusPair = await loadPair('agentbus', busSession(tag()), plan.busC1Ms, plan.busC200Ms, {
+    before: () => (cpuMeter = measureCpu(pids, machine.cores)),
+    after: (result) => (cpuAt200 = cpuMeter?.stop(result.sessions)),
+  });
+  if (cpuAt200) log(`CPU per session at 200: ${Object.entries(cpuAt200.perSessionMs).map(([name, ms]) => `${name} ${ms.toFixed(2)} ms`).join(', ')} → ceiling ${cpuAt200.ceilingPerSecond.toFixed(0)}/s`);
   rows.unshift({ key: 'agentbus', name: 'agentbus (runtime, provider, tools as processes; durable log)', versions: [], ...agentbusPair });
 
   // Sequential sessions, each seen whole: latency and how many log events it appended.
@@ -198,6 +216,7 @@ try {
     roundTrips,
     sequential: { latencyMs: sequentialLatency, logEventsPerSession: meanEvents, ops, floorMs },
     firstDelta,
+    ...(cpuAt200 ? { cpuAt200 } : {}),
     scaling: scaling.map((entry) => ({ ...entry, linear: scaling[0]!.callsPerSecond * entry.workers, ratioToLinear: entry.callsPerSecond / (scaling[0]!.callsPerSecond * entry.workers) })),
     scalingSetup: { toolDelayMs: 50, slotsPerWorker: slots, outstandingPerWorker: 4 * slots },
     heap,

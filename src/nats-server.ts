@@ -9,6 +9,8 @@ export interface NatsServerProcess {
   readonly url: string;
   readonly port: number;
   readonly storeDir: string;
+  /** The server's process id (a new one after `restart`). */
+  readonly pid: number | undefined;
   /** Stops the server and starts it again on the same port and store: clients see a disconnect. */
   restart(): Promise<void>;
   /** SIGTERM, then waits for the exit. The store stays. */
@@ -72,6 +74,9 @@ export async function startNatsServerProcess(options: NatsServerOptions): Promis
     url: `nats://127.0.0.1:${port}`,
     port,
     storeDir: options.storeDir,
+    get pid() {
+      return child.pid;
+    },
     async restart() {
       await halt(child);
       child = await launch();

@@ -7,6 +7,7 @@ import { natsServerVersion as versionOf, startNatsServerProcess } from '../../sr
 export interface BenchNatsServer {
   readonly url: string;
   readonly storeDir: string;
+  readonly pid: number | undefined;
   stop(): Promise<void>;
 }
 
@@ -22,6 +23,7 @@ export async function startNatsServer(binary = process.env.NATS_SERVER_BIN ?? 'n
   return {
     url: server.url,
     storeDir,
+    pid: server.pid,
     async stop() {
       await server.stop();
       await rm(storeDir, { recursive: true, force: true });

@@ -14,7 +14,12 @@ export async function startNatsServer(options: { config?: string } = {}): Promis
   const storeDir = await mkdtemp(join(tmpdir(), 'agentbus-nats-'));
   const server = await startNatsServerProcess({ storeDir, ...(options.config ? { config: options.config } : {}) });
   return {
-    ...server,
+    url: server.url,
+    port: server.port,
+    storeDir: server.storeDir,
+    get pid() {
+      return server.pid;
+    },
     restart: () => server.restart(),
     async stop() {
       await server.stop();
