@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Msg } from '@nats-io/nats-core';
 import { createInbox } from '@nats-io/nats-core';
+import { createReplyMux } from '../src/bus/reply-mux.ts';
 import { msgpackHeaders, request as busRequest } from '../src/bus/request.ts';
 import { ProviderError } from '../src/errors.ts';
 import { createLogger } from '../src/logging.ts';
@@ -157,7 +158,7 @@ describe('provider host', () => {
       let cancelled: Promise<Msg> | undefined;
       const result = rawGenerate('fake', codec.encode(request), {
         onChunk: (chunk) => {
-          if (chunk.seq === 0) cancelled = busRequest(nats.nc, subjects.providerCancel('fake'), codec.encode({ v: 1, id: request.requestId }), { timeoutMs: 1000 });
+          if (chunk.seq === 0) cancelled = busRequest(nats.nc, subjects.providerCancel('fake'), codec.encode({ v: 1, id: request.requestId }), { timeoutMs: 1000, replies: createReplyMux(nats.nc) });
         },
       });
       const { chunks } = await result;
@@ -173,7 +174,7 @@ describe('provider host', () => {
   it('stays silent on a cancel for a request it does not hold', async () => {
     const { adapter } = fakeAdapter('fake', oneThenHang);
     await withHost([adapter], async () => {
-      await expect(busRequest(nats.nc, subjects.providerCancel('fake'), codec.encode({ v: 1, id: 'nobody-has-this' }), { timeoutMs: 200 })).rejects.toMatchObject({
+      await expect(busRequest(nats.nc, subjects.providerCancel('fake'), codec.encode({ v: 1, id: 'nobody-has-this' }), { timeoutMs: 200, replies: createReplyMux(nats.nc) })).rejects.toMatchObject({
         code: 'timeout',
       });
     });

@@ -14,8 +14,6 @@ export interface WaitOptions {
   readonly timeoutMs: number;
   readonly signal?: AbortSignal;
   readonly headers?: MsgHdrs;
-  /** Takes the reply through this mux (one shared subscription) instead of a nats.js request. */
-  readonly replies?: ReplyMux;
 }
 
 /** msgpack headers for a payload, plus any extra ones. */
@@ -31,30 +29,24 @@ export function isNoResponders(message: Msg): boolean {
   return message.headers?.hasError === true && message.headers.code === 503;
 }
 
-/**
- * One request, one reply, with a timeout and an AbortSignal. A late reply after abort is dropped.
- * Rejects with {@link NoRespondersError}, {@link TimeoutError} or the signal's reason.
- */
-export async function request(nc: NatsConnection, subject: string, payload: Uint8Array, options: WaitOptions): Promise<Msg> {
-  options.signal?.throwIfAborted();
-  if (options.replies) return requestVia(options.replies, nc, subject, payload, options);
-  const { promise: aborted, cleanup } = abortPromise(options.signal);
-  try {
-    const reply = nc.request(subject, payload, { timeout: options.timeoutMs, headers: options.headers ?? msgpackHeaders() });
-    const message = await Promise.race([reply, aborted]);
-    if (isNoResponders(message)) throw new NoRespondersError(subject);
-    return message;
-  } catch (error) {
-    throw translateRequestError(error, subject, options.timeoutMs);
-  } finally {
-    cleanup();
-  }
+/** Options of {@link request}: the wait, and the mux the reply comes back through. */
+export interface RequestOptions extends WaitOptions {
+  /** Reply subjects: one shared subscription instead of one (or a nats.js request) per call. */
+  readonly replies: ReplyMux;
 }
 
-/** {@link request} with the reply taken through a mux route: one timer, no subscription, no nats.js request. */
-function requestVia(replies: ReplyMux, nc: NatsConnection, subject: string, payload: Uint8Array, options: WaitOptions): Promise<Msg> {
+/**
+ * One request, one reply, with a timeout and an AbortSignal; the reply comes back on a route of
+ * `options.replies`. A late reply after a timeout or an abort is dropped. Rejects with
+ * {@link NoRespondersError}, {@link TimeoutError} or the signal's reason.
+ */
+export function request(nc: NatsConnection, subject: string, payload: Uint8Array, options: RequestOptions): Promise<Msg> {
   return new Promise<Msg>((resolve, reject) => {
     const { signal } = options;
+    if (signal?.aborted) {
+      reject(abortReason(signal));
+      return;
+    }
     const finish = () => {
       route.close();
       clearTimeout(timer);
@@ -64,7 +56,7 @@ function requestVia(replies: ReplyMux, nc: NatsConnection, subject: string, payl
       finish();
       reject(abortReason(signal!));
     };
-    const route = replies.route((message) => {
+    const route = options.replies.route((message) => {
       finish();
       if (isNoResponders(message)) reject(new NoRespondersError(subject));
       else resolve(message);

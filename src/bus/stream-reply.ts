@@ -1,4 +1,3 @@
-import { createInbox } from '@nats-io/nats-core';
 import type { Msg, MsgHdrs, NatsConnection } from '@nats-io/nats-core';
 import { NoRespondersError, TimeoutError, abortReason } from '../errors.ts';
 import type { ReplyMux } from './reply-mux.ts';
@@ -12,8 +11,8 @@ export interface StreamRequestOptions {
   readonly timeoutMs: number;
   readonly signal?: AbortSignal;
   readonly headers?: MsgHdrs;
-  /** Takes the stream through this mux (one shared subscription) instead of a subscription of its own. */
-  readonly replies?: ReplyMux;
+  /** Reply subjects: the stream comes back on a route of this mux, not on a subscription of its own. */
+  readonly replies: ReplyMux;
 }
 
 /**
@@ -38,18 +37,7 @@ export async function* streamRequest(
     queue.push(message);
     wake?.();
   };
-  let route: { readonly subject: string; close(): void };
-  if (options.replies) {
-    route = options.replies.route(onMessage);
-  } else {
-    const subscription = nc.subscribe(createInbox(), {
-      callback: (error, message) => {
-        if (error) wake?.();
-        else onMessage(message);
-      },
-    });
-    route = { subject: subscription.getSubject(), close: () => subscription.unsubscribe() };
-  }
+  const route = options.replies.route(onMessage);
   const started = Date.now();
   let timer: ReturnType<typeof setTimeout> | undefined;
   const onAbort = () => wake?.();

@@ -1,4 +1,5 @@
 import type { Msg, NatsConnection } from '@nats-io/nats-core';
+import { createReplyMux } from '../bus/reply-mux.ts';
 import { request } from '../bus/request.ts';
 import { AgentbusError, ErrorCode, NoRespondersError } from '../errors.ts';
 import { SessionVerb, assertToken, createCodec, createSubjects, fromErrorData } from '../protocol/index.ts';
@@ -71,15 +72,17 @@ export function createAgentbusClient(options: { nc: NatsConnection; prefix?: str
   const { nc } = options;
   const codec = options.codec ?? createCodec();
   const subjects: Subjects = createSubjects(options.prefix);
+  const replies = createReplyMux(nc);
 
   async function send<R>(target: SessionTarget, verb: SessionVerb, body: unknown, callOptions: { signal?: AbortSignal; timeoutMs?: number } = {}): Promise<R> {
     assertToken(target.tenant, 'tenant');
     assertToken(target.sessionId, 'sessionId');
     const subject = subjects.session(target.tenant, target.sessionId, verb);
-    // request() sends msgpack headers and already maps nats.js errors to ours.
+    // request() sends msgpack headers and rejects with our error classes.
     let reply: Msg;
     try {
       reply = await request(nc, subject, codec.encode(body), {
+        replies,
         timeoutMs: callOptions.timeoutMs ?? 10_000,
         ...(callOptions.signal ? { signal: callOptions.signal } : {}),
       });
