@@ -44,7 +44,7 @@ function callRequest(name: string, args: unknown): ToolCallRequest {
 
 function run(name: string, args: unknown): Promise<ToolCallReply> {
   const tool = tools.get(name)!;
-  return executeToolCall({ tool, request: callRequest(name, args), logger, signal: new AbortController().signal, now: Date.now });
+  return executeToolCall({ tool, request: callRequest(name, args), logger: () => logger, signal: new AbortController().signal, now: Date.now });
 }
 
 function output(reply: ToolCallReply): unknown {

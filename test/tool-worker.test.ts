@@ -96,6 +96,23 @@ describe('tool worker', () => {
     await worker.stop();
   });
 
+  it('gives a tool a logger bound to its call', async () => {
+    const lines: Array<Record<string, unknown>> = [];
+    const recording = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) });
+    const noisy = plainTool('noisy', 'Logs a line.', 1000, (_args, context) => {
+      context.logger.info('working');
+      return 'done';
+    });
+    const worker = createToolWorker({ nc, subjects, codec, logger: recording, tools: [noisy], version: '0.1.0', stopGraceMs: 200 });
+    await worker.start();
+    try {
+      expect(await client().call(callRequest('noisy', {}), {})).toMatchObject({ ok: true, output: 'done' });
+      expect(lines.find((line) => line.msg === 'working')).toMatchObject({ tool: 'noisy', callId: expect.any(String) });
+    } finally {
+      await worker.stop();
+    }
+  });
+
   it('shares calls between two workers in the queue group', async () => {
     const seen: string[] = [];
     const whoami = (label: string) =>

@@ -10,7 +10,8 @@ import type { AnyToolDefinition } from './define-tool.ts';
 export interface ExecuteToolCallOptions {
   readonly tool: AnyToolDefinition;
   readonly request: ToolCallRequest;
-  readonly logger: Logger;
+  /** The call's logger, made on first use: most calls never log, and a pino child costs more than a short call. */
+  readonly logger: () => Logger;
   /** Aborts on the caller's cancel or the worker stopping. */
   readonly signal: AbortSignal;
   readonly now: () => number;
@@ -45,8 +46,10 @@ function failure(error: unknown): ErrorData {
  * signal is not waited for: the reply goes out when the signal aborts, and the late result is dropped.
  */
 export async function executeToolCall(options: ExecuteToolCallOptions): Promise<ToolCallReply> {
-  const { tool, request, logger } = options;
+  const { tool, request } = options;
   const callId = request.callId;
+  let logger: Logger | undefined;
+  const log = () => (logger ??= options.logger());
   if (request.name !== tool.name) {
     return errorReply(callId, {
       code: ErrorCode.invalidInput,
@@ -70,12 +73,15 @@ export async function executeToolCall(options: ExecuteToolCallOptions): Promise<
   if (options.signal.aborted) return errorReply(callId, toErrorData(abortReason(options.signal)));
 
   const limit = Math.min(tool.timeoutMs, remaining);
-  const timeout = new AbortController();
+  // One controller for the caller's abort and the time limit (cheaper than AbortSignal.any per call).
+  const controller = new AbortController();
+  const { signal } = controller;
+  const onAbort = () => controller.abort(options.signal.reason);
+  options.signal.addEventListener('abort', onAbort, { once: true });
   const timer = setTimeout(() => {
     const which = limit === tool.timeoutMs ? `its ${limit} ms timeout` : `the caller's deadline (${Math.round(limit)} ms)`;
-    timeout.abort(new TimeoutError(`${tool.name} ran past ${which}`, limit));
+    controller.abort(new TimeoutError(`${tool.name} ran past ${which}`, limit));
   }, limit);
-  const signal = AbortSignal.any([options.signal, timeout.signal]);
   const { promise: aborted, cleanup } = abortPromise(signal);
   try {
     const output = await Promise.race([
@@ -88,7 +94,9 @@ export async function executeToolCall(options: ExecuteToolCallOptions): Promise<
           sessionId: request.sessionId,
           turnId: request.turnId,
           deadline: request.deadline,
-          logger,
+          get logger() {
+            return log();
+          },
         }),
       ),
       aborted,
@@ -96,10 +104,11 @@ export async function executeToolCall(options: ExecuteToolCallOptions): Promise<
     return { v: 1, callId, ok: true, output: output ?? null };
   } catch (error) {
     if (signal.aborted) return errorReply(callId, toErrorData(abortReason(signal)));
-    logger.debug({ err: error }, 'tool failed');
+    log().debug({ err: error }, 'tool failed');
     return errorReply(callId, failure(error));
   } finally {
     clearTimeout(timer);
+    options.signal.removeEventListener('abort', onAbort);
     cleanup();
   }
 }

@@ -154,7 +154,7 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
 
   function run(call: AcceptedCall, release: () => void): Promise<void> {
     const task = (async () => {
-      const callLogger = logger.child({ tool: call.tool.name, callId: call.request.callId });
+      const callLogger = () => logger.child({ tool: call.tool.name, callId: call.request.callId });
       try {
         const body = await executeToolCall({ tool: call.tool, request: call.request, logger: callLogger, signal: call.controller.signal, now });
         reply(call, body);
