@@ -3,7 +3,7 @@ import { buildContext } from '../services/runtime/context-builder.ts';
 import { createTranscript } from '../services/runtime/transcript.ts';
 import type { ChatMessage, LogEvent } from '../src/protocol/index.ts';
 import type { TokenCounter } from '../src/tokens.ts';
-import type { ConversationView } from '../services/runtime/transcript.ts';
+import type { ConversationView } from '../services/runtime/conversation.ts';
 import { createCharCounter, createLogBuilder } from './helpers/log-events.ts';
 import { createRandom, simulateArbitrarySession, simulateRuntimeSession } from './helpers/random-log.ts';
 import type { Random } from './helpers/random-log.ts';

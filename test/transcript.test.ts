@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { createTranscript } from '../services/runtime/transcript.ts';
-import type { ConversationView } from '../services/runtime/transcript.ts';
+import type { ConversationView } from '../services/runtime/conversation.ts';
 import { createCharCounter, createLogBuilder } from './helpers/log-events.ts';
 import { createRandom, simulateArbitrarySession, simulateRuntimeSession } from './helpers/random-log.ts';
 import type { Random } from './helpers/random-log.ts';

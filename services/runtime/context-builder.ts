@@ -1,7 +1,7 @@
 import type { ChatMessage, ToolSpec } from '../../src/protocol/index.ts';
 import type { TokenCounter } from '../../src/tokens.ts';
 import type { PreparedRequest } from '../../machines/index.ts';
-import type { ConversationView } from './transcript.ts';
+import type { ConversationView } from './conversation.ts';
 
 /** How context is fitted into a model's window. */
 export interface ContextOptions {

@@ -1,8 +1,10 @@
 import { LogEventType } from '../../src/protocol/index.ts';
-import type { ChatMessage, LogEvent, ToolCall, Usage } from '../../src/protocol/index.ts';
+import type { LogEvent, ToolCall, Usage } from '../../src/protocol/index.ts';
 import { ZERO_USAGE, addUsage } from '../../src/protocol/index.ts';
 import type { TokenCounter } from '../../src/tokens.ts';
 import type { ApprovalDecision } from '../../machines/index.ts';
+import { TRIM_BELOW, createConversationIndex } from './conversation.ts';
+import type { ConversationIndex, ConversationView } from './conversation.ts';
 
 /** One turn found in the log that has no `turn.ended`. */
 export interface UnfinishedTurn {
@@ -18,47 +20,6 @@ export interface UnfinishedTurn {
   readonly usage: Usage;
   readonly cost: number;
   readonly decisions: Readonly<Record<string, ApprovalDecision>>;
-}
-
-/**
- * The conversation after the newest summary, turn by turn, up to and including one turn: what Preparing
- * fits into the window. Index 0 is the oldest message. Token counts are taken on first use and kept, so a
- * step only counts messages it has not seen before.
- */
-export interface ConversationView {
-  /** Text of the newest `summary.created`, if any. */
-  readonly summary: string | undefined;
-  readonly length: number;
-  /**
-   * True when every tool result comes right after its call's assistant message (with only other results of
-   * that message between) or opens the conversation (a summary took its call): then, of any suffix of the
-   * view, only the leading tool results can lack their call. The runtime writes logs this way, but a summary
-   * that cut a turn while a prompt waited can put another turn's messages before the results it left (see
-   * `buildContext`). The index checks each result as it places it and turns this false until the next summary.
-   */
-  readonly resultsFollowCalls: boolean;
-  message(index: number): ChatMessage;
-  /** Log sequence of message `index`. */
-  seq(index: number): number;
-  /** Tokens of message `index` (counted once, then cached). */
-  tokens(index: number): number;
-  /** Tokens of every message of the view: a running total, so O(1) once every message has been counted. */
-  totalTokens(): number;
-  /**
-   * The newest messages that fit `budget` tokens: the longest suffix `[start, length)` whose tokens sum to at
-   * most `budget`, and that sum. The last fits are kept, so asking the same budget again as the conversation
-   * grows at its end costs O(new messages); anything else walks back from the newest message.
-   */
-  fit(budget: number): ConversationFit;
-  /** Messages `[start, length)` as a new array, after `head` when given: one copy either way. */
-  messages(start: number, head?: ChatMessage): ChatMessage[];
-}
-
-/** The suffix of a conversation that fits a budget: see {@link ConversationView.fit}. */
-export interface ConversationFit {
-  readonly start: number;
-  /** Tokens of messages `[start, length)`. */
-  readonly used: number;
 }
 
 /** The in-memory view of one session's log. */
@@ -80,45 +41,6 @@ export interface Transcript {
   unfinishedTurns(): UnfinishedTurn[];
   /** Gives back the spare capacity of short lists, for a session about to sit idle. */
   trim(): void;
-}
-
-/** Lists shorter than this are copied to their exact size by `trim`. */
-const TRIM_BELOW = 64;
-
-/** Marks a token count not taken yet. */
-const UNCOUNTED = -1;
-
-/** Fits kept per index: a step asks for its budget and half of it (compaction), twice when it escalates. */
-const MAX_FITS = 4;
-
-/** A fit of messages `[start, end)` of the index in `budget`, kept to be moved on as the conversation grows. */
-interface KeptFit {
-  readonly budget: number;
-  end: number;
-  start: number;
-  used: number;
-}
-
-/**
- * The conversation index: parallel arrays in turn order (message `i` is `messages[i]`, logged at `seqs[i]`,
- * costing `tokens[i]`), each turn a contiguous range ending at `end`. An event of a turn that is not the
- * newest (a running turn after a queued prompt) is inserted at its turn's end; that moves only the messages
- * of the turns queued after it.
- */
-interface ConversationIndex {
-  summary: { text: string; throughSeq: number } | undefined;
-  /** A plain array, so the window Preparing sends is one slice of it. */
-  messages: ChatMessage[];
-  seqs: number[];
-  tokens: number[];
-  turns: Array<{ readonly turnId: string; end: number }>;
-  /** Sum of the counts taken so far, and how many are still `UNCOUNTED`. */
-  counted: number;
-  uncounted: number;
-  /** Tool results placed where {@link ConversationView.resultsFollowCalls} does not hold. */
-  strayResults: number;
-  /** The fits asked for, one per budget, oldest first; undefined until the first. */
-  fits: KeptFit[] | undefined;
 }
 
 /**
@@ -148,12 +70,12 @@ class SessionTranscript implements Transcript {
     if (event.seq !== undefined && event.seq > this.lastSeq) this.lastSeq = event.seq;
     if (!this.index) return;
     if (event.type === LogEventType.summaryCreated) this.index = undefined;
-    else place(this.index, event);
+    else this.index.add(event);
   }
 
   conversation(currentTurnId?: string): ConversationView {
-    this.index ??= buildIndex(this.events);
-    return new IndexView(this.index, currentTurnId, this.counter);
+    this.index ??= createConversationIndex(this.events);
+    return this.index.view(currentTurnId, this.counter);
   }
 
   turnEvents(turnId: string): LogEvent[] {
@@ -181,14 +103,7 @@ class SessionTranscript implements Transcript {
   trim(): void {
     // A list grown by push keeps room for ~17 entries; an idle session with a short history need not.
     if (this.events.length < TRIM_BELOW) this.events = this.events.slice();
-    const index = this.index;
-    if (index && index.messages.length < TRIM_BELOW) {
-      index.messages = index.messages.slice();
-      index.seqs = index.seqs.slice();
-      index.tokens = index.tokens.slice();
-      index.turns = index.turns.slice();
-      if (index.fits) index.fits = index.fits.slice();
-    }
+    this.index?.trim();
   }
 
   unfinishedTurns(): UnfinishedTurn[] {
@@ -201,182 +116,6 @@ class SessionTranscript implements Transcript {
       turns.push(summarizeTurn(events, event.turnId, event.data));
     }
     return turns;
-  }
-}
-
-function buildIndex(events: readonly LogEvent[]): ConversationIndex {
-  let summary: ConversationIndex['summary'];
-  for (let at = events.length - 1; at >= 0 && !summary; at--) {
-    const event = events[at];
-    if (event?.type === LogEventType.summaryCreated) summary = event.data;
-  }
-  const built: ConversationIndex = { summary, messages: [], seqs: [], tokens: [], turns: [], counted: 0, uncounted: 0, strayResults: 0, fits: undefined };
-  for (const event of events) place(built, event);
-  return built;
-}
-
-/** Adds an event's chat message (if it has one) at the end of its turn. */
-function place(target: ConversationIndex, event: LogEvent): void {
-  if (!event.turnId) return;
-  const { summary, turns, messages } = target;
-  if (summary && (event.seq ?? 0) <= summary.throughSeq) return;
-  // A prompt opens its turn; any other event belongs to a turn opened before it, most often the newest.
-  const isPrompt = event.type === LogEventType.userMessage && !event.data.steer;
-  let turn: ConversationIndex['turns'][number] | undefined;
-  let at = turns.length - 1;
-  for (; at >= 0 && !isPrompt; at--) {
-    if (turns[at]!.turnId === event.turnId) {
-      turn = turns[at];
-      break;
-    }
-  }
-  if (!turn) {
-    // Before a summary, a turn begins with its prompt; after one, with whatever of it the summary left.
-    if (!isPrompt && !summary) return;
-    turn = { turnId: event.turnId, end: messages.length };
-    turns.push(turn);
-    at = turns.length - 1;
-  }
-  const message = toChatMessage(event);
-  if (!message) return;
-  const position = turn.end;
-  if (message.role === 'tool' && !followsItsCall(messages, position, message.toolCallId)) target.strayResults += 1;
-  if (position === messages.length) {
-    messages.push(message);
-    target.seqs.push(event.seq ?? 0);
-    target.tokens.push(UNCOUNTED);
-  } else {
-    // Whatever follows now has a new neighbour: a result there may no longer follow its call.
-    if (messages[position]!.role === 'tool') target.strayResults += 1;
-    messages.splice(position, 0, message);
-    target.seqs.splice(position, 0, event.seq ?? 0);
-    target.tokens.splice(position, 0, UNCOUNTED);
-    // A fit of messages past `position` no longer describes them; one that ends at or before it still does.
-    if (target.fits) target.fits = target.fits.filter((fit) => fit.end <= position);
-  }
-  target.uncounted += 1;
-  for (let later = at; later < turns.length; later++) turns[later]!.end += 1;
-}
-
-/** Whether a result placed at `position` comes after its call's assistant message, past results only, or opens the conversation. */
-function followsItsCall(messages: readonly ChatMessage[], position: number, toolCallId: string): boolean {
-  let at = position - 1;
-  while (at >= 0 && messages[at]!.role === 'tool') at -= 1;
-  if (at < 0) return true;
-  const asker = messages[at]!;
-  return asker.role === 'assistant' && (asker.toolCalls?.some((call) => call.id === toolCallId) ?? false);
-}
-
-function countAt(target: ConversationIndex, at: number, counter: TokenCounter | undefined): number {
-  let count = target.tokens[at]!;
-  if (count === UNCOUNTED) {
-    if (!counter) throw new Error('this transcript was created without a token counter');
-    count = counter.countMessage(target.messages[at]!);
-    target.tokens[at] = count;
-    target.counted += count;
-    target.uncounted -= 1;
-  }
-  return count;
-}
-
-/** The view of an index up to the end of one turn. A class: Preparing takes one per step. */
-class IndexView implements ConversationView {
-  readonly summary: string | undefined;
-  readonly length: number;
-  readonly resultsFollowCalls: boolean;
-  private readonly index: ConversationIndex;
-  private readonly counter: TokenCounter | undefined;
-
-  constructor(index: ConversationIndex, currentTurnId: string | undefined, counter: TokenCounter | undefined) {
-    let length = index.messages.length;
-    if (currentTurnId !== undefined) {
-      for (let at = index.turns.length - 1; at >= 0; at--) {
-        const turn = index.turns[at]!;
-        if (turn.turnId === currentTurnId) {
-          length = turn.end;
-          break;
-        }
-      }
-    }
-    this.index = index;
-    this.counter = counter;
-    this.summary = index.summary?.text;
-    this.length = length;
-    this.resultsFollowCalls = index.strayResults === 0;
-  }
-
-  private check(at: number): number {
-    if (!(at >= 0 && at < this.length)) throw new RangeError(`message ${at} is outside the conversation (${this.length} messages)`);
-    return at;
-  }
-
-  message(at: number): ChatMessage {
-    return this.index.messages[this.check(at)]!;
-  }
-
-  seq(at: number): number {
-    return this.index.seqs[this.check(at)]!;
-  }
-
-  tokens(at: number): number {
-    return countAt(this.index, this.check(at), this.counter);
-  }
-
-  totalTokens(): number {
-    const { index, length } = this;
-    if (index.uncounted > 0) for (let at = 0; at < index.messages.length; at++) countAt(index, at, this.counter);
-    // The running total covers every turn; take off the turns queued after this view.
-    let total = index.counted;
-    for (let at = length; at < index.tokens.length; at++) total -= index.tokens[at]!;
-    return total;
-  }
-
-  fit(budget: number): ConversationFit {
-    const { index, length: end, counter } = this;
-    const fits = (index.fits ??= []);
-    let fit: KeptFit | undefined;
-    for (const kept of fits) if (kept.budget === budget) fit = kept;
-    if (fit && fit.end <= end) {
-      // The view grew at its end since (every change before a fit's end drops it): add the new messages,
-      // then let go of the oldest while over budget. Counts are never negative, so the start only moves on.
-      let { start, used } = fit;
-      for (let at = fit.end; at < end; at++) used += countAt(index, at, counter);
-      while (used > budget && start < end) used -= index.tokens[start++]!;
-      fit.start = start;
-      fit.used = used;
-      fit.end = end;
-      return { start, used };
-    }
-    let start = end;
-    let used = 0;
-    while (start > 0) {
-      const size = countAt(index, start - 1, counter);
-      if (used + size > budget) break;
-      used += size;
-      start -= 1;
-    }
-    if (fit) {
-      // Kept for a longer view (of a turn queued after this one): start that budget over from here.
-      fit.end = end;
-      fit.start = start;
-      fit.used = used;
-    } else {
-      if (fits.length >= MAX_FITS) fits.shift();
-      fits.push({ budget, end, start, used });
-    }
-    return { start, used };
-  }
-
-  messages(start: number, head?: ChatMessage): ChatMessage[] {
-    const { length } = this;
-    if (!(start >= 0 && start <= length)) throw new RangeError(`window start ${start} is outside the conversation (${length} messages)`);
-    const { messages } = this.index;
-    if (head === undefined) return messages.slice(start, length);
-    // Copy from one message earlier and put `head` in its place; from the first message, make room for it.
-    const window = messages.slice(Math.max(0, start - 1), length);
-    if (start === 0) window.unshift(head);
-    else window[0] = head;
-    return window;
   }
 }
 
@@ -414,19 +153,4 @@ function summarizeTurn(events: readonly LogEvent[], turnId: string, prompt: Unfi
     cost,
     decisions,
   };
-}
-
-function toChatMessage(event: LogEvent): ChatMessage | undefined {
-  switch (event.type) {
-    case LogEventType.userMessage:
-      return { role: 'user', content: event.data.text };
-    case LogEventType.assistantMessage:
-      return event.data.toolCalls.length > 0
-        ? { role: 'assistant', content: event.data.text, toolCalls: event.data.toolCalls }
-        : { role: 'assistant', content: event.data.text };
-    case LogEventType.toolResult:
-      return { role: 'tool', toolCallId: event.data.toolCallId, name: event.data.name, content: event.data.output, isError: event.data.isError };
-    default:
-      return undefined;
-  }
 }
