@@ -50,6 +50,7 @@ export type {
   GenerateChunk,
   ChunkBody,
 } from './schemas.ts';
+export { logEventSchema } from './log-schemas.ts';
 export { decodePrompt, decodeSteer, decodeCancel, decodeApprove } from './ingress.ts';
 export { ErrorCode, toErrorData, fromErrorData } from '../errors.ts';
 export type { ErrorData } from '../errors.ts';

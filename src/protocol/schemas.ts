@@ -171,3 +171,6 @@ export const generateChunkSchema = z.discriminatedUnion('type', [
 export type GenerateChunk = z.infer<typeof generateChunkSchema>;
 /** A chunk without its envelope fields, as an adapter yields it. */
 export type ChunkBody = GenerateChunk extends infer C ? (C extends GenerateChunk ? Omit<C, 'v' | 'requestId' | 'seq'> : never) : never;
+
+/** Field schemas the durable log's event schemas (`log-schemas.ts`) share with the messages above. */
+export { errorData as errorDataSchema, toolCall as toolCallSchema, usage as usageSchema, modelName as modelNameSchema };

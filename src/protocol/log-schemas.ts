@@ -1,0 +1,104 @@
+import { z } from 'zod';
+import { LogEventType, SafetyTier, TurnEndReason } from './events.ts';
+import { errorDataSchema, modelNameSchema, toolCallSchema, usageSchema } from './schemas.ts';
+import { TOKEN_PATTERN } from './subjects.ts';
+
+// The shapes of `EventDataMap` (events.ts) for the durable log. Fields the runtime acts on when it reads a log
+// back are checked exactly; unknown extra fields pass (and are dropped), so a log written by a newer runtime
+// still reads. Every bound here must also hold for what the runtime itself writes: ids inside `data` come
+// from providers and may be any string, `durationMs` comes from a wall clock that may step back.
+
+const sessionCreated = z.object({ createdBy: z.string() });
+
+// What a resumed turn is run with comes from here, so models are checked as a prompt's are.
+const userMessage = z.object({
+  text: z.string(),
+  model: modelNameSchema('model').optional(),
+  models: z.array(modelNameSchema('models[]')).readonly().optional(),
+  smallModel: modelNameSchema('smallModel').optional(),
+  largeModel: modelNameSchema('largeModel').optional(),
+  complex: z.boolean().optional(),
+  maxSteps: z.int().positive().optional(),
+  maxCost: z.number().positive().optional(),
+  metadata: z.record(z.string(), z.unknown()).optional(),
+  steer: z.boolean().optional(),
+});
+
+const assistantMessage = z.object({
+  text: z.string(),
+  toolCalls: z.array(toolCallSchema).readonly(),
+  usage: usageSchema,
+  cost: z.number(),
+  model: z.string(),
+  finishReason: z.string(),
+});
+
+const toolUse = z.object({
+  toolCallId: z.string(),
+  effectId: z.string(),
+  name: z.string(),
+  args: z.unknown(),
+  tier: z.enum([SafetyTier.readOnly, SafetyTier.sideEffecting, SafetyTier.privileged, 'unknown']),
+});
+
+const toolResult = z.object({
+  toolCallId: z.string(),
+  name: z.string(),
+  output: z.string(),
+  isError: z.boolean(),
+  error: errorDataSchema.optional(),
+  durationMs: z.number(),
+});
+
+const approvalRequested = z.object({ toolCallId: z.string(), name: z.string(), args: z.unknown() });
+
+const approvalDecided = z.object({ toolCallId: z.string(), approved: z.boolean(), reason: z.string().optional() });
+
+const summaryCreated = z.object({ text: z.string(), throughSeq: z.int().nonnegative(), tokens: z.number().nonnegative() });
+
+const turnEnded = z.object({
+  reason: z.enum(TurnEndReason),
+  text: z.string().optional(),
+  error: errorDataSchema.optional(),
+  usage: usageSchema,
+  cost: z.number(),
+  steps: z.int().nonnegative(),
+});
+
+/**
+ * One log envelope of the given type. The keys are in the order the session writer stores events in
+ * (zod's output follows the shape), so read-back and appended events share one object shape.
+ */
+function logEnvelope<T extends LogEventType, D extends z.ZodType>(type: T, data: D) {
+  return z.object({
+    v: z.literal(1),
+    id: z.string().min(1),
+    type: z.literal(type),
+    tenant: z.string().regex(TOKEN_PATTERN, 'tenant must be a subject token'),
+    sessionId: z.string().regex(TOKEN_PATTERN, 'sessionId must be a subject token'),
+    turnId: z.string().min(1).optional(),
+    step: z.int().nonnegative().optional(),
+    ts: z.number(),
+    data,
+  });
+}
+
+/**
+ * A durable log event: the v1 envelope `{ v: 1, id, type, tenant, sessionId, turnId?, step?, ts, data }`
+ * with the `data` of its type, as one discriminated union on `type`. Its output is a `LogEvent` without
+ * `seq`.
+ *
+ * @example
+ * const event = codec.validate(logEventSchema, codec.decode(message.data), 'log event');
+ */
+export const logEventSchema = z.discriminatedUnion('type', [
+  logEnvelope(LogEventType.sessionCreated, sessionCreated),
+  logEnvelope(LogEventType.userMessage, userMessage),
+  logEnvelope(LogEventType.assistantMessage, assistantMessage),
+  logEnvelope(LogEventType.toolUse, toolUse),
+  logEnvelope(LogEventType.toolResult, toolResult),
+  logEnvelope(LogEventType.approvalRequested, approvalRequested),
+  logEnvelope(LogEventType.approvalDecided, approvalDecided),
+  logEnvelope(LogEventType.summaryCreated, summaryCreated),
+  logEnvelope(LogEventType.turnEnded, turnEnded),
+]);
