@@ -6,10 +6,16 @@ import { ensureStreams } from '../src/bus/streams.ts';
 import { LogConflictError } from '../src/errors.ts';
 import { createCodec, createEnvelopeFactory, createSubjects } from '../src/protocol/index.ts';
 import type { LogEvent } from '../src/protocol/index.ts';
+import { headers } from '@nats-io/nats-core';
+import { createLogger } from '../src/logging.ts';
 import { useNatsServer } from './helpers/nats-fixture.ts';
 
 const nats = useNatsServer();
 let log: SessionLog;
+const codec = createCodec();
+/** What the log reported at warn, parsed. */
+const warnings: Array<Record<string, unknown>> = [];
+const logger = createLogger({ name: 'test', level: 'warn', destination: { write: (line: string) => void warnings.push(JSON.parse(line) as Record<string, unknown>) } });
 let counter = 0;
 const envelopes = createEnvelopeFactory({ newId: () => `id-${++counter}`, now: () => 1000 });
 
@@ -21,17 +27,26 @@ beforeAll(async () => {
   const jsm = await jetstreamManager(nats.nc);
   const names = await ensureStreams(jsm, { prefix: 'agentbus' });
   await ensureStreams(jsm, { prefix: 'agentbus' });
-  log = createSessionLog({ nc: nats.nc, js: jetstream(nats.nc), jsm, subjects: createSubjects(), codec: createCodec(), stream: names.log });
+  log = createSessionLog({ nc: nats.nc, js: jetstream(nats.nc), jsm, subjects: createSubjects(), codec, stream: names.log, logger });
 });
+
+/** Publishes raw bytes on a log subject with core NATS, as anyone may on a server without permissions; the stream's sequence. */
+async function publishRaw(subject: string, body: Uint8Array | string, contentType?: string): Promise<number> {
+  const requestHeaders = headers();
+  if (contentType) requestHeaders.set('Content-Type', contentType);
+  const reply = await nats.nc.request(subject, body, { timeout: 5000, headers: requestHeaders });
+  return (codec.decode(reply.data) as { seq: number }).seq;
+}
 
 describe('session log', () => {
   it('reads back appended events in order with their sequences', async () => {
     const first = await log.append(userMessage('s1', 'one'), 0);
     const second = await log.append(userMessage('s1', 'two'), first);
     await log.append(userMessage('other', 'not mine'), 0);
-    const events = await log.read('acme', 's1');
+    const { events, lastSeq } = await log.read('acme', 's1');
     expect(events.map((event) => event.type === 'user.message' && event.data.text)).toEqual(['one', 'two']);
     expect(events.map((event) => event.seq)).toEqual([first, second]);
+    expect(lastSeq).toBe(second);
     expect(await log.lastSeq('acme', 's1')).toBe(second);
   });
 
@@ -47,7 +62,7 @@ describe('session log', () => {
     const seq = await log.append(event, 0);
     const again = await log.append(event, 0);
     expect(again).toBe(seq);
-    expect(await log.read('acme', 's3')).toHaveLength(1);
+    expect((await log.read('acme', 's3')).events).toHaveLength(1);
   });
 
   it('says so when no stream takes the append', async () => {
@@ -64,10 +79,43 @@ describe('session log', () => {
     expect(stored.map(([, seq]) => seq)).toEqual([...stored.map(([, seq]) => seq)].sort((a, b) => a - b));
     const stale = log.appendGroup([userMessage('s5', 'stale')], first, () => undefined);
     await expect(stale).rejects.toBeInstanceOf(LogConflictError);
-    expect((await log.read('acme', 's5')).map((event) => event.type === 'user.message' && event.data.text)).toEqual(['one', 'two', 'three', 'four']);
+    expect((await log.read('acme', 's5')).events.map((event) => event.type === 'user.message' && event.data.text)).toEqual(['one', 'two', 'three', 'four']);
+  });
+
+  it('skips and reports messages on the log subject that are not valid events of the session, keeping the good ones in order', async () => {
+    const subject = 'agentbus.acme.sessions.s6.log';
+    const first = await log.append(userMessage('s6', 'one'), 0);
+    const junk = await publishRaw(subject, new Uint8Array([0x82, 0xa1, 0x61]));
+    const malformed = await publishRaw(subject, codec.encode({ v: 1, id: 'bad-1', type: 'tool.result', tenant: 'acme', sessionId: 's6', ts: 1, data: 5 }));
+    const notAnEvent = await publishRaw(subject, JSON.stringify({ hello: 'world' }), 'application/json');
+    const second = await log.append(userMessage('s6', 'two'), notAnEvent);
+    const elsewhere = await publishRaw(subject, codec.encode(userMessage('other', 'not this session')));
+    const text = await publishRaw(subject, 'just text');
+    warnings.length = 0;
+
+    const { events, lastSeq } = await log.read('acme', 's6');
+    expect(events.map((event) => event.type === 'user.message' && event.data.text)).toEqual(['one', 'two']);
+    expect(events.map((event) => event.seq)).toEqual([first, second]);
+    // The next append must expect the last message, skipped or not.
+    expect(lastSeq).toBe(text);
+    expect(warnings.map((line) => line.seq)).toEqual([junk, malformed, notAnEvent, elsewhere, text]);
+    for (const line of warnings) expect(line).toMatchObject({ level: 40, msg: 'skipped an invalid message in a session log', tenant: 'acme', sessionId: 's6', subject });
+    expect(warnings.map((line) => (line.err as { message: string }).message)).toEqual([
+      expect.stringMatching(/^malformed msgpack/),
+      'invalid log event: data: Invalid input: expected object, received number',
+      expect.stringMatching(/^invalid log event: type: Invalid discriminator value/),
+      'invalid log event: an event of acme/other on the log of acme/s6',
+      'invalid log event: Invalid input: expected object, received string',
+    ]);
+    await expect(log.append(userMessage('s6', 'three'), lastSeq)).resolves.toBeGreaterThan(text);
+  });
+
+  it('reads a log that holds only invalid messages as no events, through their last sequence', async () => {
+    const junk = await publishRaw('agentbus.acme.sessions.s7.log', codec.encode([1, 2, 3]));
+    expect(await log.read('acme', 's7')).toEqual({ events: [], lastSeq: junk });
   });
 
   it('reads an empty session as no events', async () => {
-    expect(await log.read('acme', 'nobody')).toEqual([]);
+    expect(await log.read('acme', 'nobody')).toEqual({ events: [], lastSeq: 0 });
   });
 });

@@ -53,9 +53,9 @@ const noActiveTurn = (sessionId: string): CommandResult => ({
  * resumes turns the log holds without a `turn.ended` (completed tool calls are not run again).
  */
 export async function openSession(deps: SessionHostDeps, tenant: string, sessionId: string, options: { signal?: AbortSignal } = {}): Promise<SessionHost> {
-  const events = await deps.log.read(tenant, sessionId, options.signal ? { signal: options.signal } : {});
+  const { events, lastSeq } = await deps.log.read(tenant, sessionId, options.signal ? { signal: options.signal } : {});
   const transcript = createTranscript(events, deps.tokens);
-  const writer = createSessionWriter({ tenant, sessionId, log: deps.log, envelopes: deps.envelopes, transcript });
+  const writer = createSessionWriter({ tenant, sessionId, log: deps.log, envelopes: deps.envelopes, transcript, readSeq: lastSeq });
   if (events.length === 0) {
     await writer.append(LogEventType.sessionCreated, {}, { createdBy: deps.config.nodeId });
   }

@@ -35,6 +35,11 @@ interface SessionWriterDeps {
   readonly log: SessionLog;
   readonly envelopes: EnvelopeFactory;
   readonly transcript: Transcript;
+  /**
+   * The sequence the log was read through when the session opened (`SessionLogRead.lastSeq`): past the
+   * transcript's last event when the log's last messages were invalid and skipped.
+   */
+  readonly readSeq?: number;
 }
 
 /** Creates the writer of one session. */
@@ -160,7 +165,7 @@ class SerialWriter implements SessionWriter {
     }
     const stored: LogEvent[] = [];
     try {
-      await deps.log.appendGroup(envelopes, deps.transcript.lastSeq, (index, seq) => {
+      await deps.log.appendGroup(envelopes, this.expectedSeq(), (index, seq) => {
         const event = withSeq(envelopes[index]!, seq);
         deps.transcript.add(event);
         stored.push(event);
@@ -177,9 +182,14 @@ class SerialWriter implements SessionWriter {
     return this.store(deps.envelopes.create(type, { tenant: deps.tenant, sessionId: deps.sessionId, ...scope }, data) as LogEvent);
   }
 
+  /** The sequence the next append expects: the transcript's last event, or a skipped message after it. */
+  private expectedSeq(): number {
+    return Math.max(this.deps.transcript.lastSeq, this.deps.readSeq ?? 0);
+  }
+
   private async store(envelope: LogEvent): Promise<LogEvent> {
     const { deps } = this;
-    const seq = await deps.log.append(envelope, deps.transcript.lastSeq);
+    const seq = await deps.log.append(envelope, this.expectedSeq());
     const stored = withSeq(envelope, seq);
     deps.transcript.add(stored);
     return stored;

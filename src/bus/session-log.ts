@@ -1,9 +1,10 @@
 import { DeliverPolicy } from '@nats-io/jetstream';
-import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
+import type { JetStreamClient, JetStreamManager, JsMsg } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { z } from 'zod';
-import { AgentbusError, ErrorCode, LogConflictError, NoRespondersError, TimeoutError, abortReason } from '../errors.ts';
-import { ContentType, isLogEventType } from '../protocol/index.ts';
+import { AgentbusError, ErrorCode, InvalidInputError, LogConflictError, NoRespondersError, PayloadTooLargeError, TimeoutError, abortReason } from '../errors.ts';
+import type { Logger } from '../logging.ts';
+import { ContentType, logEventSchema } from '../protocol/index.ts';
 import type { Codec, LogEvent, Subjects } from '../protocol/index.ts';
 import { createReplyMux } from './reply-mux.ts';
 import type { ReplyMux } from './reply-mux.ts';
@@ -18,6 +19,17 @@ const pubAckSchema = z.object({
   duplicate: z.boolean().optional(),
   error: z.object({ code: z.number(), err_code: z.number().optional(), description: z.string() }).optional(),
 });
+
+/** A session's log as read back. */
+export interface SessionLogRead {
+  /** The valid events, in order, each with its `seq`. */
+  readonly events: LogEvent[];
+  /**
+   * The sequence of the last message read (0 for none): past the last event's when messages after it were
+   * skipped. The next append expects this sequence.
+   */
+  readonly lastSeq: number;
+}
 
 /** The durable log of sessions: appends with a single writer per session, and reads back. */
 export interface SessionLog {
@@ -34,8 +46,12 @@ export interface SessionLog {
    * `onStored` was called for every event stored before it (in order).
    */
   appendGroup(events: readonly LogEvent[], expectedSeq: number, onStored: (index: number, seq: number) => void): Promise<void>;
-  /** Reads every event of a session in order, each with its `seq`. */
-  read(tenant: string, sessionId: string, options?: { signal?: AbortSignal; timeoutMs?: number }): Promise<LogEvent[]>;
+  /**
+   * Reads every event of a session in order, each with its `seq`. A message on the session's log subject
+   * that is not a valid log event of this session (malformed bytes, wrong shape, another session's event)
+   * is skipped and logged at warn: anyone who may publish there must not be able to stop the session.
+   */
+  read(tenant: string, sessionId: string, options?: { signal?: AbortSignal; timeoutMs?: number }): Promise<SessionLogRead>;
   /** The sequence of the session's last event, 0 when it has none. */
   lastSeq(tenant: string, sessionId: string): Promise<number>;
 }
@@ -57,6 +73,8 @@ export function createSessionLog(deps: {
   appendTimeoutMs?: number;
   /** Reply subjects for the acknowledgements; by default the log makes its own mux on `nc`. */
   replies?: ReplyMux;
+  /** Where `read` reports the messages it skips. */
+  logger?: Logger;
 }): SessionLog {
   const { nc, js, jsm, subjects, codec, stream } = deps;
   const appendTimeoutMs = deps.appendTimeoutMs ?? 10_000;
@@ -69,6 +87,21 @@ export function createSessionLog(deps: {
     } catch (error) {
       if (error instanceof Error && /no message found|not found/i.test(error.message)) return 0;
       throw error;
+    }
+  }
+
+  /** The event a log message holds, or undefined (reported) when it holds no valid event of the session. */
+  function eventOf(message: JsMsg, tenant: string, sessionId: string): LogEvent | undefined {
+    try {
+      const value = codec.validate(logEventSchema, codec.decode(message.data, message.headers?.get('Content-Type')), 'log event');
+      if (value.tenant !== tenant || value.sessionId !== sessionId) {
+        throw new InvalidInputError(`invalid log event: an event of ${value.tenant}/${value.sessionId} on the log of ${tenant}/${sessionId}`);
+      }
+      return { ...value, seq: message.seq };
+    } catch (error) {
+      if (!(error instanceof InvalidInputError || error instanceof PayloadTooLargeError)) throw error;
+      deps.logger?.warn({ err: error, tenant, sessionId, seq: message.seq, subject: message.subject }, 'skipped an invalid message in a session log');
+      return undefined;
     }
   }
 
@@ -130,19 +163,21 @@ export function createSessionLog(deps: {
       const timeoutMs = options.timeoutMs ?? 30_000;
       const signal = options.signal ? AbortSignal.any([options.signal, AbortSignal.timeout(timeoutMs)]) : AbortSignal.timeout(timeoutMs);
       const last = await lastSeq(tenant, sessionId);
-      if (last === 0) return [];
+      if (last === 0) return { events: [], lastSeq: 0 };
       const consumer = await js.consumers.get(stream, {
         filter_subjects: subjects.log(tenant, sessionId),
         deliver_policy: DeliverPolicy.All,
       });
       const events: LogEvent[] = [];
+      let through = 0;
       const messages = await consumer.consume();
       const stop = () => void messages.stop();
       signal.addEventListener('abort', stop, { once: true });
       try {
         for await (const message of messages) {
-          const value = codec.decode(message.data, message.headers?.get('Content-Type')) as LogEvent;
-          if (value && typeof value === 'object' && isLogEventType(value.type)) events.push({ ...value, seq: message.seq });
+          const event = eventOf(message, tenant, sessionId);
+          if (event) events.push(event);
+          through = message.seq;
           if (message.seq >= last) break;
         }
       } finally {
@@ -153,7 +188,7 @@ export function createSessionLog(deps: {
         if (options.signal?.aborted) throw abortReason(options.signal);
         throw new TimeoutError(`reading the log of ${tenant}/${sessionId} took over ${timeoutMs} ms`, timeoutMs);
       }
-      return events;
+      return { events, lastSeq: through };
     },
 
     lastSeq,
