@@ -5,6 +5,7 @@ import type { Msg, NatsConnection } from '@nats-io/nats-core';
 import { headers } from '@nats-io/nats-core';
 import { connect } from '@nats-io/transport-node';
 import { pino } from 'pino';
+import type { Logger } from '../../src/logging.ts';
 import { createCodec } from '../../src/protocol/index.ts';
 import type { AgentEvent, PromptReply } from '../../src/protocol/index.ts';
 import { startProviderService } from '../../services/provider/index.ts';
@@ -29,12 +30,12 @@ export interface TestStack {
 
 export const silentLogger = () => pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });
 
-/** Starts nats-server, provider (scripted), tools (on a temp workspace) and runtime. */
-export async function startStack(options: { script: Script; runtime?: Partial<RuntimeConfig>; extraTools?: AnyToolDefinition[] }): Promise<TestStack> {
+/** Starts nats-server, provider (scripted), tools (on a temp workspace) and runtime; `logger` is silent unless given. */
+export async function startStack(options: { script: Script; runtime?: Partial<RuntimeConfig>; extraTools?: AnyToolDefinition[]; logger?: Logger }): Promise<TestStack> {
   const server = await startNatsServer();
   const workspace = await mkdtemp(join(tmpdir(), 'agentbus-ws-'));
   await writeFile(join(workspace, 'README.md'), '# Demo workspace\nHello from the workspace.\n');
-  const logger = silentLogger();
+  const logger = options.logger ?? silentLogger();
   const serviceConnection = await connect({ servers: server.url });
   const runtimeConnection = await connect({ servers: server.url });
   const client = await connect({ servers: server.url });
