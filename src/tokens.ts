@@ -24,7 +24,9 @@ export function createTokenCounter(encoding: 'o200k_base' | 'cl100k_base' = 'o20
   const count = (text: string): number => {
     if (text.length === 0) return 0;
     encoder ??= getEncoding(encoding);
-    return encoder.encode(text).length;
+    // Text that spells a special token ('<|endoftext|>') is text a user or a tool wrote: count it as text, as
+    // providers tokenize message content. js-tiktoken's default would throw, and fail every later step.
+    return encoder.encode(text, [], []).length;
   };
   // The system prompt is the same text on every step of every turn: counted once per distinct text.
   const systemCounts = new Map<string, number>();
