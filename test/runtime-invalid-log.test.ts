@@ -73,8 +73,7 @@ describe('a session whose log holds a message that is not a valid event', () => 
 
   it('keeps every event the runtime wrote valid: reading the log back skips only the junk', async () => {
     const own = captureWarnings();
-    const jsm = await jetstreamManager(stack.client);
-    const log = createSessionLog({ nc: stack.client, js: jetstream(stack.client), jsm, subjects: createSubjects(), codec, stream: streamNames().log, logger: own.logger });
+    const log = createSessionLog({ nc: stack.client, js: jetstream(stack.client), subjects: createSubjects(), codec, stream: streamNames().log, logger: own.logger });
     const { events } = await log.read('default', 'junk-1');
     expect(own.lines.map((line) => line.msg)).toEqual(['skipped an invalid message in a session log']);
     expect(events.map((event) => event.type)).toEqual([

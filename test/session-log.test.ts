@@ -27,7 +27,7 @@ beforeAll(async () => {
   const jsm = await jetstreamManager(nats.nc);
   const names = await ensureStreams(jsm, { prefix: 'agentbus' });
   await ensureStreams(jsm, { prefix: 'agentbus' });
-  log = createSessionLog({ nc: nats.nc, js: jetstream(nats.nc), jsm, subjects: createSubjects(), codec, stream: names.log, logger });
+  log = createSessionLog({ nc: nats.nc, js: jetstream(nats.nc), subjects: createSubjects(), codec, stream: names.log, logger });
 });
 
 /** Publishes raw bytes on a log subject with core NATS, as anyone may on a server without permissions; the stream's sequence. */
@@ -66,8 +66,7 @@ describe('session log', () => {
   });
 
   it('says so when no stream takes the append', async () => {
-    const jsm = await jetstreamManager(nats.nc);
-    const elsewhere = createSessionLog({ nc: nats.nc, js: jetstream(nats.nc), jsm, subjects: createSubjects('nostream'), codec: createCodec(), stream: 'AGENTBUS_LOG' });
+    const elsewhere = createSessionLog({ nc: nats.nc, js: jetstream(nats.nc), subjects: createSubjects('nostream'), codec: createCodec(), stream: 'AGENTBUS_LOG' });
     await expect(elsewhere.append(userMessage('s4', 'lost'), 0)).rejects.toMatchObject({ code: 'no_responders', retryable: true });
   });
 
@@ -113,6 +112,16 @@ describe('session log', () => {
   it('reads a log that holds only invalid messages as no events, through their last sequence', async () => {
     const junk = await publishRaw('agentbus.acme.sessions.s7.log', codec.encode([1, 2, 3]));
     expect(await log.read('acme', 's7')).toEqual({ events: [], lastSeq: junk });
+  });
+
+  it('finds the last sequence of a session by a direct get, 0 for none', async () => {
+    expect(await log.lastSeq('acme', 'never-written')).toBe(0);
+    const first = await log.append(userMessage('direct-1', 'one'), 0);
+    await log.append(userMessage('direct-2', 'not mine'), 0);
+    expect(await log.lastSeq('acme', 'direct-1')).toBe(first);
+    // JetStream's API takes every `$JS.API.>` request: a direct get on a stream that does not exist goes unanswered.
+    const missing = createSessionLog({ nc: nats.nc, js: jetstream(nats.nc), subjects: createSubjects(), codec: createCodec(), stream: 'NO_SUCH_STREAM', appendTimeoutMs: 300 });
+    await expect(missing.lastSeq('acme', 'direct-1')).rejects.toMatchObject({ code: 'timeout' });
   });
 
   it('reads an empty session as no events', async () => {

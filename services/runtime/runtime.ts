@@ -60,7 +60,7 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
   const subjects = createSubjects(config.prefix);
   const jsm = await jetstreamManager(nc);
   const names = await ensureStreams(jsm, { prefix: config.prefix });
-  const log = createSessionLog({ nc, js: jetstream(nc), jsm, subjects, codec, stream: names.log, logger });
+  const log = createSessionLog({ nc, js: jetstream(nc), subjects, codec, stream: names.log, logger });
   const kv = await new Kvm(nc).create(streamNames(config.prefix).leases, { history: 1 });
   const leases: SessionLeases = createSessionLeases({ kv, codec, nodeId: config.nodeId, ttlMs: config.leaseTtlMs, now: deps.now, logger });
   const envelopes = createEnvelopeFactory({ newId: deps.newId, now: deps.now });

@@ -1,5 +1,6 @@
 import { DeliverPolicy } from '@nats-io/jetstream';
-import type { JetStreamClient, JetStreamManager, JsMsg } from '@nats-io/jetstream';
+import type { JetStreamClient, JsMsg } from '@nats-io/jetstream';
+import { headers as createHeaders } from '@nats-io/nats-core';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { z } from 'zod';
 import { AgentbusError, ErrorCode, InvalidInputError, LogConflictError, NoRespondersError, PayloadTooLargeError, TimeoutError, abortReason } from '../errors.ts';
@@ -60,13 +61,12 @@ export interface SessionLog {
  * Creates the session log over the `AGENTBUS_LOG` stream (see `ensureStreams`).
  *
  * @example
- * const log = createSessionLog({ js, jsm, subjects, codec, stream: 'AGENTBUS_LOG' });
+ * const log = createSessionLog({ nc, js, subjects, codec, stream: 'AGENTBUS_LOG' });
  * const seq = await log.append(event, lastSeq);
  */
 export function createSessionLog(deps: {
   nc: NatsConnection;
   js: JetStreamClient;
-  jsm: JetStreamManager;
   subjects: Subjects;
   codec: Codec;
   stream: string;
@@ -76,18 +76,40 @@ export function createSessionLog(deps: {
   /** Where `read` reports the messages it skips. */
   logger?: Logger;
 }): SessionLog {
-  const { nc, js, jsm, subjects, codec, stream } = deps;
+  const { nc, js, subjects, codec, stream } = deps;
   const appendTimeoutMs = deps.appendTimeoutMs ?? 10_000;
   const replies = deps.replies ?? createReplyMux(nc);
 
+  /**
+   * A direct get of the subject's last message (`$JS.API.DIRECT.GET.<stream>`, the stream has `allow_direct`):
+   * the server answers with the message and its `Nats-Sequence` header, or a 404 status when there is none.
+   * Lighter than the `STREAM.MSG.GET` API (no JSON envelope, no base64, no API audit advisory).
+   */
   async function lastSeq(tenant: string, sessionId: string): Promise<number> {
+    const headers = createHeaders();
+    headers.set('Content-Type', ContentType.json);
+    const body = new TextEncoder().encode(JSON.stringify({ last_by_subj: subjects.log(tenant, sessionId) }));
+    let reply;
     try {
-      const message = await jsm.streams.getMessage(stream, { last_by_subj: subjects.log(tenant, sessionId) });
-      return message?.seq ?? 0;
+      reply = await request(nc, `$JS.API.DIRECT.GET.${stream}`, body, { timeoutMs: appendTimeoutMs, headers, replies });
     } catch (error) {
-      if (error instanceof Error && /no message found|not found/i.test(error.message)) return 0;
+      if (error instanceof NoRespondersError) {
+        throw new AgentbusError(ErrorCode.noResponders, `no JetStream answers direct gets on ${stream} (is JetStream on, and the stream there with allow_direct?)`, {
+          cause: error,
+          retryable: true,
+        });
+      }
       throw error;
     }
+    if (reply.headers?.hasError) {
+      if (reply.headers.code === 404) return 0;
+      throw new AgentbusError(ErrorCode.internal, `reading the last event of ${tenant}/${sessionId} failed: ${reply.headers.code} ${reply.headers.description}`, {
+        retryable: reply.headers.code >= 500,
+      });
+    }
+    const seq = Number(reply.headers?.get('Nats-Sequence'));
+    if (!Number.isSafeInteger(seq) || seq <= 0) throw new AgentbusError(ErrorCode.internal, `a direct get on ${stream} answered without a sequence`);
+    return seq;
   }
 
   /** The event a log message holds, or undefined (reported) when it holds no valid event of the session. */
