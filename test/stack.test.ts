@@ -78,4 +78,17 @@ describe('a prompt through the whole stack', () => {
     log.unsubscribe();
     expect(seen.slice(0, seen.indexOf('user.message') + 1)).toEqual(['lease active=true', 'session.created', 'user.message']);
   });
+
+  it('creates a new session once when two prompts reach it together, and runs both', async () => {
+    const watcher = collectEvents(stack.client, 'default', 'twice-1');
+    const replies = await Promise.all([
+      requestJson(stack.client, 'agentbus.default.sessions.twice-1.prompt', { text: 'first' }),
+      requestJson(stack.client, 'agentbus.default.sessions.twice-1.prompt', { text: 'second' }),
+    ]);
+    expect(replies.map((reply) => reply.accepted)).toEqual([true, true]);
+    const events = await watcher.until((seen) => seen.filter((event) => event.type === 'turn.ended').length >= 2);
+    watcher.stop();
+    expect(events.filter((event) => event.type === 'session.created')).toHaveLength(1);
+    expect(events.filter((event) => event.type === 'user.message').map((event) => event.type === 'user.message' && event.data.text).sort()).toEqual(['first', 'second']);
+  });
 });

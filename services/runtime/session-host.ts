@@ -22,7 +22,7 @@ export type CommandResult = { ok: true; turnId?: string } | { ok: false; error: 
 export interface SessionHost {
   readonly tenant: string;
   readonly sessionId: string;
-  /** Appends the prompt as `user.message` and queues its turn. */
+  /** Appends the prompt as `user.message` (after `session.created` for a new session) and queues its turn. */
   prompt(prompt: Prompt): Promise<{ turnId: string }>;
   cancel(reason?: string): CommandResult;
   steer(text: string): CommandResult;
@@ -49,16 +49,14 @@ const noActiveTurn = (sessionId: string): CommandResult => ({
 });
 
 /**
- * Opens a session on this node: reads its log back, appends `session.created` for a new one, and
- * resumes turns the log holds without a `turn.ended` (completed tool calls are not run again).
+ * Opens a session on this node: reads its log back and resumes turns the log holds without a `turn.ended`
+ * (completed tool calls are not run again). A session with nothing logged yet gets its `session.created`
+ * with its first prompt, the two appended as one pipelined group (see {@link SessionHost.prompt}).
  */
 export async function openSession(deps: SessionHostDeps, tenant: string, sessionId: string, options: { signal?: AbortSignal } = {}): Promise<SessionHost> {
   const { events, lastSeq } = await deps.log.read(tenant, sessionId, options.signal ? { signal: options.signal } : {});
   const transcript = createTranscript(events, deps.tokens);
   const writer = createSessionWriter({ tenant, sessionId, log: deps.log, envelopes: deps.envelopes, transcript, readSeq: lastSeq });
-  if (events.length === 0) {
-    await writer.append(LogEventType.sessionCreated, {}, { createdBy: deps.config.nodeId });
-  }
   const queue = await resumeQueue(deps, transcript.unfinishedTurns(), writer, options.signal);
   const host = new HostedSession(deps, tenant, sessionId, transcript, writer);
   if (queue.length > 0) host.startActor(queue);
@@ -81,6 +79,8 @@ class HostedSession implements SessionHost {
   private stopped = false;
   private logger: Logger | undefined;
   private steers: string[] | undefined;
+  /** True while the `session.created` of a new session is on its way: a second prompt must not add another. */
+  private creating = false;
   private idleWaiters: Set<(idle: boolean) => void> | undefined;
   // The last run state published, per machine, so each change is published once.
   private sessionState: string | undefined;
@@ -189,7 +189,18 @@ class HostedSession implements SessionHost {
 
   async prompt(prompt: Prompt): Promise<{ turnId: string }> {
     const turnId = this.deps.newId();
-    await this.writer.append(LogEventType.userMessage, { turnId }, prompt);
+    if (!this.creating && this.transcript.events.length === 0) {
+      // A new session: `session.created` and the prompt go out as one group, the first expecting the log empty.
+      this.creating = true;
+      const created = this.writer.append(LogEventType.sessionCreated, {}, { createdBy: this.deps.config.nodeId });
+      try {
+        await Promise.all([created, this.writer.append(LogEventType.userMessage, { turnId }, prompt)]);
+      } finally {
+        this.creating = false;
+      }
+    } else {
+      await this.writer.append(LogEventType.userMessage, { turnId }, prompt);
+    }
     const turn = queuedTurn(this.deps.config, turnId, prompt);
     if (this.stopped) return { turnId };
     if (this.actor) this.actor.send({ type: 'PROMPT', turn });
