@@ -1,11 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import { buildContext } from '../services/runtime/context-builder.ts';
+import type { PreparedContext } from '../services/runtime/context-builder.ts';
+import { decideModel } from '../services/runtime/model-escalation.ts';
 import { createTranscript } from '../services/runtime/transcript.ts';
 import type { ChatMessage, LogEvent } from '../src/protocol/index.ts';
+import { createTokenCounter } from '../src/tokens.ts';
 import type { TokenCounter } from '../src/tokens.ts';
 import type { ConversationView } from '../services/runtime/conversation.ts';
 import { createCharCounter, createLogBuilder } from './helpers/log-events.ts';
-import { createRandom, simulateArbitrarySession, simulateRuntimeSession } from './helpers/random-log.ts';
+import { createRandom, randomText, simulateArbitrarySession, simulateRuntimeSession } from './helpers/random-log.ts';
+import { createBoundedCharCounter, exactOnly } from './helpers/token-counters.ts';
 import type { Random } from './helpers/random-log.ts';
 
 // A window where the system prompt ('sys', 4 tokens) and nothing else is reserved: budget = window - 4.
@@ -64,6 +68,8 @@ describe('buildContext', () => {
       seq: (index) => view.seq(index),
       tokens: (index) => (reads.tokens++, view.tokens(index)),
       totalTokens: () => view.totalTokens(),
+      totalBound: () => view.totalBound(),
+      totalExceeds: (limit) => view.totalExceeds(limit),
       fit: (budget) => view.fit(budget),
       messages: (start, head) => view.messages(start, head),
     });
@@ -159,35 +165,93 @@ describe('buildContext', () => {
     'a session as the runtime logs it, prompts queued while a turn runs': (random: Random) => simulateRuntimeSession(random, { queuePrompts: true }),
     'a log written some other way': simulateArbitrarySession,
   };
+  const counters = {
+    'counted exactly': createCharCounter,
+    'bounded, counted where it matters': createBoundedCharCounter,
+  };
   for (const [kind, simulate] of Object.entries(sessions)) {
-    it(`gives the context a walk from scratch gives, step after step: ${kind}`, () => {
-      const counter = createCharCounter();
-      const build = (history: ConversationView, budget: number) =>
-        buildContext({ model: 'scripted:default', history, tools: [], toolTokens: 0, tokens: counter, options: options(budget) });
-      for (let seed = 1; seed <= 30; seed++) {
-        const random = createRandom(seed);
-        const session = simulate(random);
-        let transcript = createTranscript([], counter);
-        // A step prepares for its model, and for a second one when it may escalate.
-        let models = [random.pick(budgets)];
-        for (let step = 0; step < 250; step++) {
-          for (const event of session.advance(transcript)) transcript.add(event);
-          if (random.chance(0.03)) transcript = createTranscript(session.events, counter);
-          if (random.chance(0.3)) models = random.chance(0.7) ? [random.pick(budgets)] : [random.pick(budgets), random.pick(budgets)];
-          const turnId = random.chance(0.9) ? session.running() : undefined;
-          const view = transcript.conversation(turnId);
-          const fresh = createTranscript(session.events, counter).conversation(turnId);
-          for (const budget of models) {
-            expect(build(view, budget), `seed ${seed}, step ${step}, turn ${turnId}, budget ${budget}`).toEqual(referenceContext(fresh, budget, counter));
+    for (const [counting, createCounter] of Object.entries(counters)) {
+      it(`gives the context a walk from scratch over exact counts gives, step after step: ${kind}, ${counting}`, () => {
+        const counter = createCounter();
+        const exact = createCharCounter();
+        const build = (history: ConversationView, budget: number) =>
+          buildContext({ model: 'scripted:default', history, tools: [], toolTokens: 0, tokens: counter, options: options(budget) });
+        for (let seed = 1; seed <= 30; seed++) {
+          const random = createRandom(seed);
+          const session = simulate(random);
+          let transcript = createTranscript([], counter);
+          // A step prepares for its model, and for a second one when it may escalate.
+          let models = [random.pick(budgets)];
+          for (let step = 0; step < 250; step++) {
+            for (const event of session.advance(transcript)) transcript.add(event);
+            if (random.chance(0.03)) transcript = createTranscript(session.events, counter);
+            if (random.chance(0.3)) models = random.chance(0.7) ? [random.pick(budgets)] : [random.pick(budgets), random.pick(budgets)];
+            const turnId = random.chance(0.9) ? session.running() : undefined;
+            const view = transcript.conversation(turnId);
+            const fresh = createTranscript(session.events, exact).conversation(turnId);
+            for (const budget of models) {
+              const context = `seed ${seed}, step ${step}, turn ${turnId}, budget ${budget}`;
+              const built = build(view, budget);
+              const reference = referenceContext(fresh, budget, exact);
+              expectSameDecisions(built, reference, context);
+              // Counted exactly, even the history's tokens are the old ones.
+              if (!counter.boundMessage) expect(built, context).toEqual(reference);
+            }
           }
         }
-      }
-    });
+      });
+    }
   }
+
+  it('gives the context exact counts give with the tiktoken counter, over text of every script', () => {
+    const tokens = createTokenCounter();
+    // Exact counts for the reference, kept by message so that a history is not counted again at every step.
+    const counts = new Map<string, number>();
+    const exact = exactOnly({
+      count: (text) => tokens.count(text),
+      countMessage: (message) => {
+        const key = JSON.stringify(message);
+        let count = counts.get(key);
+        if (count === undefined) counts.set(key, (count = tokens.countMessage(message)));
+        return count;
+      },
+    });
+    for (let seed = 1; seed <= 6; seed++) {
+      const random = createRandom(seed);
+      const session = simulateRuntimeSession(random, { queuePrompts: true, text: randomText });
+      const transcript = createTranscript([], tokens);
+      for (let step = 0; step < 120; step++) {
+        for (const event of session.advance(transcript)) transcript.add(event);
+        const turnId = session.running();
+        const fresh = createTranscript(session.events, exact).conversation(turnId);
+        // Budgets around the history's size, so that bounds settle some steps and counts others.
+        const total = fresh.totalTokens();
+        const budget = random.pick([total, Math.floor(total / 2), Math.floor(total * 1.3), Math.floor(total * 4), 50]);
+        const built = buildContext({ model: 'scripted:default', history: transcript.conversation(turnId), tools: [], toolTokens: 0, tokens, options: options(budget) });
+        expectSameDecisions(built, referenceContext(fresh, budget, tokens), `seed ${seed}, step ${step}, budget ${budget}`);
+      }
+    }
+  });
 });
 
+/**
+ * `actual` decides as `expected` (built on exact counts) does: the same window, compaction and cut, the same
+ * budget, and the same model choice; its `historyTokens` may be a bound, but is over the budget exactly when
+ * the exact total is.
+ */
+function expectSameDecisions(actual: PreparedContext, expected: PreparedContext, context: string) {
+  const { historyTokens, ...decisions } = actual;
+  const { historyTokens: exactTokens, ...exactDecisions } = expected;
+  expect(decisions, context).toEqual(exactDecisions);
+  expect(historyTokens, context).toBeGreaterThanOrEqual(exactTokens);
+  expect(historyTokens > actual.budget, context).toBe(exactTokens > expected.budget);
+  const choose = (prepared: PreparedContext) =>
+    decideModel({ smallModel: 'ollama:small', largeModel: 'openai:large', complex: false, validationFailures: 0, contextTokens: prepared.historyTokens, smallContextBudget: prepared.budget });
+  expect(choose(actual), context).toEqual(choose(expected));
+}
+
 /** `buildContext` as it was before fits were kept: a walk back over the view and a set of the calls asked. */
-function referenceContext(history: ConversationView, window: number, tokens: TokenCounter) {
+function referenceContext(history: ConversationView, window: number, tokens: TokenCounter): PreparedContext {
   const { systemPrompt, contextWindow, maxOutputTokens, safetyRatio } = options(window);
   const system = history.summary ? `${systemPrompt}\n\nSummary of the earlier conversation:\n${history.summary}` : systemPrompt;
   const systemMessage: ChatMessage = { role: 'system', content: system };

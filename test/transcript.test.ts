@@ -2,8 +2,10 @@ import { describe, expect, it } from 'vitest';
 import { createTranscript } from '../services/runtime/transcript.ts';
 import type { ConversationView } from '../services/runtime/conversation.ts';
 import { createCharCounter, createLogBuilder } from './helpers/log-events.ts';
+import { createBoundedCharCounter } from './helpers/token-counters.ts';
 import { createRandom, simulateArbitrarySession, simulateRuntimeSession } from './helpers/random-log.ts';
 import type { Random } from './helpers/random-log.ts';
+import type { TokenCounter } from '../src/tokens.ts';
 
 const contents = (view: ConversationView) => Array.from({ length: view.length }, (_, index) => view.message(index).content);
 
@@ -63,19 +65,51 @@ describe('transcript conversation', () => {
     expect(contents(transcript.conversation('t2'))).toEqual(['done1', 'q2', 'a2']);
   });
 
-  it('counts each message once and keeps a running total of the view', () => {
+  it('bounds each message as it is placed and counts it once, only when asked', () => {
     const log = createLogBuilder();
-    const counter = createCharCounter();
+    const counter = createBoundedCharCounter();
+    // Counts (length + 1): 'abc' 4, 'de' 3, 'f' 2, 'ghij' 5. Bounds (2 × length + 1 + length % 3): 7, 7, 4, 10.
     const transcript = createTranscript([log.prompt('t1', 'abc'), log.answer('t1', 'de'), log.prompt('t2', 'f')], counter);
     const first = transcript.conversation('t1');
+    expect(first.totalBound()).toBe(7 + 7);
+    expect(counter.calls()).toBe(0);
     expect(first.tokens(1)).toBe(3);
     expect(counter.calls()).toBe(1);
+    expect(first.totalBound()).toBe(7 + 3);
     expect(first.totalTokens()).toBe(4 + 3);
-    expect(counter.calls()).toBe(3);
+    // t2's prompt is queued after the view: neither in its total nor counted.
+    expect(counter.calls()).toBe(2);
+    expect(transcript.conversation().totalBound()).toBe(4 + 3 + 4);
     expect(transcript.conversation().totalTokens()).toBe(4 + 3 + 2);
     transcript.add(log.answer('t2', 'ghij'));
+    expect(transcript.conversation('t2').totalBound()).toBe(4 + 3 + 2 + 10);
     expect(transcript.conversation('t2').totalTokens()).toBe(4 + 3 + 2 + 5);
     expect(counter.calls()).toBe(4);
+    expect(counter.bounds()).toBe(4);
+  });
+
+  it('says whether the total passes a limit, counting newest first only until the bounds settle it', () => {
+    const log = createLogBuilder();
+    const counter = createBoundedCharCounter();
+    // Counts 4, 3, 2 (9); bounds 7, 7, 4 (18).
+    const view = createTranscript([log.prompt('t1', 'abc'), log.answer('t1', 'de'), log.prompt('t2', 'f')], counter).conversation();
+    expect(view.totalExceeds(18)).toBe(false);
+    expect(view.totalExceeds(100)).toBe(false);
+    expect(counter.calls()).toBe(0);
+    // 18 > 15: 'f' counted (16), then 'de' (12).
+    expect(view.totalExceeds(15)).toBe(false);
+    expect(counter.calls()).toBe(2);
+    expect(view.totalExceeds(8)).toBe(true);
+    expect(view.totalExceeds(9)).toBe(false);
+    expect(counter.calls()).toBe(3);
+  });
+
+  it('counts nothing for a transcript with no counter, and says so when asked for tokens', () => {
+    const log = createLogBuilder();
+    const view = createTranscript([log.prompt('t1', 'abc')]).conversation();
+    expect(view.message(0).content).toBe('abc');
+    expect(() => view.fit(10)).toThrow(/without a token counter/);
+    expect(() => view.totalBound()).toThrow(/without a token counter/);
   });
 });
 
@@ -158,6 +192,27 @@ describe('conversation fit', () => {
     expect(counter.calls()).toBe(counted + 1);
   });
 
+  it('fits by bounds where they fit, and counts only at the edge of the budget', () => {
+    const log = createLogBuilder();
+    const counter = createBoundedCharCounter();
+    const transcript = createTranscript([], counter);
+    // Each prompt 'qqqq' counts 5 and is bounded by 10.
+    for (let turn = 0; turn < 200; turn++) transcript.add(log.prompt(`t${turn}`, 'qqqq'));
+    expect(transcript.conversation().fit(2_000)).toEqual({ start: 0, used: 2_000 });
+    expect(counter.calls()).toBe(0);
+    // Two fit by bounds; the third does not, so it is counted, then the window as far as needed: the newest
+    // one (bound 10, count 5) is enough. The fourth again, with one more of the window. The fifth does not fit.
+    expect(transcript.conversation().fit(20)).toEqual({ start: 196, used: 20 });
+    expect(counter.calls()).toBe(5);
+    // A new message fits by its bound once the oldest goes: counted, since the window is at the budget.
+    transcript.add(log.answer('t199', 'aaaa'));
+    expect(transcript.conversation().fit(20)).toEqual({ start: 197, used: 20 });
+    expect(counter.calls()).toBe(6);
+    // Half the budget walks back again, over counts taken already.
+    expect(transcript.conversation().fit(10)).toEqual({ start: 199, used: 10 });
+    expect(counter.calls()).toBe(6);
+  });
+
   it('is not moved on past a message inserted before its end', () => {
     const log = createLogBuilder();
     const transcript = createTranscript([log.prompt('t1', 'q1'), log.answer('t1', 'a1', [{ id: 'c1' }]), log.prompt('t2', 'q2')], createCharCounter());
@@ -229,41 +284,62 @@ describe('conversation fit', () => {
     'a session as the runtime logs it, prompts queued while a turn runs': (random: Random) => simulateRuntimeSession(random, { queuePrompts: true }),
     'a log written some other way': simulateArbitrarySession,
   };
+  const counters: Record<string, () => TokenCounter & { calls(): number; bounds?(): number }> = {
+    'counted exactly': createCharCounter,
+    'bounded, counted where it matters': createBoundedCharCounter,
+  };
   for (const [kind, simulate] of Object.entries(sessions)) {
-    it(`matches a walk back from scratch over random histories, budgets and growth: ${kind}`, () => {
-      const counter = createCharCounter();
-      let whole = 0;
-      let checks = 0;
-      for (let seed = 1; seed <= 30; seed++) {
-        const random = createRandom(seed);
-        const session = simulate(random);
-        let transcript = createTranscript([], counter);
-        let budget = budgets[0]!;
-        for (let step = 0; step < 250; step++) {
-          for (const event of session.advance(transcript)) transcript.add(event);
-          // Now and then another node takes the session over from its log.
-          if (random.chance(0.03)) transcript = createTranscript(session.events, counter);
-          if (random.chance(0.4)) budget = random.pick(budgets);
-          const turns = session.turns();
-          const turnId = random.chance(0.8) ? session.running() : random.chance(0.5) || turns.length === 0 ? undefined : random.pick(turns);
-          const view = transcript.conversation(turnId);
-          const fresh = createTranscript(session.events, counter).conversation(turnId);
-          const context = `seed ${seed}, step ${step}, turn ${turnId}, budget ${budget}`;
-          expect(contents(view), context).toEqual(contents(fresh));
-          const fit = view.fit(budget);
-          expect(fit, context).toEqual(walkBack(fresh, budget));
-          expect(view.messages(fit.start), context).toEqual(fresh.messages(fit.start));
-          checks += 1;
-          if (view.resultsFollowCalls) {
-            whole += 1;
-            expect(resultsFollowCalls(view), context).toBe(true);
+    for (const [counting, createCounter] of Object.entries(counters)) {
+      it(`matches a walk back from scratch over random histories, budgets and growth: ${kind}, ${counting}`, () => {
+        const counter = createCounter();
+        let whole = 0;
+        let checks = 0;
+        for (let seed = 1; seed <= 30; seed++) {
+          const random = createRandom(seed);
+          const session = simulate(random);
+          let transcript = createTranscript([], counter);
+          let budget = budgets[0]!;
+          for (let step = 0; step < 250; step++) {
+            for (const event of session.advance(transcript)) transcript.add(event);
+            // Now and then another node takes the session over from its log.
+            if (random.chance(0.03)) transcript = createTranscript(session.events, counter);
+            if (random.chance(0.4)) budget = random.pick(budgets);
+            const turns = session.turns();
+            const turnId = random.chance(0.8) ? session.running() : random.chance(0.5) || turns.length === 0 ? undefined : random.pick(turns);
+            const view = transcript.conversation(turnId);
+            const fresh = createTranscript(session.events, createCharCounter()).conversation(turnId);
+            const context = `seed ${seed}, step ${step}, turn ${turnId}, budget ${budget}`;
+            expect(contents(view), context).toEqual(contents(fresh));
+            // The start is exact; the sum bounds the exact one from above and stays within the budget.
+            const fit = view.fit(budget);
+            const exact = walkBack(fresh, budget);
+            expect(fit.start, context).toBe(exact.start);
+            expect(fit.used, context).toBeGreaterThanOrEqual(exact.used);
+            expect(fit.used, context).toBeLessThanOrEqual(Math.max(budget, exact.used));
+            if (!counter.boundMessage) expect(fit.used, context).toBe(exact.used);
+            expect(view.messages(fit.start), context).toEqual(fresh.messages(fit.start));
+            // Totals: the bound is never under, and a limit is passed exactly when the exact total passes it.
+            const total = fresh.totalTokens();
+            expect(view.totalBound(), context).toBeGreaterThanOrEqual(total);
+            // Asked now and then, as Preparing asks (and as it would count every message, near the total).
+            if (random.chance(0.3)) {
+              const limit = random.pick([0, budget / 2, budget * 0.8, budget, total - 1, total, random.int(2 * total + 2)]);
+              expect(view.totalExceeds(limit), `${context}, limit ${limit}`).toBe(total > limit);
+            }
+            checks += 1;
+            if (view.resultsFollowCalls) {
+              whole += 1;
+              expect(resultsFollowCalls(view), context).toBe(true);
+            }
           }
         }
-      }
-      // Logged as the runtime logs, results follow their calls, except after a summary that reordered turns
-      // (see the test of a summary cutting a turn that ran while another waited).
-      if (kind.includes('one prompt at a time')) expect(whole).toBe(checks);
-      if (kind.includes('queued')) expect(whole).toBeGreaterThan(checks / 2);
-    });
+        // Logged as the runtime logs, results follow their calls, except after a summary that reordered turns
+        // (see the test of a summary cutting a turn that ran while another waited).
+        if (kind.includes('one prompt at a time')) expect(whole).toBe(checks);
+        if (kind.includes('queued')) expect(whole).toBeGreaterThan(checks / 2);
+        // A bounded counter counts some messages and not others.
+        if (counter.bounds) expect(counter.calls()).toBeLessThan(counter.bounds());
+      });
+    }
   }
 });

@@ -25,8 +25,6 @@ export interface ContextPrepResult {
   readonly stepMs: Summary;
 }
 
-const MODEL = DEFAULT_RUNTIME_CONFIG.defaultModel;
-
 /** A session log of workload turns holding at least `messages` chat messages, plus one open turn's prompt. */
 function history(messages: number): { events: LogEvent[]; turnId: string } {
   let seq = 0;
@@ -46,7 +44,7 @@ function history(messages: number): { events: LogEvent[]; turnId: string } {
     STEPS.forEach((step, index) => {
       if (count >= messages) return;
       const toolCalls = step.toolCalls.map((call, n) => ({ id: `c${turn}_${index}_${n}`, name: call.name, args: { ...call.args } }));
-      add(LogEventType.assistantMessage, turnId, index + 1, { text: step.text, toolCalls, usage, cost: 0, model: MODEL, finishReason: toolCalls.length ? 'tool_calls' : 'stop' });
+      add(LogEventType.assistantMessage, turnId, index + 1, { text: step.text, toolCalls, usage, cost: 0, model: DEFAULT_RUNTIME_CONFIG.defaultModel, finishReason: toolCalls.length ? 'tool_calls' : 'stop' });
       count += 1;
       for (const call of toolCalls) {
         add(LogEventType.toolUse, turnId, index + 1, { toolCallId: call.id, effectId: `s:${turnId}:${call.id}`, name: TOOL_NAME, args: call.args, tier: 'read_only' });
@@ -73,8 +71,14 @@ const JIT_WARMUP = 2_000;
  * `buildContext()`, token counts kept by the transcript (taken once per message, on first use). Warm samples
  * log nothing new in between; step samples log one step (an assistant message asking for one tool call, its
  * `tool.use` and its result) before each, the way a turn goes from one Preparing to the next.
+ *
+ * `model` (default: the runtime's default model, a 32,000-token window) sets the budget. Token counts are
+ * taken only where bounds cannot decide, so a history whose bounds fit under the compaction trigger is never
+ * counted, and one over its budget counts each new message: pass a large-window model to time the former at
+ * every size.
  */
-export function measureContextPrep(tokens: TokenCounter, sizes: readonly number[], iterations: number): ContextPrepResult[] {
+export function measureContextPrep(tokens: TokenCounter, sizes: readonly number[], iterations: number, options: { model?: string } = {}): ContextPrepResult[] {
+  const model = options.model ?? DEFAULT_RUNTIME_CONFIG.defaultModel;
   const tools = [{ name: TOOL_NAME, description: 'Looks up the value of a key.', parameters: { type: 'object', properties: { key: { type: 'string' } }, required: ['key'] } }];
   const toolTokens = tokens.count(JSON.stringify(tools));
   const session = (size: number) => {
@@ -90,19 +94,19 @@ export function measureContextPrep(tokens: TokenCounter, sizes: readonly number[
       transcript,
       prepare: () =>
         buildContext({
-          model: MODEL,
+          model,
           history: transcript.conversation(turnId),
           tools,
           toolTokens,
           tokens,
-          options: { systemPrompt: DEFAULT_RUNTIME_CONFIG.systemPrompt, contextWindow: contextWindowOf(MODEL), maxOutputTokens: DEFAULT_RUNTIME_CONFIG.maxOutputTokens },
+          options: { systemPrompt: DEFAULT_RUNTIME_CONFIG.systemPrompt, contextWindow: contextWindowOf(model), maxOutputTokens: DEFAULT_RUNTIME_CONFIG.maxOutputTokens },
         }),
       /** Logs one step of the open turn. */
       logStep: () => {
         step += 1;
         const id = `next${step}`;
         const key = STEPS[0]!.toolCalls[step % 2]!.args.key;
-        add(LogEventType.assistantMessage, { text: `Step ${step}: one more look.`, toolCalls: [{ id, name: TOOL_NAME, args: { key } }], usage, cost: 0, model: MODEL, finishReason: 'tool_calls' });
+        add(LogEventType.assistantMessage, { text: `Step ${step}: one more look.`, toolCalls: [{ id, name: TOOL_NAME, args: { key } }], usage, cost: 0, model, finishReason: 'tool_calls' });
         add(LogEventType.toolUse, { toolCallId: id, effectId: `s:${turnId}:${id}`, name: TOOL_NAME, args: { key }, tier: 'read_only' });
         add(LogEventType.toolResult, { toolCallId: id, name: TOOL_NAME, output: `${lookup(key)}; ${'the record reads as expected. '.repeat(2)}${step}`, isError: false, durationMs: 1 });
       },

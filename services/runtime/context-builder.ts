@@ -21,6 +21,10 @@ export interface PreparedContext {
   readonly needsCompaction: boolean;
   /** When compaction is due: summarize every message with a log sequence up to this one. */
   readonly compactThroughSeq: number;
+  /**
+   * Tokens of the whole history, as an upper bound that is exact against `budget`: over it exactly when the
+   * counted history is. Compare it with `budget` only (the model choice does); it is not a count to show.
+   */
   readonly historyTokens: number;
   readonly budget: number;
 }
@@ -29,9 +33,13 @@ export interface PreparedContext {
  * Builds the provider request of a step: system prompt, rolling summary, tool schemas, and the newest
  * history that fits the budget. Tool results whose call was cut off are dropped, so the transcript the
  * model sees is always whole. The fit comes from the view, which moves its last fit on by the messages
- * added since, and the window is one slice of the view's messages; the total (for compaction and
- * `historyTokens`) is the view's running total. So a warm step costs O(new messages) plus that slice, not
- * O(history) nor O(messages that fit).
+ * added since, and the window is one slice of the view's messages. So a warm step costs O(new messages)
+ * plus that slice, not O(history) nor O(messages that fit).
+ *
+ * Every decision is the one exact token counts give, but the view counts a message only when its bound
+ * cannot decide (see {@link ConversationView}): the window, whether compaction is due and where it cuts,
+ * and whether the history passes the budget (`historyTokens`). A history whose bounds fit under the
+ * compaction trigger is never counted.
  */
 export function buildContext(input: {
   model: string;
@@ -51,16 +59,16 @@ export function buildContext(input: {
   const budget = Math.max(0, options.contextWindow - reserved);
 
   const length = history.length;
-  let { start, used } = history.fit(budget);
-  const total = start === 0 ? used : history.totalTokens();
+  const fit = history.fit(budget);
+  const fitsWhole = fit.start === 0;
   // The newest message (the prompt or a tool result) always goes, even when it alone is too big.
-  if (start === length && length > 0) start = length - 1;
+  const start = fit.start === length && length > 0 ? length - 1 : fit.start;
 
   const kept = keptMessages(history, start, systemMessage);
 
   const trigger = budget * (options.compactTriggerRatio ?? 0.8);
   let compactThroughSeq = 0;
-  if (total > trigger && total > budget / 2 && length > 2) {
+  if (length > 2 && exceeds(history, fitsWhole, budget, Math.max(trigger, budget / 2))) {
     // Summarize the oldest messages until the rest fits in half the budget (the newest one always stays):
     // the cut is just before the longest run of newest messages that fits in half the budget. The whole
     // history is over half the budget here, so that run never starts at the first message.
@@ -71,9 +79,19 @@ export function buildContext(input: {
     request: { model: input.model, messages: kept, tools: input.tools },
     needsCompaction: compactThroughSeq > 0,
     compactThroughSeq,
-    historyTokens: total,
+    // Within the budget, the fit's sum (at most the budget); past it, any upper bound (over the budget).
+    historyTokens: fitsWhole ? fit.used : history.totalBound(),
     budget,
   };
+}
+
+/**
+ * Exactly whether the history's tokens pass `limit`. The fit's start is exact, so `fitsWhole` tells whether
+ * they are within `budget`; for a limit on the other side of the budget the view settles it, counting no more
+ * than it must. A function, not a closure: under tsx every closure made is given its name, at a cost per step.
+ */
+function exceeds(history: ConversationView, fitsWhole: boolean, budget: number, limit: number): boolean {
+  return fitsWhole ? limit < budget && history.totalExceeds(limit) : limit <= budget || history.totalExceeds(limit);
 }
 
 /**

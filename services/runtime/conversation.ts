@@ -1,11 +1,18 @@
 import { LogEventType } from '../../src/protocol/index.ts';
 import type { ChatMessage, LogEvent } from '../../src/protocol/index.ts';
 import type { TokenCounter } from '../../src/tokens.ts';
+import { countAll, countAt, fitBudget, initialSize, totalBound, totalExceeds } from './conversation-fit.ts';
+import type { KeptFit, MessageSizes } from './conversation-fit.ts';
 
 /**
  * The conversation after the newest summary, turn by turn, up to and including one turn: what Preparing
- * fits into the window. Index 0 is the oldest message. Token counts are taken on first use and kept, so a
- * step only counts messages it has not seen before.
+ * fits into the window. Index 0 is the oldest message.
+ *
+ * Tokens are counted only where a decision needs them. Each message gets a cheap upper bound of its count
+ * when it is placed ({@link TokenCounter.boundMessage}: its UTF-8 length, give or take); its exact count is
+ * taken, once, only when bounds cannot settle a question: whether the next message still fits a budget, or
+ * whether the total passes a limit. So every answer is the one exact counts give, and a conversation whose
+ * bounds fit is never counted at all.
  */
 export interface ConversationView {
   /** Text of the newest `summary.created`, if any. */
@@ -22,14 +29,19 @@ export interface ConversationView {
   message(index: number): ChatMessage;
   /** Log sequence of message `index`. */
   seq(index: number): number;
-  /** Tokens of message `index` (counted once, then cached). */
+  /** Exact tokens of message `index` (counted once, then kept). */
   tokens(index: number): number;
-  /** Tokens of every message of the view: a running total, so O(1) once every message has been counted. */
+  /** Exact tokens of every message of the view: counts every message not counted yet. */
   totalTokens(): number;
+  /** An upper bound of {@link totalTokens} from the counts taken and the bounds of the rest: a running total, O(turns queued after the view). */
+  totalBound(): number;
+  /** Exactly `totalTokens() > limit`, counting messages (newest first) only until the bounds of the rest settle it. */
+  totalExceeds(limit: number): boolean;
   /**
-   * The newest messages that fit `budget` tokens: the longest suffix `[start, length)` whose tokens sum to at
-   * most `budget`, and that sum. The last fits are kept, so asking the same budget again as the conversation
-   * grows at its end costs O(new messages); anything else walks back from the newest message.
+   * The newest messages that fit `budget` tokens: the longest suffix `[start, length)` whose exact tokens sum
+   * to at most `budget`. Messages are counted only where their bounds cannot tell whether the next older one
+   * still fits. The last fits are kept, so asking the same budget again as the conversation grows at its end
+   * costs O(new messages); anything else walks back from the newest message.
    */
   fit(budget: number): ConversationFit;
   /** Messages `[start, length)` as a new array, after `head` when given: one copy either way. */
@@ -39,7 +51,7 @@ export interface ConversationView {
 /** The suffix of a conversation that fits a budget: see {@link ConversationView.fit}. */
 export interface ConversationFit {
   readonly start: number;
-  /** Tokens of messages `[start, length)`. */
+  /** At least the tokens of messages `[start, length)` and at most the budget: their counts where taken, bounds elsewhere. */
   readonly used: number;
 }
 
@@ -50,8 +62,8 @@ export interface ConversationFit {
 export interface ConversationIndex {
   /** Places the chat message of `event` (if it has one) at the end of its turn. Not for `summary.created`: a summary rebuilds the index. */
   add(event: LogEvent): void;
-  /** The conversation up to and including `currentTurnId` (every turn when absent); `counter` counts its messages. */
-  view(currentTurnId: string | undefined, counter: TokenCounter | undefined): ConversationView;
+  /** The conversation up to and including `currentTurnId` (every turn when absent). */
+  view(currentTurnId?: string): ConversationView;
   /** Gives back the spare capacity of short lists, for a session about to sit idle. */
   trim(): void;
 }
@@ -59,51 +71,38 @@ export interface ConversationIndex {
 /** Lists shorter than this are copied to their exact size by `trim`. */
 export const TRIM_BELOW = 64;
 
-/** Marks a token count not taken yet. */
-const UNCOUNTED = -1;
-
-/** Fits kept per index: a step asks for its budget and half of it (compaction), twice when it escalates. */
-const MAX_FITS = 4;
-
-/** A fit of messages `[start, end)` of the index in `budget`, kept to be moved on as the conversation grows. */
-interface KeptFit {
-  readonly budget: number;
-  end: number;
-  start: number;
-  used: number;
-}
-
 /**
  * The conversation index: parallel arrays in turn order (message `i` is `messages[i]`, logged at `seqs[i]`,
  * costing `tokens[i]`), each turn a contiguous range ending at `end`. An event of a turn that is not the
  * newest (a running turn after a queued prompt) is inserted at its turn's end; that moves only the messages
  * of the turns queued after it. A class: every hosted session has one, and methods on a prototype cost nothing per session.
  */
-class TurnOrderedIndex implements ConversationIndex {
+class TurnOrderedIndex implements ConversationIndex, MessageSizes {
   summary: { text: string; throughSeq: number } | undefined;
+  readonly counter: TokenCounter | undefined;
   /** A plain array, so the window Preparing sends is one slice of it. */
   messages: ChatMessage[] = [];
   seqs: number[] = [];
+  /** Each message's size: see {@link MessageSizes.tokens}. */
   tokens: number[] = [];
   turns: Array<{ readonly turnId: string; end: number }> = [];
-  /** Sum of the counts taken so far, and how many are still `UNCOUNTED`. */
-  counted = 0;
+  known = 0;
   uncounted = 0;
   /** Tool results placed where {@link ConversationView.resultsFollowCalls} does not hold. */
   strayResults = 0;
-  /** The fits asked for, one per budget, oldest first; undefined until the first. */
   fits: KeptFit[] | undefined = undefined;
 
-  constructor(summary: TurnOrderedIndex['summary']) {
+  constructor(summary: TurnOrderedIndex['summary'], counter: TokenCounter | undefined) {
     this.summary = summary;
+    this.counter = counter;
   }
 
   add(event: LogEvent): void {
     place(this, event);
   }
 
-  view(currentTurnId: string | undefined, counter: TokenCounter | undefined): ConversationView {
-    return new IndexView(this, currentTurnId, counter);
+  view(currentTurnId?: string): ConversationView {
+    return new IndexView(this, currentTurnId);
   }
 
   trim(): void {
@@ -116,14 +115,18 @@ class TurnOrderedIndex implements ConversationIndex {
   }
 }
 
-/** Builds the index of a session's events: the conversation after the newest summary, in turn order. */
-export function createConversationIndex(events: readonly LogEvent[]): ConversationIndex {
+/**
+ * Builds the index of a session's events: the conversation after the newest summary, in turn order. `counter`
+ * bounds each message as it is placed and counts it when a view needs it; without one, a view answers no
+ * question about tokens.
+ */
+export function createConversationIndex(events: readonly LogEvent[], counter?: TokenCounter): ConversationIndex {
   let summary: TurnOrderedIndex['summary'];
   for (let at = events.length - 1; at >= 0 && !summary; at--) {
     const event = events[at];
     if (event?.type === LogEventType.summaryCreated) summary = event.data;
   }
-  const built = new TurnOrderedIndex(summary);
+  const built = new TurnOrderedIndex(summary, counter);
   for (const event of events) place(built, event);
   return built;
 }
@@ -154,20 +157,22 @@ function place(target: TurnOrderedIndex, event: LogEvent): void {
   if (!message) return;
   const position = turn.end;
   if (message.role === 'tool' && !followsItsCall(messages, position, message.toolCallId)) target.strayResults += 1;
+  const size = initialSize(target.counter, message);
   if (position === messages.length) {
     messages.push(message);
     target.seqs.push(event.seq ?? 0);
-    target.tokens.push(UNCOUNTED);
+    target.tokens.push(size);
   } else {
     // Whatever follows now has a new neighbour: a result there may no longer follow its call.
     if (messages[position]!.role === 'tool') target.strayResults += 1;
     messages.splice(position, 0, message);
     target.seqs.splice(position, 0, event.seq ?? 0);
-    target.tokens.splice(position, 0, UNCOUNTED);
+    target.tokens.splice(position, 0, size);
     // A fit of messages past `position` no longer describes them; one that ends at or before it still does.
     if (target.fits) target.fits = target.fits.filter((fit) => fit.end <= position);
   }
-  target.uncounted += 1;
+  target.known += Math.abs(size);
+  if (size < 0) target.uncounted += 1;
   for (let later = at; later < turns.length; later++) turns[later]!.end += 1;
 }
 
@@ -180,27 +185,14 @@ function followsItsCall(messages: readonly ChatMessage[], position: number, tool
   return asker.role === 'assistant' && (asker.toolCalls?.some((call) => call.id === toolCallId) ?? false);
 }
 
-function countAt(target: TurnOrderedIndex, at: number, counter: TokenCounter | undefined): number {
-  let count = target.tokens[at]!;
-  if (count === UNCOUNTED) {
-    if (!counter) throw new Error('this transcript was created without a token counter');
-    count = counter.countMessage(target.messages[at]!);
-    target.tokens[at] = count;
-    target.counted += count;
-    target.uncounted -= 1;
-  }
-  return count;
-}
-
 /** The view of an index up to the end of one turn. A class: Preparing takes one per step. */
 class IndexView implements ConversationView {
   readonly summary: string | undefined;
   readonly length: number;
   readonly resultsFollowCalls: boolean;
   private readonly index: TurnOrderedIndex;
-  private readonly counter: TokenCounter | undefined;
 
-  constructor(index: TurnOrderedIndex, currentTurnId: string | undefined, counter: TokenCounter | undefined) {
+  constructor(index: TurnOrderedIndex, currentTurnId: string | undefined) {
     let length = index.messages.length;
     if (currentTurnId !== undefined) {
       for (let at = index.turns.length - 1; at >= 0; at--) {
@@ -212,7 +204,6 @@ class IndexView implements ConversationView {
       }
     }
     this.index = index;
-    this.counter = counter;
     this.summary = index.summary?.text;
     this.length = length;
     this.resultsFollowCalls = index.strayResults === 0;
@@ -221,6 +212,12 @@ class IndexView implements ConversationView {
   private check(at: number): number {
     if (!(at >= 0 && at < this.length)) throw new RangeError(`message ${at} is outside the conversation (${this.length} messages)`);
     return at;
+  }
+
+  /** The index, once it is known to have a counter. */
+  private counting(): TurnOrderedIndex {
+    if (!this.index.counter) throw new Error('this transcript was created without a token counter');
+    return this.index;
   }
 
   message(at: number): ChatMessage {
@@ -232,52 +229,23 @@ class IndexView implements ConversationView {
   }
 
   tokens(at: number): number {
-    return countAt(this.index, this.check(at), this.counter);
+    return countAt(this.counting(), this.check(at));
   }
 
   totalTokens(): number {
-    const { index, length } = this;
-    if (index.uncounted > 0) for (let at = 0; at < index.messages.length; at++) countAt(index, at, this.counter);
-    // The running total covers every turn; take off the turns queued after this view.
-    let total = index.counted;
-    for (let at = length; at < index.tokens.length; at++) total -= index.tokens[at]!;
-    return total;
+    return countAll(this.counting(), this.length);
+  }
+
+  totalBound(): number {
+    return totalBound(this.counting(), this.length);
+  }
+
+  totalExceeds(limit: number): boolean {
+    return totalExceeds(this.counting(), this.length, limit);
   }
 
   fit(budget: number): ConversationFit {
-    const { index, length: end, counter } = this;
-    const fits = (index.fits ??= []);
-    let fit: KeptFit | undefined;
-    for (const kept of fits) if (kept.budget === budget) fit = kept;
-    if (fit && fit.end <= end) {
-      // The view grew at its end since (every change before a fit's end drops it): add the new messages,
-      // then let go of the oldest while over budget. Counts are never negative, so the start only moves on.
-      let { start, used } = fit;
-      for (let at = fit.end; at < end; at++) used += countAt(index, at, counter);
-      while (used > budget && start < end) used -= index.tokens[start++]!;
-      fit.start = start;
-      fit.used = used;
-      fit.end = end;
-      return { start, used };
-    }
-    let start = end;
-    let used = 0;
-    while (start > 0) {
-      const size = countAt(index, start - 1, counter);
-      if (used + size > budget) break;
-      used += size;
-      start -= 1;
-    }
-    if (fit) {
-      // Kept for a longer view (of a turn queued after this one): start that budget over from here.
-      fit.end = end;
-      fit.start = start;
-      fit.used = used;
-    } else {
-      if (fits.length >= MAX_FITS) fits.shift();
-      fits.push({ budget, end, start, used });
-    }
-    return { start, used };
+    return fitBudget(this.counting(), this.length, budget);
   }
 
   messages(start: number, head?: ChatMessage): ChatMessage[] {

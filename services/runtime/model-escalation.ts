@@ -17,7 +17,10 @@ export type EscalationReason = (typeof EscalationReason)[keyof typeof Escalation
 export interface EscalationInput extends ModelEscalation {
   /** Tool calls of this turn whose arguments failed validation (see {@link countValidationFailures}). */
   readonly validationFailures: number;
-  /** Tokens of the history the step would send (system prompt and tools not included). */
+  /**
+   * Tokens of the history (system prompt and tools not included): Preparing gives an upper bound that is over
+   * `smallContextBudget` exactly when the exact count is (`PreparedContext.historyTokens`), so compare it with that only.
+   */
   readonly contextTokens: number;
   /** Tokens of history the small model can take: its window less system prompt, tools, answer and safety reserve. */
   readonly smallContextBudget: number;

@@ -74,8 +74,8 @@ class SessionTranscript implements Transcript {
   }
 
   conversation(currentTurnId?: string): ConversationView {
-    this.index ??= createConversationIndex(this.events);
-    return this.index.view(currentTurnId, this.counter);
+    this.index ??= createConversationIndex(this.events, this.counter);
+    return this.index.view(currentTurnId);
   }
 
   turnEvents(turnId: string): LogEvent[] {

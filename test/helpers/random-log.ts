@@ -39,15 +39,35 @@ export interface SimulatedSession {
   advance(transcript: Transcript): LogEvent[];
 }
 
-const text = (random: Random) => 'x'.repeat(random.int(30));
+const defaultText = (random: Random) => 'x'.repeat(random.int(30));
+
+/** Pieces of text from many scripts and of many kinds, including ones tokenizers treat specially. */
+const PIECES = [
+  'the', ' quick', ' brown', 'fox', 'Hello', ',', '.', '!?', ' ', '  ', '\n', '\t', '\r\n', '    ', '1234567', '3.14', '-', '_', '()', '{"key":"value"}', '=>',
+  'naïve', 'café', 'Ünïcödé', 'e\u0301', 'ß', 'Ω', 'Привет', 'мир', 'γειά', 'שלום', 'مرحبا', 'नमस्ते', 'ไทย', '日本語', '中文字符', '한국어', 'カタカナ',
+  '😀', '👩‍👩‍👧', '🇫🇷', '\u{1F600}\u{1F601}', '\u200b', '\u00a0', '\ufeff', '\ud800', '\udfff', 'a\ud83d', '\u0000', '\u{10FFFF}',
+  '<|endoftext|>', '<|im_start|>', '<|fim_prefix|>', '<|endofprompt|>', '<|', '|>',
+];
+
+/** Random text of up to `maxPieces` pieces of many scripts, some repeated at length: see {@link PIECES}. */
+export function randomText(random: Random, maxPieces = 12): string {
+  let out = '';
+  for (let count = random.int(maxPieces + 1); count > 0; count--) {
+    const piece = random.pick(PIECES);
+    out += random.chance(0.05) ? piece.repeat(1 + random.int(40)) : piece;
+  }
+  return out;
+}
 
 /**
  * A session as the runtime logs it: turns run one at a time, prompts sent meanwhile queue (with
  * `queuePrompts`); a step is steer messages, an assistant message and one result per call (in any order); a
  * cancelled or failed turn closes its open calls, then ends; a compaction cuts at a message of the running
- * turn's view, never the newest. Call ids are sometimes reused across steps, as some providers do.
+ * turn's view, never the newest. Call ids are sometimes reused across steps, as some providers do. Texts are
+ * runs of 'x' unless `text` makes them.
  */
-export function simulateRuntimeSession(random: Random, options: { queuePrompts: boolean }): SimulatedSession {
+export function simulateRuntimeSession(random: Random, options: { queuePrompts: boolean; text?: (random: Random) => string }): SimulatedSession {
+  const text = options.text ?? defaultText;
   const log = createLogBuilder();
   const events: LogEvent[] = [];
   const turns: string[] = [];
@@ -112,6 +132,7 @@ export function simulateRuntimeSession(random: Random, options: { queuePrompts: 
  * context for it.
  */
 export function simulateArbitrarySession(random: Random): SimulatedSession {
+  const text = defaultText;
   const log = createLogBuilder();
   const events: LogEvent[] = [];
   const turnIds = ['t0', 't1', 't2', 't3'];
