@@ -10,10 +10,10 @@ export interface ReplyRoute {
 }
 
 /**
- * Reply subjects under one wildcard subscription per connection. A request, a streamed reply or a
- * JetStream append takes a route instead of a subscription of its own (no SUB/UNSUB per call) or a
- * nats.js request (which builds an error object per reply it resolves), and the replies of many calls in
- * flight share one subscription.
+ * Reply subjects under one wildcard subscription. A request, a streamed reply or a JetStream append takes a
+ * route instead of a subscription of its own (no SUB/UNSUB per call) or a nats.js request (which builds an
+ * error object per reply it resolves), and the replies of all the calls a client has in flight share the
+ * one subscription.
  */
 export interface ReplyMux {
   /** A new reply subject whose messages go to `handler` until the route is closed. */
@@ -21,7 +21,7 @@ export interface ReplyMux {
 }
 
 /**
- * Creates the mux of a connection. Its subscription (`_INBOX.<nuid>.*`) is made on first use and lives
+ * Creates a mux on a connection (a client makes one and keeps it). Its subscription (`_INBOX.<nuid>.*`) is made on first use and lives
  * as long as the connection; nats.js makes it again after a reconnect. Messages for a closed or unknown
  * route are dropped (a late reply after a timeout or an abort).
  *

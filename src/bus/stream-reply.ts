@@ -18,8 +18,9 @@ export interface StreamRequestOptions {
 /**
  * Sends a request whose answer is a stream of messages on the reply subject, and yields them in order, in
  * batches (every message that arrived since the last batch, at least one), until `isLast` says a message
- * ends the stream. A consumer handles what came together at once: one async step per batch, not per message. Throws {@link NoRespondersError} when no one listens,
- * {@link TimeoutError} when the stream stalls or runs too long, the signal's reason on abort.
+ * ends the stream: a consumer takes what came together in one async step, not one per message. Throws
+ * {@link NoRespondersError} when no one listens, {@link TimeoutError} when the stream stalls or runs too
+ * long, the signal's reason on abort.
  *
  * Ordering is kept by NATS for one publisher and one subscriber; callers check `seq` all the same.
  */
