@@ -120,7 +120,7 @@ describe('session log', () => {
     await log.append(userMessage('direct-2', 'not mine'), 0);
     expect(await log.lastSeq('acme', 'direct-1')).toBe(first);
     // JetStream's API takes every `$JS.API.>` request: a direct get on a stream that does not exist goes unanswered.
-    const missing = createSessionLog({ nc: nats.nc, js: jetstream(nats.nc), subjects: createSubjects(), codec: createCodec(), stream: 'NO_SUCH_STREAM', appendTimeoutMs: 300 });
+    const missing = createSessionLog({ nc: nats.nc, js: jetstream(nats.nc), subjects: createSubjects(), codec: createCodec(), stream: 'NO_SUCH_STREAM', requestTimeoutMs: 300 });
     await expect(missing.lastSeq('acme', 'direct-1')).rejects.toMatchObject({ code: 'timeout' });
   });
 

@@ -70,14 +70,15 @@ export function createSessionLog(deps: {
   subjects: Subjects;
   codec: Codec;
   stream: string;
-  appendTimeoutMs?: number;
+  /** Longest wait for an append's acknowledgement or the last-sequence lookup; default 10 s. */
+  requestTimeoutMs?: number;
   /** Reply subjects for the acknowledgements; by default the log makes its own mux on `nc`. */
   replies?: ReplyMux;
   /** Where `read` reports the messages it skips. */
   logger?: Logger;
 }): SessionLog {
   const { nc, js, subjects, codec, stream } = deps;
-  const appendTimeoutMs = deps.appendTimeoutMs ?? 10_000;
+  const requestTimeoutMs = deps.requestTimeoutMs ?? 10_000;
   const replies = deps.replies ?? createReplyMux(nc);
 
   /**
@@ -91,7 +92,7 @@ export function createSessionLog(deps: {
     const body = new TextEncoder().encode(JSON.stringify({ last_by_subj: subjects.log(tenant, sessionId) }));
     let reply;
     try {
-      reply = await request(nc, `$JS.API.DIRECT.GET.${stream}`, body, { timeoutMs: appendTimeoutMs, headers, replies });
+      reply = await request(nc, `$JS.API.DIRECT.GET.${stream}`, body, { timeoutMs: requestTimeoutMs, headers, replies });
     } catch (error) {
       if (error instanceof NoRespondersError) {
         throw new AgentbusError(ErrorCode.noResponders, `no JetStream answers direct gets on ${stream} (is JetStream on, and the stream there with allow_direct?)`, {
@@ -139,7 +140,7 @@ export function createSessionLog(deps: {
     if (expectedSeq !== undefined) headers.set('Nats-Expected-Last-Subject-Sequence', String(expectedSeq));
     let reply;
     try {
-      reply = await request(nc, subject, codec.encode(event), { timeoutMs: appendTimeoutMs, headers, replies });
+      reply = await request(nc, subject, codec.encode(event), { timeoutMs: requestTimeoutMs, headers, replies });
     } catch (error) {
       if (error instanceof NoRespondersError) {
         throw new AgentbusError(ErrorCode.noResponders, `no JetStream stream takes ${subject} (is JetStream on, and ${stream} there?)`, { cause: error, retryable: true });
