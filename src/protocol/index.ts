@@ -51,6 +51,9 @@ export type {
   ChunkBody,
 } from './schemas.ts';
 export { logEventSchema } from './log-schemas.ts';
+export { liveEventSchema } from './live-schemas.ts';
+export { decodeSessionEvent } from './session-event.ts';
+export type { EventMessage } from './session-event.ts';
 export { decodePrompt, decodeSteer, decodeCancel, decodeApprove } from './ingress.ts';
 export { ErrorCode, toErrorData, fromErrorData } from '../errors.ts';
 export type { ErrorData } from '../errors.ts';

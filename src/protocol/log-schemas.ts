@@ -1,7 +1,7 @@
 import { z } from 'zod';
+import { envelopeSchema } from './envelope-schema.ts';
 import { LogEventType, SafetyTier, TurnEndReason } from './events.ts';
 import { errorDataSchema, modelNameSchema, toolCallSchema, usageSchema } from './schemas.ts';
-import { TOKEN_PATTERN } from './subjects.ts';
 
 // The shapes of `EventDataMap` (events.ts) for the durable log. Fields the runtime acts on when it reads a log
 // back are checked exactly; unknown extra fields pass (and are dropped), so a log written by a newer runtime
@@ -66,24 +66,6 @@ const turnEnded = z.object({
 });
 
 /**
- * One log envelope of the given type. The keys are in the order the session writer stores events in
- * (zod's output follows the shape), so read-back and appended events share one object shape.
- */
-function logEnvelope<T extends LogEventType, D extends z.ZodType>(type: T, data: D) {
-  return z.object({
-    v: z.literal(1),
-    id: z.string().min(1),
-    type: z.literal(type),
-    tenant: z.string().regex(TOKEN_PATTERN, 'tenant must be a subject token'),
-    sessionId: z.string().regex(TOKEN_PATTERN, 'sessionId must be a subject token'),
-    turnId: z.string().min(1).optional(),
-    step: z.int().nonnegative().optional(),
-    ts: z.number(),
-    data,
-  });
-}
-
-/**
  * A durable log event: the v1 envelope `{ v: 1, id, type, tenant, sessionId, turnId?, step?, ts, data }`
  * with the `data` of its type, as one discriminated union on `type`. Its output is a `LogEvent` without
  * `seq`.
@@ -92,13 +74,13 @@ function logEnvelope<T extends LogEventType, D extends z.ZodType>(type: T, data:
  * const event = codec.validate(logEventSchema, codec.decode(message.data), 'log event');
  */
 export const logEventSchema = z.discriminatedUnion('type', [
-  logEnvelope(LogEventType.sessionCreated, sessionCreated),
-  logEnvelope(LogEventType.userMessage, userMessage),
-  logEnvelope(LogEventType.assistantMessage, assistantMessage),
-  logEnvelope(LogEventType.toolUse, toolUse),
-  logEnvelope(LogEventType.toolResult, toolResult),
-  logEnvelope(LogEventType.approvalRequested, approvalRequested),
-  logEnvelope(LogEventType.approvalDecided, approvalDecided),
-  logEnvelope(LogEventType.summaryCreated, summaryCreated),
-  logEnvelope(LogEventType.turnEnded, turnEnded),
+  envelopeSchema(LogEventType.sessionCreated, sessionCreated),
+  envelopeSchema(LogEventType.userMessage, userMessage),
+  envelopeSchema(LogEventType.assistantMessage, assistantMessage),
+  envelopeSchema(LogEventType.toolUse, toolUse),
+  envelopeSchema(LogEventType.toolResult, toolResult),
+  envelopeSchema(LogEventType.approvalRequested, approvalRequested),
+  envelopeSchema(LogEventType.approvalDecided, approvalDecided),
+  envelopeSchema(LogEventType.summaryCreated, summaryCreated),
+  envelopeSchema(LogEventType.turnEnded, turnEnded),
 ]);
