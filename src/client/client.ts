@@ -5,7 +5,7 @@ import { AgentbusError, ErrorCode, NoRespondersError } from '../errors.ts';
 import { SessionVerb, assertToken, createCodec, createSubjects, fromErrorData } from '../protocol/index.ts';
 import type { Approve, Codec, CommandReply, EventDataMap, Prompt, PromptReply, Subjects } from '../protocol/index.ts';
 import { openWatch } from './event-stream.ts';
-import type { EventWatch, StreamedEvent, WatchFrom } from './event-stream.ts';
+import type { EventWatch, SkippedMessage, StreamedEvent, WatchOptions } from './event-stream.ts';
 
 /** One session of one tenant. */
 export interface SessionTarget {
@@ -35,6 +35,8 @@ export interface AskOptions {
   readonly signal?: AbortSignal;
   /** Every event of the turn, in order per stream; `turn.ended` comes last, after the turn's last delta. */
   readonly onEvent?: (event: StreamedEvent) => void;
+  /** Hears each message on the session's subjects that was skipped because it is not a valid event. */
+  readonly onInvalid?: (skipped: SkippedMessage) => void;
   /** Called once the prompt is accepted. */
   readonly onAccepted?: (turnId: string) => void;
   /** Longest wait for the whole turn. */
@@ -50,8 +52,11 @@ export interface AgentbusClient {
   cancel(target: SessionTarget, reason?: string, options?: { signal?: AbortSignal; timeoutMs?: number }): Promise<CommandReply>;
   steer(target: SessionTarget, text: string, options?: { signal?: AbortSignal; timeoutMs?: number }): Promise<CommandReply>;
   approve(target: SessionTarget, decision: Approve, options?: { signal?: AbortSignal; timeoutMs?: number }): Promise<CommandReply>;
-  /** Follows a session's events (`sessionId: '*'` for a whole tenant); resumable with `from`. */
-  watch(target: SessionTarget, options?: { signal?: AbortSignal; from?: WatchFrom }): Promise<EventWatch>;
+  /**
+   * Follows a session's events (`sessionId: '*'` for a whole tenant); resumable with `from`. Messages that
+   * are not valid events of the session are skipped (`onInvalid` hears them).
+   */
+  watch(target: SessionTarget, options?: WatchOptions): Promise<EventWatch>;
   /**
    * Sends a prompt and follows its turn to the end: `onEvent` sees each event of the turn (deltas,
    * progress, tool calls, …). Resolves with `turn.ended`; the signal cancels the wait, not the turn.
@@ -124,7 +129,10 @@ export function createAgentbusClient(options: { nc: NatsConnection; prefix?: str
       if (askOptions.timeoutMs !== undefined) signals.push(AbortSignal.timeout(askOptions.timeoutMs));
       const signal = signals.length > 0 ? AbortSignal.any(signals) : undefined;
       // Watch before sending, so no event of the turn is missed; events before the reply wait in the watch.
-      const watch = await openWatch({ nc, subjects, codec }, target, signal ? { signal } : {});
+      const watch = await openWatch({ nc, subjects, codec }, target, {
+        ...(signal ? { signal } : {}),
+        ...(askOptions.onInvalid ? { onInvalid: askOptions.onInvalid } : {}),
+      });
       try {
         const { turnId } = await promptWhenReady(target, prompt, askOptions.readyTimeoutMs ?? 0, signal);
         askOptions.onAccepted?.(turnId);

@@ -1,8 +1,8 @@
 import { DeliverPolicy, jetstream } from '@nats-io/jetstream';
 import type { Consumer, ConsumerMessages } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
-import { abortReason } from '../errors.ts';
-import { streamNames } from '../protocol/index.ts';
+import { AgentbusError, InvalidInputError, abortReason } from '../errors.ts';
+import { decodeSessionEvent, streamNames } from '../protocol/index.ts';
 import type { AgentEvent, Codec, Subjects } from '../protocol/index.ts';
 
 /** Where an event came from, with its stream sequence: keep the last ones to resume after a restart. */
@@ -18,6 +18,34 @@ export interface WatchFrom {
   readonly log?: number;
   /** Resume live events after this stream sequence (they are kept 5 minutes). */
   readonly live?: number;
+}
+
+/**
+ * A message on a watched session's subjects that is not a valid event (anyone who may publish there can put
+ * anything there), skipped by the watch.
+ */
+export interface SkippedMessage {
+  readonly stream: 'log' | 'live';
+  readonly streamSeq: number;
+  readonly subject: string;
+  /**
+   * Why: `invalid_input` (malformed bytes, a wrong shape, another session's event, a log event on a live
+   * subject, …) or `payload_too_large`.
+   */
+  readonly error: AgentbusError;
+}
+
+/** Options of {@link openWatch}. */
+export interface WatchOptions {
+  /** Ends the watch: the iterator throws the signal's reason. */
+  readonly signal?: AbortSignal;
+  /** Where to start; without it, only what comes next. */
+  readonly from?: WatchFrom;
+  /**
+   * Hears each skipped message, in order with the events of its stream, from the iterator (a throw ends the
+   * iteration with that error). Without it skipped messages pass unheard.
+   */
+  readonly onInvalid?: (skipped: SkippedMessage) => void;
 }
 
 /** An open watch: iterate it for events; `close()` stops it. */
@@ -36,12 +64,14 @@ export interface EventWatch extends AsyncIterable<StreamedEvent> {
  * JetStream ordered consumers. Resolves once both consumers exist, so whatever happens after that is
  * seen. The consumers survive reconnects by themselves and resume at the last sequence they delivered,
  * so a dropped connection loses no delta; `from` resumes a client that restarted. Events of each stream
- * arrive in order; between the two streams, in arrival order.
+ * arrive in order; between the two streams, in arrival order. Each message is decoded and validated
+ * (`decodeSessionEvent`): one that is not a valid event of the session it was published for is skipped,
+ * and told to `onInvalid`.
  */
 export async function openWatch(
   deps: { nc: NatsConnection; subjects: Subjects; codec: Codec },
   target: { tenant: string; sessionId: string },
-  options: { signal?: AbortSignal; from?: WatchFrom } = {},
+  options: WatchOptions = {},
 ): Promise<EventWatch> {
   const { nc, subjects, codec } = deps;
   options.signal?.throwIfAborted();
@@ -60,7 +90,8 @@ export async function openWatch(
     { stream: 'live', ...(await consume(names.live, `${base}.live.>`, options.from?.live)) },
   ];
 
-  const queue: StreamedEvent[] = [];
+  // Skipped messages wait in the queue too, so `onInvalid` hears them in order, from the iterating caller.
+  const queue: Array<StreamedEvent | { readonly skipped: SkippedMessage }> = [];
   let wake: (() => void) | undefined;
   let failure: unknown;
   let running = sources.length;
@@ -69,12 +100,18 @@ export async function openWatch(
     void (async () => {
       try {
         for await (const message of source.messages) {
+          let event: AgentEvent;
           try {
-            const event = codec.decode(message.data, message.headers?.get('Content-Type') || undefined) as AgentEvent;
-            queue.push({ event: source.stream === 'log' ? { ...event, seq: message.seq } : event, stream: source.stream, streamSeq: message.seq });
-          } catch {
-            // Not an agentbus event: skip it, as a subscriber of the subject would.
+            event = decodeSessionEvent(codec, subjects, message);
+          } catch (cause) {
+            if (options.onInvalid) {
+              const error = cause instanceof AgentbusError ? cause : new InvalidInputError(String(cause), { cause });
+              queue.push({ skipped: { stream: source.stream, streamSeq: message.seq, subject: message.subject, error } });
+              wake?.();
+            }
+            continue;
           }
+          queue.push({ event: source.stream === 'log' ? { ...event, seq: message.seq } : event, stream: source.stream, streamSeq: message.seq });
           wake?.();
         }
       } catch (error) {
@@ -99,6 +136,10 @@ export async function openWatch(
       while (!closed) {
         if (options.signal?.aborted) throw abortReason(options.signal);
         const next = queue.shift();
+        if (next && 'skipped' in next) {
+          options.onInvalid?.(next.skipped);
+          continue;
+        }
         if (next) {
           yield next;
           continue;
