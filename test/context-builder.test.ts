@@ -66,6 +66,7 @@ describe('buildContext', () => {
       resultsFollowCalls: view.resultsFollowCalls,
       message: (index) => (reads.message++, view.message(index)),
       seq: (index) => view.seq(index),
+      summaryCut: (throughSeq) => view.summaryCut(throughSeq),
       tokens: (index) => (reads.tokens++, view.tokens(index)),
       totalTokens: () => view.totalTokens(),
       totalBound: () => view.totalBound(),
@@ -142,21 +143,20 @@ describe('buildContext', () => {
     const log = createLogBuilder();
     const events = [
       log.prompt('t1', 'q1'),
-      log.answer('t1', 'a1', [{ id: 'c1' }, { id: 'c2' }]),
+      log.answer('t1', 'a1', [{ id: 'c1' }]),
       log.result('t1', 'c1', 'r1'),
-      log.prompt('t2', 'q2'),
-      log.result('t1', 'c2', 'r2'),
       log.answer('t1', 'done'),
       log.ended('t1'),
+      log.prompt('t2', 'q2'),
+      // Not as the runtime logs: a result for a call no assistant message of the window asked for.
+      log.result('t2', 'c9', 'stray'),
       log.answer('t2', 'a2'),
-      // A summary that cut t1 while t2 waited: t2's prompt now comes before the rest of t1.
-      log.summary('t2', 'q1, a1, r1', 3),
     ];
     const transcript = createTranscript(events, createCharCounter());
     const view = transcript.conversation();
     expect(view.resultsFollowCalls).toBe(false);
     const context = buildContext({ model: 'scripted:default', history: view, tools: [], toolTokens: 0, tokens: createCharCounter(), options: options(100) });
-    expect(history(context)).toEqual(['q2', 'a2', 'done']);
+    expect(history(context)).toEqual(['q1', 'a1', 'r1', 'done', 'q2', 'a2']);
   });
 
   const budgets = [0, 3, 10, 25, 60, 150, 400, 10_000];

@@ -113,6 +113,67 @@ describe('transcript conversation', () => {
   });
 });
 
+describe('a summary while a prompt is queued', () => {
+  it('replaces only the running turn’s messages it covers: a prompt queued before the cut stays', () => {
+    const log = createLogBuilder();
+    const events = [
+      log.prompt('t1', 'q1'),
+      log.answer('t1', 'a1', [{ id: 'c1' }]),
+      log.prompt('t2', 'q2'),
+      log.result('t1', 'c1', 'r1'),
+      log.answer('t1', 'a2', [{ id: 'c2' }]),
+      log.result('t1', 'c2', 'r2'),
+    ];
+    const transcript = createTranscript(events);
+    expect(contents(transcript.conversation('t1'))).toEqual(['q1', 'a1', 'r1', 'a2', 'r2']);
+    // Preparing t1 cuts at a2 (seq 5): the summary covers q1, a1, r1, a2, and t2's prompt (seq 3) is not among them.
+    transcript.add(log.summary('t1', 'q1 a1 r1 a2', 5));
+    expect(contents(transcript.conversation('t1'))).toEqual(['r2']);
+    expect(contents(transcript.conversation())).toEqual(['r2', 'q2']);
+    // Another node reading the log agrees.
+    expect(contents(createTranscript(transcript.events).conversation())).toEqual(['r2', 'q2']);
+  });
+
+  it('keeps turn order: a prompt queued after the cut still comes after the rest of the running turn', () => {
+    const log = createLogBuilder();
+    const transcript = createTranscript([
+      log.prompt('t1', 'q1'),
+      log.answer('t1', 'a1', [{ id: 'c1' }]),
+      log.result('t1', 'c1', 'r1'),
+      log.prompt('t2', 'q2'),
+      log.answer('t1', 'a2', [{ id: 'c2' }]),
+    ]);
+    transcript.conversation();
+    transcript.add(log.summary('t1', 'q1 a1 r1', 3));
+    transcript.add(log.result('t1', 'c2', 'r2'));
+    expect(contents(transcript.conversation('t1'))).toEqual(['a2', 'r2']);
+    transcript.add(log.answer('t1', 'done'));
+    transcript.add(log.ended('t1'));
+    transcript.add(log.answer('t2', 'a3'));
+    expect(contents(transcript.conversation())).toEqual(['a2', 'r2', 'done', 'q2', 'a3']);
+    expect(transcript.conversation().resultsFollowCalls).toBe(true);
+    expect(contents(createTranscript(transcript.events).conversation())).toEqual(['a2', 'r2', 'done', 'q2', 'a3']);
+  });
+
+  it('cuts the queued turn’s own view where Preparing cut it, though its prompt was logged before the rest of the turn it waited for', () => {
+    const log = createLogBuilder();
+    const transcript = createTranscript([
+      log.prompt('t1', 'q1'),
+      log.answer('t1', 'a1', [{ id: 'c1' }]),
+      log.prompt('t2', 'q2'),
+      log.result('t1', 'c1', 'r1'),
+      log.answer('t1', 'done'),
+      log.ended('t1'),
+    ]);
+    const view = transcript.conversation('t2');
+    expect(contents(view)).toEqual(['q1', 'a1', 'r1', 'done', 'q2']);
+    // Preparing t2 keeps its prompt and cuts just before it, at 'done' (seq 5); q2 (seq 3) is after the cut.
+    transcript.add(log.summary('t2', 'q1 a1 r1 done', view.seq(3)));
+    expect(contents(transcript.conversation('t2'))).toEqual(['q2']);
+    expect(contents(createTranscript(transcript.events).conversation('t2'))).toEqual(['q2']);
+  });
+});
+
 describe('transcript turns', () => {
   it('finds a turn’s events and open calls by walking back to its prompt', () => {
     const log = createLogBuilder();
@@ -257,7 +318,7 @@ describe('conversation fit', () => {
     expect(transcript.conversation().resultsFollowCalls).toBe(false);
   });
 
-  it('says a result may not follow its call once a summary cut a turn that ran while another waited', () => {
+  it('keeps results after their calls when a later turn’s summary cuts a turn that ran while another waited', () => {
     const log = createLogBuilder();
     const transcript = createTranscript([
       log.prompt('t1', 'q1'),
@@ -271,11 +332,10 @@ describe('conversation fit', () => {
     ]);
     expect(transcript.conversation().resultsFollowCalls).toBe(true);
     transcript.add(log.summary('t2', 'q1, a1, r1', 3));
-    // After the summary a turn goes where its first message left is: t2's prompt (seq 4) before the rest of
-    // t1 (from seq 5), so r2 follows a2, which did not ask for it.
+    // The rest of t1 still comes before t2, whose prompt was logged earlier than that rest: r2 opens the conversation.
     const view = transcript.conversation();
-    expect(contents(view)).toEqual(['q2', 'a2', 'r2', 'done']);
-    expect(view.resultsFollowCalls).toBe(false);
+    expect(contents(view)).toEqual(['r2', 'done', 'q2', 'a2']);
+    expect(view.resultsFollowCalls).toBe(true);
   });
 
   const budgets = [0, 1, 4, 12, 30, 75, 200, 10_000];
@@ -300,7 +360,19 @@ describe('conversation fit', () => {
           let transcript = createTranscript([], counter);
           let budget = budgets[0]!;
           for (let step = 0; step < 250; step++) {
-            for (const event of session.advance(transcript)) transcript.add(event);
+            for (const event of session.advance(transcript)) {
+              if (event.type !== 'summary.created') {
+                transcript.add(event);
+                continue;
+              }
+              // A summary takes out the oldest messages of its turn's view, up to its cut, and nothing else.
+              const before = contents(transcript.conversation());
+              const cut = transcript.conversation(event.turnId).summaryCut(event.data.throughSeq);
+              // The runtime cuts at a message of the running turn's view: the cut ends right after it.
+              if (kind.includes('as the runtime logs it')) expect(transcript.conversation(event.turnId).seq(cut - 1)).toBe(event.data.throughSeq);
+              transcript.add(event);
+              expect(contents(transcript.conversation()), `seed ${seed}, step ${step}, cut ${cut}`).toEqual(before.slice(cut));
+            }
             // Now and then another node takes the session over from its log.
             if (random.chance(0.03)) transcript = createTranscript(session.events, counter);
             if (random.chance(0.4)) budget = random.pick(budgets);
@@ -333,10 +405,8 @@ describe('conversation fit', () => {
             }
           }
         }
-        // Logged as the runtime logs, results follow their calls, except after a summary that reordered turns
-        // (see the test of a summary cutting a turn that ran while another waited).
-        if (kind.includes('one prompt at a time')) expect(whole).toBe(checks);
-        if (kind.includes('queued')) expect(whole).toBeGreaterThan(checks / 2);
+        // Logged as the runtime logs, results follow their calls, queued prompts and summaries or not.
+        if (kind.includes('as the runtime logs it')) expect(whole).toBe(checks);
         // A bounded counter counts some messages and not others.
         if (counter.bounds) expect(counter.calls()).toBeLessThan(counter.bounds());
       });

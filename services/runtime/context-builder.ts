@@ -19,7 +19,10 @@ export interface ContextOptions {
 export interface PreparedContext {
   readonly request: PreparedRequest;
   readonly needsCompaction: boolean;
-  /** When compaction is due: summarize every message with a log sequence up to this one. */
+  /**
+   * When compaction is due: the log sequence of the newest message to summarize; the summary replaces the
+   * history's messages up to and including it (`ConversationView.summaryCut`), the newest always staying.
+   */
   readonly compactThroughSeq: number;
   /**
    * Tokens of the whole history, as an upper bound that is exact against `budget`: over it exactly when the
@@ -101,14 +104,13 @@ function exceeds(history: ConversationView, fitsWhole: boolean, budget: number, 
  * of that message between: `executeTools` appends one result per call, `finishTurn` closes the calls still
  * open (cancelled, failed, out of budget) before `turn.ended`, a resumed turn runs only the open calls of its
  * newest assistant message, and steer messages are logged by Preparing, after the step's results. The index
- * keeps each turn's messages together. A summary drops every message logged up to its cut, which can leave
- * the results of the step it cut, without their call, at the start of their turn; that turn then opens the
+ * keeps each turn's messages together, and a prompt queued meanwhile after them. A summary takes the oldest
+ * messages, which can leave the results of the step it cut, without their call, at the start of the
  * conversation. So only the leading results of a window can lack their call, and those are dropped.
  *
- * One case breaks this: a prompt queued while the cut turn ran, and logged after the cut, puts its turn first,
- * so the leftover results follow another turn's messages. The view notices such a result as it places it
- * ({@link ConversationView.resultsFollowCalls} is false until the next summary); then every result is matched
- * against the calls before it in the window, as it always was.
+ * A log written some other way can break this (a result logged in another turn, or twice): the view notices
+ * such a result as it places it ({@link ConversationView.resultsFollowCalls} is false), and then every result
+ * is matched against the calls before it in the window.
  */
 function keptMessages(history: ConversationView, start: number, head: ChatMessage): ChatMessage[] {
   const length = history.length;

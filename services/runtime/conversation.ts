@@ -5,8 +5,8 @@ import { countAll, countAt, fitBudget, initialSize, totalBound, totalExceeds } f
 import type { KeptFit, MessageSizes } from './conversation-fit.ts';
 
 /**
- * The conversation after the newest summary, turn by turn, up to and including one turn: what Preparing
- * fits into the window. Index 0 is the oldest message.
+ * The conversation turn by turn, up to and including one turn, after the messages the summaries replaced:
+ * what Preparing fits into the window. Index 0 is the oldest message.
  *
  * Tokens are counted only where a decision needs them. Each message gets a cheap upper bound of its count
  * when it is placed ({@link TokenCounter.boundMessage}: its UTF-8 length, give or take); its exact count is
@@ -21,14 +21,23 @@ export interface ConversationView {
   /**
    * True when every tool result comes right after its call's assistant message (with only other results of
    * that message between) or opens the conversation (a summary took its call): then, of any suffix of the
-   * view, only the leading tool results can lack their call. The runtime writes logs this way, but a summary
-   * that cut a turn while a prompt waited can put another turn's messages before the results it left (see
-   * `buildContext`). The index checks each result as it places it and turns this false until the next summary.
+   * view, only the leading tool results can lack their call. The runtime writes logs this way, and a summary
+   * only takes the oldest messages, so the results it leaves open the conversation. A log written otherwise
+   * may break it: the index checks each result as it places it, and all of them after a summary.
    */
   readonly resultsFollowCalls: boolean;
   message(index: number): ChatMessage;
   /** Log sequence of message `index`. */
   seq(index: number): number;
+  /**
+   * How many of the oldest messages a summary through log sequence `throughSeq` replaces: those up to and
+   * including the one logged at `throughSeq`, where Preparing cut (see `buildContext`). Sequences are not in
+   * order across turns (a prompt queued during a turn is logged before the rest of it), so this is a place
+   * in the view, not every message logged up to `throughSeq`. For a sequence no message of the view has: the
+   * messages before the first one logged after it. The compaction summarizes these, and a `summary.created`
+   * through `throughSeq` of this view's turn takes them out of the conversation, and nothing else.
+   */
+  summaryCut(throughSeq: number): number;
   /** Exact tokens of message `index` (counted once, then kept). */
   tokens(index: number): number;
   /** Exact tokens of every message of the view: counts every message not counted yet. */
@@ -60,7 +69,11 @@ export interface ConversationFit {
  * to it and takes a view of it for Preparing.
  */
 export interface ConversationIndex {
-  /** Places the chat message of `event` (if it has one) at the end of its turn. Not for `summary.created`: a summary rebuilds the index. */
+  /**
+   * Places the chat message of `event` (if it has one) at the end of its turn. A `summary.created` takes out
+   * the messages it covers ({@link ConversationView.summaryCut} of its turn's view), and only those: other
+   * turns' messages and the order of turns stay.
+   */
   add(event: LogEvent): void;
   /** The conversation up to and including `currentTurnId` (every turn when absent). */
   view(currentTurnId?: string): ConversationView;
@@ -92,8 +105,8 @@ class TurnOrderedIndex implements ConversationIndex, MessageSizes {
   strayResults = 0;
   fits: KeptFit[] | undefined = undefined;
 
-  constructor(summary: TurnOrderedIndex['summary'], counter: TokenCounter | undefined) {
-    this.summary = summary;
+  constructor(counter: TokenCounter | undefined) {
+    this.summary = undefined;
     this.counter = counter;
   }
 
@@ -116,26 +129,25 @@ class TurnOrderedIndex implements ConversationIndex, MessageSizes {
 }
 
 /**
- * Builds the index of a session's events: the conversation after the newest summary, in turn order. `counter`
+ * Builds the index of a session's events: the conversation in turn order, less what the summaries replaced.
+ * It replays the log as `add` would have, so an index built at once and one kept in step agree. `counter`
  * bounds each message as it is placed and counts it when a view needs it; without one, a view answers no
  * question about tokens.
  */
 export function createConversationIndex(events: readonly LogEvent[], counter?: TokenCounter): ConversationIndex {
-  let summary: TurnOrderedIndex['summary'];
-  for (let at = events.length - 1; at >= 0 && !summary; at--) {
-    const event = events[at];
-    if (event?.type === LogEventType.summaryCreated) summary = event.data;
-  }
-  const built = new TurnOrderedIndex(summary, counter);
+  const built = new TurnOrderedIndex(counter);
   for (const event of events) place(built, event);
   return built;
 }
 
-/** Adds an event's chat message (if it has one) at the end of its turn. */
+/** Adds an event's chat message (if it has one) at the end of its turn, or applies a summary. */
 function place(target: TurnOrderedIndex, event: LogEvent): void {
+  if (event.type === LogEventType.summaryCreated) {
+    summarize(target, event.turnId, event.data);
+    return;
+  }
   if (!event.turnId) return;
-  const { summary, turns, messages } = target;
-  if (summary && (event.seq ?? 0) <= summary.throughSeq) return;
+  const { turns, messages } = target;
   // A prompt opens its turn; any other event belongs to a turn opened before it, most often the newest.
   const isPrompt = event.type === LogEventType.userMessage && !event.data.steer;
   let turn: TurnOrderedIndex['turns'][number] | undefined;
@@ -147,8 +159,8 @@ function place(target: TurnOrderedIndex, event: LogEvent): void {
     }
   }
   if (!turn) {
-    // Before a summary, a turn begins with its prompt; after one, with whatever of it the summary left.
-    if (!isPrompt && !summary) return;
+    // A turn begins with its prompt (a summary that took the prompt leaves the turn in its place, emptied).
+    if (!isPrompt) return;
     turn = { turnId: event.turnId, end: messages.length };
     turns.push(turn);
     at = turns.length - 1;
@@ -174,6 +186,31 @@ function place(target: TurnOrderedIndex, event: LogEvent): void {
   target.known += Math.abs(size);
   if (size < 0) target.uncounted += 1;
   for (let later = at; later < turns.length; later++) turns[later]!.end += 1;
+}
+
+/**
+ * Takes out the messages a summary covers: the oldest of its turn's view, up to its cut (a prefix of the index,
+ * since a view is one). Turns queued after that view keep every message; a turn the summary emptied keeps
+ * its place, so what it logs later still goes before the turns queued after it.
+ */
+function summarize(target: TurnOrderedIndex, turnId: string | undefined, summary: { text: string; throughSeq: number }): void {
+  target.summary = { text: summary.text, throughSeq: summary.throughSeq };
+  const cut = new IndexView(target, turnId).summaryCut(summary.throughSeq);
+  if (cut === 0) return;
+  for (const size of target.tokens.splice(0, cut)) {
+    target.known -= Math.abs(size);
+    if (size < 0) target.uncounted -= 1;
+  }
+  target.messages.splice(0, cut);
+  target.seqs.splice(0, cut);
+  for (const turn of target.turns) turn.end = Math.max(0, turn.end - cut);
+  target.fits = undefined;
+  // Results whose call was taken now open the conversation; count again what no longer follows its call.
+  target.strayResults = 0;
+  for (let at = 0; at < target.messages.length; at++) {
+    const message = target.messages[at]!;
+    if (message.role === 'tool' && !followsItsCall(target.messages, at, message.toolCallId)) target.strayResults += 1;
+  }
 }
 
 /** Whether a result placed at `position` comes after its call's assistant message, past results only, or opens the conversation. */
@@ -226,6 +263,16 @@ class IndexView implements ConversationView {
 
   seq(at: number): number {
     return this.index.seqs[this.check(at)]!;
+  }
+
+  summaryCut(throughSeq: number): number {
+    const { seqs } = this.index;
+    let firstLater = this.length;
+    for (let at = this.length - 1; at >= 0; at--) {
+      if (seqs[at] === throughSeq) return at + 1;
+      if (seqs[at]! > throughSeq) firstLater = at;
+    }
+    return firstLater;
   }
 
   tokens(at: number): number {

@@ -28,9 +28,10 @@ export interface Transcript {
   readonly lastSeq: number;
   add(event: LogEvent): void;
   /**
-   * The conversation as chat messages after the newest summary, turn by turn (a prompt logged during another
-   * turn goes after that turn), up to and including `currentTurnId` (every turn when absent). Kept up to date
-   * as events are added, so taking it costs O(turns queued after `currentTurnId`), not O(history).
+   * The conversation as chat messages, turn by turn (a prompt logged during another turn goes after that
+   * turn), less the messages summaries replaced, up to and including `currentTurnId` (every turn when
+   * absent). Kept up to date as events are added, so taking it costs O(turns queued after `currentTurnId`),
+   * not O(history).
    */
   conversation(currentTurnId?: string): ConversationView;
   /** Events of one turn, in log order: a walk back from the newest event to the turn's prompt. */
@@ -55,7 +56,7 @@ export function createTranscript(initial: readonly LogEvent[] = [], tokens?: Tok
 class SessionTranscript implements Transcript {
   events: LogEvent[];
   lastSeq = 0;
-  /** Built on first use, then kept in step by `add`; rebuilt when a summary cuts the conversation. */
+  /** Built on first use, then kept in step by `add`. */
   private index: ConversationIndex | undefined;
   private readonly counter: TokenCounter | undefined;
 
@@ -68,9 +69,7 @@ class SessionTranscript implements Transcript {
   add(event: LogEvent): void {
     this.events.push(event);
     if (event.seq !== undefined && event.seq > this.lastSeq) this.lastSeq = event.seq;
-    if (!this.index) return;
-    if (event.type === LogEventType.summaryCreated) this.index = undefined;
-    else this.index.add(event);
+    this.index?.add(event);
   }
 
   conversation(currentTurnId?: string): ConversationView {

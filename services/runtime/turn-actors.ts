@@ -172,9 +172,11 @@ function createActors(scopeOf: (system: AnyActorSystem) => SessionScope) {
     if (throughSeq === 0) return;
     progress(services, input, 'rolling_summary', 'Summarizing the earlier conversation');
     const history = services.transcript.conversation(input.turnId);
+    // The oldest messages of this turn's view up to Preparing's cut: exactly those the summary will replace.
+    // Not every message logged up to throughSeq: a prompt queued meanwhile was logged earlier than the rest
+    // of this turn, and is not this turn's to summarize.
     const older: string[] = [];
-    for (let index = 0; index < history.length; index++) {
-      if (history.seq(index) > throughSeq) continue;
+    for (let index = 0, cut = history.summaryCut(throughSeq); index < cut; index++) {
       const message = history.message(index);
       older.push(`${message.role}: ${message.content}`);
     }
