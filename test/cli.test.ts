@@ -3,10 +3,13 @@ import { access, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { NatsConnection } from '@nats-io/nats-core';
+import { connect } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAsk } from '../src/cli/ask.ts';
 import { parseServices } from '../src/cli/up.ts';
 import { UsageError } from '../src/cli/context.ts';
+import { createCodec } from '../src/protocol/index.ts';
 
 const BIN = fileURLToPath(new URL('../bin/agentbus.js', import.meta.url));
 
@@ -103,6 +106,7 @@ describe('agentbus up, ask and tail', () => {
   });
 
   it('ask and tail use the stack that up runs from the same folder', async () => {
+    let outsider: NatsConnection | undefined;
     const up = spawn(process.execPath, [BIN, 'up'], { cwd: workdir, env: offlineEnv() });
     let upOutput = '';
     up.stderr.on('data', (chunk: Buffer) => (upOutput += chunk.toString()));
@@ -110,12 +114,33 @@ describe('agentbus up, ask and tail', () => {
       await expect.poll(() => upOutput, { timeout: 30_000 }).toContain('agentbus is up');
       const tail = spawn(process.execPath, [BIN, 'tail', '--session', 'cli-1'], { cwd: workdir, env: offlineEnv() });
       let tailOutput = '';
+      let tailErrors = '';
       tail.stdout.on('data', (chunk: Buffer) => (tailOutput += chunk.toString()));
-      tail.stderr.on('data', (chunk: Buffer) => (tailOutput += chunk.toString()));
+      tail.stderr.on('data', (chunk: Buffer) => {
+        tailOutput += chunk.toString();
+        tailErrors += chunk.toString();
+      });
       await expect.poll(() => tailOutput, { timeout: 15_000 }).toContain('following');
 
-      const first = await agentbus(['ask', '--session', 'cli-1', 'first'], { cwd: workdir });
+      // An outside publisher on the stack's unsecured bus, putting junk on the session's subjects.
+      const { url } = JSON.parse(await readFile(join(workdir, '.agentbus', 'stack.json'), 'utf8')) as { url: string };
+      outsider = await connect({ servers: url });
+      const codec = createCodec();
+      const malformed = new Uint8Array([0x82, 0xa1, 0x76]);
+      const envelope = { v: 1, id: 'junk', tenant: 'default', sessionId: 'cli-1', ts: Date.now() };
+      const live = (type: string) => `agentbus.default.sessions.cli-1.live.${type}`;
+
+      const asking = agentbus(['ask', '--session', 'cli-1', 'first'], { cwd: workdir });
+      await expect.poll(() => tailOutput, { timeout: 15_000 }).toContain('default/cli-1 user.message');
+      outsider.publish(live('assistant.delta'), malformed);
+      outsider.publish(live('assistant.delta'), codec.encode({ ...envelope, type: 'assistant.delta', data: 5 }));
+      outsider.publish(live('turn.ended'), codec.encode({ ...envelope, type: 'turn.ended', data: { reason: 'failed', usage: { inputTokens: 0, outputTokens: 0 }, cost: 0, steps: 1 } }));
+      outsider.publish(live('state'), codec.encode({ ...envelope, type: 'state', sessionId: 'someone-else', data: { machine: 'turn', value: 'Failed', event: 'x' } }));
+      await outsider.flush();
+      const first = await asking;
+      // Had ask taken the junk (if it came before the turn ended): the live turn.ended would exit 1, the delta print "undefined".
       expect(first.code).toBe(0);
+      expect(first.stdout).not.toContain('undefined');
       expect(first.stderr).not.toContain('embedded one');
       // The script played out in this session: the scripted provider now echoes.
       const second = await agentbus(['ask', '--session', 'cli-1', '--json', 'echo me'], { cwd: workdir });
@@ -123,10 +148,34 @@ describe('agentbus up, ask and tail', () => {
       const events = second.stdout.trim().split('\n').map((line) => JSON.parse(line) as { type: string; data: { text?: string; reason?: string } });
       expect(events.at(-1)).toMatchObject({ type: 'turn.ended', data: { reason: 'yielded', text: 'echo me' } });
 
-      await expect.poll(() => tailOutput, { timeout: 10_000 }).toContain('turn.ended');
+      await expect.poll(() => tailOutput.match(/default\/cli-1 turn\.ended +yielded/g)?.length ?? 0, { timeout: 10_000 }).toBe(2);
       expect(tailOutput).toContain('default/cli-1 user.message');
+
+      // Stored in the session's log, so only once its turns are over (the runtime's next append would expect the
+      // sequence before them); a turn.ended whose data is a number once made tail's formatter throw.
+      const log = 'agentbus.default.sessions.cli-1.log';
+      outsider.publish(log, malformed);
+      outsider.publish(log, codec.encode({ ...envelope, type: 'turn.ended', data: 5 }));
+      outsider.publish(log, codec.encode({ ...envelope, type: 'session.created', sessionId: 'someone-else', data: { createdBy: 'me' } }));
+      await outsider.flush();
+      const skipped = () => tailErrors.split('\n').filter((line) => line.startsWith('skipped a message on '));
+      await expect.poll(() => skipped().length, { timeout: 10_000 }).toBe(7);
+      expect(skipped()).toEqual([
+        expect.stringMatching(/^skipped a message on agentbus\.default\.sessions\.cli-1\.live\.assistant\.delta: malformed msgpack/),
+        'skipped a message on agentbus.default.sessions.cli-1.live.assistant.delta: invalid live event: data: Invalid input: expected object, received number',
+        expect.stringMatching(/^skipped a message on agentbus\.default\.sessions\.cli-1\.live\.turn\.ended: invalid live event: type: Invalid discriminator value/),
+        'skipped a message on agentbus.default.sessions.cli-1.live.state: invalid live event: an event of default/someone-else on a subject of default/cli-1',
+        expect.stringMatching(/^skipped a message on agentbus\.default\.sessions\.cli-1\.log: malformed msgpack/),
+        'skipped a message on agentbus.default.sessions.cli-1.log: invalid log event: data: Invalid input: expected object, received number',
+        'skipped a message on agentbus.default.sessions.cli-1.log: invalid log event: an event of default/someone-else on a subject of default/cli-1',
+      ]);
+      // None of it reached stdout as an event, and tail is still running.
+      expect(tailOutput).not.toContain('someone-else state');
+      expect(tailOutput).not.toMatch(/turn\.ended +failed/);
+      expect(tail.exitCode).toBeNull();
       tail.kill('SIGINT');
     } finally {
+      await outsider?.close().catch(() => undefined);
       const exited = new Promise((resolve) => up.once('exit', resolve));
       up.kill('SIGINT');
       expect(await exited).toBe(0);

@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util';
-import { createCodec, isToken } from '../protocol/index.ts';
+import { createCodec, createSubjects, decodeSessionEvent, isToken } from '../protocol/index.ts';
 import type { AgentEvent } from '../protocol/index.ts';
 import { findBus } from './bus-target.ts';
 import { connectCli } from './connect.ts';
@@ -9,7 +9,10 @@ import { formatEvent } from './format.ts';
 
 export const TAIL_USAGE = 'agentbus tail [--nats URL] [--tenant T] [--session S] [--deltas] [--json]';
 
-/** `agentbus tail`: follows the events of a tenant's sessions (or one session) until interrupted. */
+/**
+ * `agentbus tail`: follows the events of a tenant's sessions (or one session) until interrupted. A message on their
+ * subjects that is not a valid event (see `decodeSessionEvent`) gets one line on stderr and is otherwise ignored.
+ */
 export async function runTail(argv: string[], context: CliContext): Promise<number> {
   const { values } = parseArgs({
     args: argv,
@@ -32,8 +35,8 @@ export async function runTail(argv: string[], context: CliContext): Promise<numb
   if (target.kind === 'none') {
     throw new UsageError('no agentbus stack runs here: start one with `npx agentbus up`, or pass --nats URL');
   }
-  const prefix = context.env.AGENTBUS_PREFIX ?? 'agentbus';
-  const subject = `${prefix}.${tenant}.sessions.${values.session ?? '*'}.>`;
+  const subjects = createSubjects(context.env.AGENTBUS_PREFIX ?? 'agentbus');
+  const subject = `${subjects.prefix}.${tenant}.sessions.${values.session ?? '*'}.>`;
   const nc = await connectCli(target.url, 'agentbus-tail', context.env);
   const codec = createCodec();
   context.stderr.write(`following ${subject} on ${target.url} (Ctrl-C to stop)\n`);
@@ -42,9 +45,10 @@ export async function runTail(argv: string[], context: CliContext): Promise<numb
       if (!message.subject.endsWith('.log') && !message.subject.includes('.live.')) return;
       let event: AgentEvent;
       try {
-        event = codec.decode(message.data, message.headers?.get('Content-Type') || undefined) as AgentEvent;
+        event = decodeSessionEvent(codec, subjects, message);
       } catch (error) {
-        context.stderr.write(`undecodable message on ${message.subject}: ${(error as Error).message}\n`);
+        // Anyone who may publish on a session's subjects can put anything there: say so, and go on.
+        context.stderr.write(`skipped a message on ${message.subject}: ${(error as Error).message}\n`);
         return;
       }
       if (event.type === 'assistant.delta' && !values.deltas && !values.json) return;
