@@ -156,6 +156,8 @@ async function ask(nc: NatsConnection, options: AskOptions, context: CliContext)
         if (!options.json) context.stderr.write(`session ${target.tenant}/${target.sessionId}, turn ${turnId}\n`);
       },
       onEvent: ({ event }) => show(event),
+      // As `tail` does: say so on stderr, keep going.
+      onInvalid: (skipped) => context.stderr.write(`agentbus: skipped a message on ${skipped.subject}: ${skipped.error.message}\n`),
     });
     if (context.signal.aborted) return 130;
     return ended.reason === 'yielded' ? 0 : 1;
