@@ -109,6 +109,22 @@ describe('session log', () => {
     await expect(log.append(userMessage('s6', 'three'), lastSeq)).resolves.toBeGreaterThan(text);
   });
 
+  it('reads only what was stored after a sequence, skipping and reporting what is not a valid event', async () => {
+    const subject = 'agentbus.acme.sessions.after-1.log';
+    const first = await log.append(userMessage('after-1', 'one'), 0);
+    expect(await log.read('acme', 'after-1', { after: first })).toEqual({ events: [], lastSeq: first });
+    const junk = await publishRaw(subject, 'just text');
+    const second = await log.append(userMessage('after-1', 'two'), junk);
+    const elsewhere = await publishRaw(subject, codec.encode(userMessage('other', 'not this session')));
+    warnings.length = 0;
+
+    const { events, lastSeq } = await log.read('acme', 'after-1', { after: first });
+    expect(events.map((event) => [event.seq, event.type === 'user.message' && event.data.text])).toEqual([[second, 'two']]);
+    expect(lastSeq).toBe(elsewhere);
+    expect(warnings.map((line) => line.seq)).toEqual([junk, elsewhere]);
+    expect(await log.read('acme', 'after-1', { after: second })).toEqual({ events: [], lastSeq: elsewhere });
+  });
+
   it('reads a log that holds only invalid messages as no events, through their last sequence', async () => {
     const junk = await publishRaw('agentbus.acme.sessions.s7.log', codec.encode([1, 2, 3]));
     expect(await log.read('acme', 's7')).toEqual({ events: [], lastSeq: junk });

@@ -1,4 +1,5 @@
 import type { SessionLog } from '../../src/bus/session-log.ts';
+import { LogConflictError } from '../../src/errors.ts';
 import type { EnvelopeFactory, EventDataMap, LogEvent, LogEventType } from '../../src/protocol/index.ts';
 import type { Transcript } from './transcript.ts';
 
@@ -14,7 +15,9 @@ export interface AppendOptions {
 /**
  * Appends one session's events to the log in order and keeps the transcript in step. Appends requested
  * while others are in flight are written together as one pipelined group (see `SessionLog.appendGroup`):
- * each still resolves only once its own event is acknowledged.
+ * each still resolves only once its own event is acknowledged. An append refused because messages that are
+ * not valid events of the session were stored on its log subject is made again past them (a few times at
+ * most); one refused because another writer's event is there rejects with `LogConflictError`.
  */
 export interface SessionWriter {
   append: AppendFn;
@@ -67,6 +70,12 @@ interface PendingJob {
 /** At most this many appends go out as one group. */
 const MAX_GROUP = 32;
 
+/**
+ * How many times an append refused only because of invalid messages stored on the log subject is made again
+ * past them: a flood of junk ends the append with the refusal instead of spinning.
+ */
+export const MAX_JUNK_RETRIES = 3;
+
 // A class, not closures: every hosted session has a writer, and methods on a prototype cost nothing per session.
 class SerialWriter implements SessionWriter {
   /** Work waiting while a group or job runs; undefined when idle, so an idle writer holds nothing. */
@@ -74,9 +83,12 @@ class SerialWriter implements SessionWriter {
   private busy = false;
   private scheduled = false;
   private readonly deps: SessionWriterDeps;
+  /** The last message known to be stored on the log past the transcript's events and skipped (see `readSeq`). */
+  private skippedSeq: number;
 
   constructor(deps: SessionWriterDeps) {
     this.deps = deps;
+    this.skippedSeq = deps.readSeq ?? 0;
   }
 
   append<T extends LogEventType>(type: T, scope: { turnId?: string; step?: number }, data: EventDataMap[T]): Promise<LogEvent> {
@@ -155,23 +167,15 @@ class SerialWriter implements SessionWriter {
       envelopes.push(deps.envelopes.create(pending.type, { tenant: deps.tenant, sessionId: deps.sessionId, ...pending.scope }, pending.data) as LogEvent);
     }
     if (envelopes.length === 0) return;
-    if (envelopes.length === 1) {
-      try {
-        written[0]!.resolve(await this.store(envelopes[0]!));
-      } catch (error) {
-        written[0]!.reject(error);
-      }
-      return;
-    }
-    const stored: LogEvent[] = [];
+    const stored: Array<LogEvent | undefined> = [];
     try {
-      await deps.log.appendGroup(envelopes, this.expectedSeq(), (index, seq) => {
-        const event = withSeq(envelopes[index]!, seq);
-        deps.transcript.add(event);
-        stored.push(event);
-      });
+      await this.storeAll(envelopes, stored);
     } catch (error) {
-      written.forEach((pending, index) => (index < stored.length ? pending.resolve(stored[index]) : pending.reject(error)));
+      written.forEach((pending, index) => {
+        const event = stored[index];
+        if (event) pending.resolve(event);
+        else pending.reject(error);
+      });
       return;
     }
     written.forEach((pending, index) => pending.resolve(stored[index]));
@@ -184,15 +188,55 @@ class SerialWriter implements SessionWriter {
 
   /** The sequence the next append expects: the transcript's last event, or a skipped message after it. */
   private expectedSeq(): number {
-    return Math.max(this.deps.transcript.lastSeq, this.deps.readSeq ?? 0);
+    return Math.max(this.deps.transcript.lastSeq, this.skippedSeq);
   }
 
   private async store(envelope: LogEvent): Promise<LogEvent> {
+    const stored: Array<LogEvent | undefined> = [];
+    await this.storeAll([envelope], stored);
+    return stored[0]!;
+  }
+
+  /**
+   * Appends `envelopes` in order (one append, or a pipelined group), setting `stored[i]` (and adding it to the
+   * transcript) as each is acknowledged. When the first is refused because the log moved past the expected
+   * sequence, what was stored there is read: messages that are not valid events of this session (anyone may
+   * publish on the log subject) are stepped over, and so are the group's own later events that landed after
+   * them (only the first carries the expected sequence); the rest is appended again, at most
+   * {@link MAX_JUNK_RETRIES} times. A valid event of this session that is not ours means another writer: the
+   * refusal goes on.
+   */
+  private async storeAll(envelopes: readonly LogEvent[], stored: Array<LogEvent | undefined>): Promise<void> {
     const { deps } = this;
-    const seq = await deps.log.append(envelope, this.expectedSeq());
-    const stored = withSeq(envelope, seq);
-    deps.transcript.add(stored);
-    return stored;
+    const record = (index: number, seq: number) => {
+      const event = withSeq(envelopes[index]!, seq);
+      deps.transcript.add(event);
+      stored[index] = event;
+    };
+    for (let attempt = 0; ; attempt++) {
+      const pending: number[] = [];
+      envelopes.forEach((_, index) => {
+        if (!stored[index]) pending.push(index);
+      });
+      const expectedSeq = this.expectedSeq();
+      try {
+        if (pending.length === 1) record(pending[0]!, await deps.log.append(envelopes[pending[0]!]!, expectedSeq));
+        else await deps.log.appendGroup(pending.map((index) => envelopes[index]!), expectedSeq, (position, seq) => record(pending[position]!, seq));
+        return;
+      } catch (error) {
+        if (!(error instanceof LogConflictError) || attempt >= MAX_JUNK_RETRIES) throw error;
+        const ours = new Map(pending.map((index) => [envelopes[index]!.id, index]));
+        // Invalid messages are reported at warn by the read, as when a session is opened.
+        const moved = await deps.log.read(deps.tenant, deps.sessionId, { after: expectedSeq });
+        const own = (event: LogEvent) => {
+          const index = ours.get(event.id);
+          return index !== undefined && !stored[index];
+        };
+        if (!moved.events.every(own)) throw error;
+        for (const event of moved.events) record(ours.get(event.id)!, event.seq!);
+        this.skippedSeq = moved.lastSeq;
+      }
+    }
   }
 }
 

@@ -26,8 +26,8 @@ export interface SessionLogRead {
   /** The valid events, in order, each with its `seq`. */
   readonly events: LogEvent[];
   /**
-   * The sequence of the last message read (0 for none): past the last event's when messages after it were
-   * skipped. The next append expects this sequence.
+   * The sequence of the last message read (0 for none, or the `after` asked for): past the last event's when
+   * messages after it were skipped. The next append expects this sequence.
    */
   readonly lastSeq: number;
 }
@@ -51,8 +51,10 @@ export interface SessionLog {
    * Reads every event of a session in order, each with its `seq`. A message on the session's log subject
    * that is not a valid log event of this session (malformed bytes, wrong shape, another session's event)
    * is skipped and logged at warn: anyone who may publish there must not be able to stop the session.
+   * With `after`, only what was stored past that sequence, up to the session's last message now: what a
+   * writer whose append was refused looks at (its `lastSeq` is `after` when nothing is).
    */
-  read(tenant: string, sessionId: string, options?: { signal?: AbortSignal; timeoutMs?: number }): Promise<SessionLogRead>;
+  read(tenant: string, sessionId: string, options?: { signal?: AbortSignal; timeoutMs?: number; after?: number }): Promise<SessionLogRead>;
   /** The sequence of the session's last event, 0 when it has none. */
   lastSeq(tenant: string, sessionId: string): Promise<number>;
 }
@@ -184,15 +186,16 @@ export function createSessionLog(deps: {
 
     async read(tenant, sessionId, options = {}) {
       const timeoutMs = options.timeoutMs ?? 30_000;
+      const after = options.after ?? 0;
       const signal = options.signal ? AbortSignal.any([options.signal, AbortSignal.timeout(timeoutMs)]) : AbortSignal.timeout(timeoutMs);
       const last = await lastSeq(tenant, sessionId);
-      if (last === 0) return { events: [], lastSeq: 0 };
+      if (last <= after) return { events: [], lastSeq: after };
       const consumer = await js.consumers.get(stream, {
         filter_subjects: subjects.log(tenant, sessionId),
-        deliver_policy: DeliverPolicy.All,
+        ...(after === 0 ? { deliver_policy: DeliverPolicy.All } : { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: after + 1 }),
       });
       const events: LogEvent[] = [];
-      let through = 0;
+      let through = after;
       const messages = await consumer.consume();
       const stop = () => void messages.stop();
       signal.addEventListener('abort', stop, { once: true });
