@@ -4,7 +4,7 @@ import { Kvm } from '@nats-io/kv';
 import { createSessionLog } from '../../src/bus/session-log.ts';
 import { ensureStreams } from '../../src/bus/streams.ts';
 import { msgpackHeaders } from '../../src/bus/request.ts';
-import { AgentbusError, ErrorCode, toErrorData } from '../../src/errors.ts';
+import { AgentbusError, ErrorCode, LogConflictError, toErrorData } from '../../src/errors.ts';
 import type { Logger } from '../../src/logging.ts';
 import {
   SessionVerb,
@@ -88,6 +88,7 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
     config,
     newId: deps.newId,
     now: deps.now,
+    giveUp: (session) => void giveUp(session),
   };
 
   // An opened session is kept as itself, not as the promise that opened it: one object less per idle session.
@@ -130,6 +131,28 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
       if (busy && (await opened.whenIdle())) return mark();
     };
     void mark().catch((err: unknown) => logger.warn({ err }, 'lease activity not recorded'));
+  }
+
+  /**
+   * Stops hosting a session whose log this node cannot write as it thought (a turn could not log its end,
+   * or another writer's event is there). Its lease is released marked active, so that whichever node claims
+   * it next (this one too) reads the log again and resumes the turns left unfinished there; when another
+   * node already holds the lease, the release changes nothing.
+   */
+  async function giveUp(session: SessionHost): Promise<void> {
+    const { tenant, sessionId } = session;
+    const key = keyOf(tenant, sessionId);
+    session.stop();
+    if (hosts.get(key) !== session) return;
+    hosts.delete(key);
+    lastUsed.delete(key);
+    logger.warn({ tenant, sessionId }, 'session given up on this node; it will be opened again from its log');
+    try {
+      await leases.setActive(tenant, sessionId, true);
+      await leases.release(tenant, sessionId);
+    } catch (err) {
+      logger.warn({ err, tenant, sessionId }, 'lease of a given-up session not released; it will expire');
+    }
   }
 
   function reply(message: Msg, body: PromptReply | CommandReply) {
@@ -181,6 +204,10 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
         }
       }
     } catch (err) {
+      // The log moved past what this host's writer expects (another writer, or more junk than it steps over):
+      // the session is opened again from its log rather than refusing every later message too.
+      const hosted = hosts.get(keyOf(tenant, sessionId));
+      if (err instanceof LogConflictError && hosted && !(hosted instanceof Promise)) await giveUp(hosted);
       // A refused message must not leave a lease behind for a session this node does not host.
       if (!hosts.has(keyOf(tenant, sessionId))) await leases.release(tenant, sessionId);
       const error = toErrorData(err);

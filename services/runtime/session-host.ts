@@ -41,6 +41,12 @@ export interface SessionHostDeps extends RuntimeServices {
   readonly logic: SessionLogic;
   readonly log: SessionLog;
   readonly envelopes: EnvelopeFactory;
+  /**
+   * Called (once, outside the actor's notifications) when a turn of `session` could not write its end to the
+   * log: the host no longer knows where its log stands, so it must not be used again; the runtime stops it and
+   * lets the session be opened again from its log. Without it the host stops itself.
+   */
+  readonly giveUp?: (session: SessionHost) => void;
 }
 
 const noActiveTurn = (sessionId: string): CommandResult => ({
@@ -86,6 +92,8 @@ class HostedSession implements SessionHost {
   private sessionState: string | undefined;
   private turnActorId: string | undefined;
   private turnState: string | undefined;
+  /** Set once a turn could not write its end: the host is being given up (see `SessionHostDeps.giveUp`). */
+  private unwritable = false;
 
   constructor(
     private readonly deps: SessionHostDeps,
@@ -134,6 +142,9 @@ class HostedSession implements SessionHost {
     const value = snapshot.value;
     if (typeof value !== 'string') return;
     if (machine === 'session') {
+      // The machine leaves `finishing` on finishTurn's error event too (so a next prompt could run): here that
+      // means the log holds a turn without its end, which only a fresh read of the log can take into account.
+      if (this.sessionState === 'finishing' && event.event.type.startsWith('xstate.error.actor.')) this.giveUp();
       if (this.sessionState === value) return;
       this.sessionState = value;
     } else if (machine === 'turn') {
@@ -162,11 +173,13 @@ class HostedSession implements SessionHost {
     created.subscribe({
       next: () => {
         if (!isIdle(created)) return;
-        if (this.idleWaiters) for (const resolve of this.idleWaiters) resolve(true);
-        this.idleWaiters = undefined;
-        // Stopped outside the actor's own notification; a prompt sent meanwhile keeps it.
+        // Settled outside the actor's own notification: a prompt sent meanwhile keeps the actor, and the
+        // inspection that follows this notification may find the host given up, whose waiters hear `false`
+        // when it stops.
         queueMicrotask(() => {
-          if (this.actor !== created || !isIdle(created)) return;
+          if (this.unwritable || this.actor !== created || !isIdle(created)) return;
+          if (this.idleWaiters) for (const resolve of this.idleWaiters) resolve(true);
+          this.idleWaiters = undefined;
           this.actor = undefined;
           created.stop();
           this.turnActorId = undefined;
@@ -177,6 +190,16 @@ class HostedSession implements SessionHost {
     });
     this.actor = created;
     created.start();
+  }
+
+  /** Hands the session to the runtime to stop hosting here, once the actor's notification is over. */
+  private giveUp(): void {
+    if (this.unwritable) return;
+    this.unwritable = true;
+    queueMicrotask(() => {
+      if (this.deps.giveUp) this.deps.giveUp(this);
+      else this.stop();
+    });
   }
 
   private running(): boolean {
@@ -249,7 +272,7 @@ class HostedSession implements SessionHost {
   }
 
   whenIdle(): Promise<boolean> {
-    if (this.stopped) return Promise.resolve(false);
+    if (this.stopped || this.unwritable) return Promise.resolve(false);
     if (!this.busy()) return Promise.resolve(true);
     return new Promise<boolean>((resolve) => (this.idleWaiters ??= new Set()).add(resolve));
   }

@@ -380,13 +380,38 @@ function createActors(scopeOf: (system: AnyActorSystem) => SessionScope) {
     });
   });
 
+  /**
+   * Closes the turn's open calls and appends `turn.ended`. When that fails (another writer holds the log, or
+   * the log cannot be reached) the turn cannot end in the log: the failure is logged at error and told to
+   * clients as a live `error` of the turn, then rejected, and the session host gives the session up (see
+   * `session-host.ts`), so that it is opened again from its log.
+   */
   const finishTurn = fromPromise<void, FinishTurnInput>(async ({ input, system }) => {
     const scope = scopeOf(system);
-    const { writer, transcript } = scope.services;
+    const { services } = scope;
     const { turn, output } = input;
     scope.tools = undefined;
     scope.escalations?.delete(turn.turnId);
     if (scope.escalations?.size === 0) scope.escalations = undefined;
+    try {
+      await closeTurn(services, input);
+    } catch (err) {
+      services.logger.error(
+        { err, turnId: turn.turnId, step: output.steps, reason: output.reason, ...(output.error ? { turnError: output.error } : {}) },
+        'turn could not write its end to the log',
+      );
+      try {
+        services.live.publish('error', { tenant: services.tenant, sessionId: services.sessionId, turnId: turn.turnId, step: output.steps }, toErrorData(err));
+      } catch (cause) {
+        services.logger.warn({ err: cause, turnId: turn.turnId }, 'error event not published');
+      }
+      throw err;
+    }
+  });
+
+  /** Every tool call asked for and not answered gets a closing `tool.result`, then the turn its `turn.ended`. */
+  async function closeTurn(services: SessionServices, { turn, output }: FinishTurnInput): Promise<void> {
+    const { writer, transcript } = services;
     await writer.exclusive(async (append) => {
       const closing: ErrorData =
         output.reason === TurnEndReason.cancelled
@@ -404,7 +429,7 @@ function createActors(scopeOf: (system: AnyActorSystem) => SessionScope) {
       }
       await append(LogEventType.turnEnded, { turnId: turn.turnId, step: output.steps }, output);
     });
-  });
+  }
 
   return { prepare, compact, stream, executeTools, requestApproval, finishTurn };
 }
