@@ -98,7 +98,8 @@ export class LogConflictError extends AgentbusError {
   readonly sessionId: string;
   readonly expectedSeq: number;
   constructor(sessionId: string, expectedSeq: number, options: AgentbusErrorOptions = {}) {
-    super(ErrorCode.conflict, `session ${sessionId} log moved past sequence ${expectedSeq}: another writer`, options);
+    // Retryable: the node gives the session up on a conflict, and the next attempt opens it from the log.
+    super(ErrorCode.conflict, `session ${sessionId} log moved past sequence ${expectedSeq}: another writer`, { retryable: true, ...options });
     this.name = 'LogConflictError';
     this.sessionId = sessionId;
     this.expectedSeq = expectedSeq;

@@ -157,7 +157,7 @@ describe('a valid event of the session stored on its log subject by someone else
     await storeOnLog(stack, target.sessionId, codec.encode(rival));
 
     const refused = await requestJson(stack.client, 'agentbus.default.sessions.rival-idle.prompt', { text: 'two' });
-    expect(refused).toMatchObject({ accepted: false, error: { code: 'conflict' } });
+    expect(refused).toMatchObject({ accepted: false, error: { code: 'conflict', retryable: true } });
     await watcher.until((events) => events.some((event) => event.type === 'error'));
     const next = await requestJson(stack.client, 'agentbus.default.sessions.rival-idle.prompt', { text: 'three' });
     expect(next.accepted).toBe(true);
