@@ -1,53 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { pino } from 'pino';
-import { fromPromise } from 'xstate';
-import type { SessionLog } from '../src/bus/session-log.ts';
 import { LogConflictError } from '../src/errors.ts';
-import { createEnvelopeFactory, ZERO_USAGE } from '../src/protocol/index.ts';
-import { createScrubber } from '../src/scrub.ts';
-import { createTokenCounter } from '../src/tokens.ts';
-import { sessionMachine } from '../machines/index.ts';
-import type { FinishTurnInput, TurnOutput } from '../machines/index.ts';
-import { DEFAULT_RUNTIME_CONFIG } from '../services/runtime/config.ts';
 import { openSession } from '../services/runtime/session-host.ts';
-import type { SessionHost, SessionHostDeps } from '../services/runtime/session-host.ts';
-import type { SessionLogic } from '../services/runtime/turn-actors.ts';
-
-/** A log in memory that stores every append. */
-function memoryLog(): SessionLog {
-  let seq = 0;
-  return {
-    append: async () => ++seq,
-    appendGroup: async (events, _expectedSeq, onStored) => events.forEach((_, index) => onStored(index, ++seq)),
-    read: async () => ({ events: [], lastSeq: 0 }),
-    lastSeq: async () => seq,
-  };
-}
+import type { SessionHost } from '../services/runtime/session-host.ts';
+import { sessionHostDeps } from './helpers/session-host-deps.ts';
 
 /** Host deps whose turns end once `turnDone` resolves, and whose `finishTurn` does as `finish` says. */
-function hostDeps(finish: () => Promise<void>, giveUp?: (session: SessionHost) => void, turnDone: Promise<void> = Promise.resolve()): SessionHostDeps {
-  const output: TurnOutput = { reason: 'yielded', text: 'ok', usage: ZERO_USAGE, cost: 0, steps: 1 };
-  const machine = sessionMachine.provide({
-    actors: { turn: fromPromise(async () => (await turnDone, output)) as never, finishTurn: fromPromise<void, FinishTurnInput>(finish) },
-  }) as SessionLogic['machine'];
-  let id = 0;
-  return {
-    logic: { machine, bind: () => undefined },
-    log: memoryLog(),
-    envelopes: createEnvelopeFactory({ newId: () => `e${id++}`, now: () => 1 }),
-    live: { publish: () => undefined },
-    provider: { generate: () => { throw new Error('not used'); } },
-    tools: { listTools: async () => [], call: () => { throw new Error('not used'); } },
-    tokens: createTokenCounter(),
-    toolTokens: () => 0,
-    scrubber: createScrubber(),
-    logger: pino({ level: 'silent' }),
-    config: { ...DEFAULT_RUNTIME_CONFIG, nodeId: 'node-1' },
-    newId: () => `id${id++}`,
-    now: Date.now,
-    ...(giveUp ? { giveUp } : {}),
-  };
-}
+const hostDeps = (finish: () => Promise<void>, giveUp?: (session: SessionHost) => void, turnDone?: Promise<void>) =>
+  sessionHostDeps({ finish, ...(giveUp ? { giveUp } : {}), ...(turnDone ? { turnDone } : {}) });
 
 describe('session host, when a turn cannot write its end', () => {
   it('hands itself to the runtime once, and is not idle to its waiters', async () => {
