@@ -204,7 +204,7 @@ try {
   const meanEvents = sequential.reduce((total, s) => total + s.logEvents, 0) / sequential.length;
   const sequentialLatency = summarize(sequential.map((s) => s.ms));
   // The bus operations one session waits for, one after another (see bench/README.md).
-  const ops = { requests: 6, jetStreamGets: 2, appends: meanEvents + 2 };
+  const ops = { requests: 6, jetStreamGets: 1, appends: meanEvents + 2 };
   const floorMs = ops.requests * roundTrips.request.p50 + ops.jetStreamGets * roundTrips.get.p50 + ops.appends * roundTrips.append.p50;
   results = {
     mode: quick ? 'quick' : 'full',
