@@ -92,9 +92,11 @@ export const sessionMachine = setup({
           return { turn: context.current, output: context.output };
         },
         onDone: { target: 'idle', actions: assign({ current: undefined, output: undefined }) },
-        // The runtime logs the failure; the next prompt must still run.
-        onError: { target: 'idle', actions: assign({ current: undefined, output: undefined }) },
+        // The turn's end is not in the log, so what this actor holds no longer matches the log: it stops, and
+        // the runtime opens the session again from its log, which resumes this turn and the queued ones.
+        onError: { target: 'unwritable' },
       },
     },
+    unwritable: { type: 'final' },
   },
 });

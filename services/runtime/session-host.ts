@@ -142,9 +142,6 @@ class HostedSession implements SessionHost {
     const value = snapshot.value;
     if (typeof value !== 'string') return;
     if (machine === 'session') {
-      // The machine leaves `finishing` on finishTurn's error event too (so a next prompt could run): here that
-      // means the log holds a turn without its end, which only a fresh read of the log can take into account.
-      if (this.sessionState === 'finishing' && event.event.type.startsWith('xstate.error.actor.')) this.giveUp();
       if (this.sessionState === value) return;
       this.sessionState = value;
     } else if (machine === 'turn') {
@@ -171,7 +168,9 @@ class HostedSession implements SessionHost {
     const created: SessionActor = createActor(this.deps.logic.machine, { input: { queue: turns }, inspect: (event) => this.inspect(event) });
     this.deps.logic.bind(created.system, this.services());
     created.subscribe({
-      next: () => {
+      next: (snapshot) => {
+        // `unwritable`: a turn could not write its end; only a fresh read of the log can take that into account.
+        if (snapshot.status === 'done') this.giveUp();
         if (!isIdle(created)) return;
         // Settled outside the actor's own notification: a prompt sent meanwhile keeps the actor, and the
         // inspection that follows this notification may find the host given up, whose waiters hear `false`
