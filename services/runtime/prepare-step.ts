@@ -1,0 +1,113 @@
+import { fromPromise } from 'xstate';
+import { LogEventType } from '../../src/protocol/index.ts';
+import type { ToolSpec } from '../../src/protocol/index.ts';
+import { contextWindowOf } from '../../src/tokens.ts';
+import type { CompactInput, PrepareInput, PrepareOutput } from '../../machines/index.ts';
+import { buildContext } from './context-builder.ts';
+import type { PreparedContext } from './context-builder.ts';
+import { stepChain } from './model-chain.ts';
+import { countValidationFailures, decideModel } from './model-escalation.ts';
+import { discoverTools } from './session-scope.ts';
+import type { StepActorDeps } from './session-scope.ts';
+
+/**
+ * The turn's actors that make a step's request: `prepare` appends pending steer messages, discovers the
+ * tools, picks the step's model and builds the context; `compact` summarizes the older history when
+ * `prepare` found it due, and appends `summary.created`.
+ */
+export function createPrepareActors({ scopeOf, progress }: Pick<StepActorDeps, 'scopeOf' | 'progress'>) {
+  const prepare = fromPromise<PrepareOutput, PrepareInput>(async ({ input, signal, system }) => {
+    const scope = scopeOf(system);
+    const { services } = scope;
+    const { writer, transcript, config } = services;
+    for (const text of services.takeSteers()) {
+      await writer.append(LogEventType.userMessage, { turnId: input.turnId, step: input.step }, { text, steer: true });
+    }
+    const { tools } = await discoverTools(scope, signal);
+    const specs: ToolSpec[] = tools.map(({ name, description, parameters }) => ({ name, description, parameters }));
+    const history = transcript.conversation(input.turnId);
+    const toolTokens = services.toolTokens(specs);
+    const build = (model: string): PreparedContext => buildContext({
+      model,
+      history,
+      tools: specs,
+      toolTokens,
+      tokens: services.tokens,
+      options: {
+        systemPrompt: config.systemPrompt,
+        contextWindow: contextWindowOf(model),
+        maxOutputTokens: config.maxOutputTokens,
+      },
+    });
+    let stepModel = input.model;
+    let prepared: PreparedContext;
+    if (input.escalation) {
+      const small = build(input.escalation.smallModel);
+      const before = scope.escalations?.get(input.turnId);
+      const decision = decideModel({
+        ...input.escalation,
+        validationFailures: countValidationFailures(transcript.turnEvents(input.turnId), input.turnId),
+        contextTokens: small.historyTokens,
+        smallContextBudget: small.budget,
+        ...(before === undefined ? {} : { escalatedBefore: before }),
+      });
+      stepModel = decision.model;
+      if (decision.escalated && before === undefined) {
+        (scope.escalations ??= new Map()).set(input.turnId, decision.reason);
+        services.logger.info({ turnId: input.turnId, step: input.step, from: input.escalation.smallModel, to: decision.model, reason: decision.reason }, 'turn escalated to its large model');
+      }
+      prepared = decision.escalated ? build(decision.model) : small;
+    } else {
+      prepared = build(input.model);
+    }
+    scope.compactThroughSeq = prepared.compactThroughSeq;
+    const [, ...fallbackModels] = stepChain(stepModel, input);
+    const request = fallbackModels.length > 0 ? { ...prepared.request, fallbackModels } : prepared.request;
+    return { needsCompaction: prepared.needsCompaction && !input.compacted, request };
+  });
+
+  const compact = fromPromise<void, CompactInput>(async ({ input, signal, system }) => {
+    const scope = scopeOf(system);
+    const { services } = scope;
+    const { config } = services;
+    const throughSeq = scope.compactThroughSeq;
+    if (throughSeq === 0) return;
+    progress(services, input, 'rolling_summary', 'Summarizing the earlier conversation');
+    const history = services.transcript.conversation(input.turnId);
+    // The oldest messages of this turn's view up to Preparing's cut: exactly those the summary will replace.
+    // Not every message logged up to throughSeq: a prompt queued meanwhile was logged earlier than the rest
+    // of this turn, and is not this turn's to summarize.
+    const older: string[] = [];
+    for (let index = 0, cut = history.summaryCut(throughSeq); index < cut; index++) {
+      const message = history.message(index);
+      older.push(`${message.role}: ${message.content}`);
+    }
+    const text = older.join('\n');
+    let summary = '';
+    for await (const chunk of services.provider.generate(
+      {
+        v: 1,
+        requestId: services.newId(),
+        model: input.model,
+        messages: [
+          { role: 'system', content: 'Summarize the conversation below for your own later use: facts, decisions, open tasks. Be brief.' },
+          { role: 'user', content: `${history.summary ? `Earlier summary:\n${history.summary}\n\n` : ''}${text}` },
+        ],
+        tools: [],
+        tenant: services.tenant,
+        sessionId: services.sessionId,
+        turnId: input.turnId,
+      },
+      { signal, idleTimeoutMs: config.providerIdleTimeoutMs, timeoutMs: config.providerTimeoutMs },
+    )) {
+      if (chunk.type === 'text-delta') summary += chunk.text;
+    }
+    await services.writer.append(LogEventType.summaryCreated, { turnId: input.turnId, step: input.step }, {
+      text: summary,
+      throughSeq,
+      tokens: services.tokens.count(summary),
+    });
+  });
+
+  return { prepare, compact };
+}
