@@ -38,10 +38,10 @@ function refusal(): ReturnType<typeof toErrorData> {
   throw new Error('the prompt was accepted');
 }
 
-// One event of each shape the runtime publishes (services/runtime: turn-actors.ts, session-host.ts, runtime.ts),
+// One event of each shape the runtime publishes (services/runtime: step-stream.ts, tool-execution.ts, prepare-step.ts, turn-actors.ts, session-host.ts, runtime.ts),
 // built the way each `live.publish` call site builds its data.
 const published: Array<[string, LiveEvent]> = [
-  ['assistant.delta (streamOnce)', envelopes.create(LiveEventType.assistantDelta, step, { text: 'Hel' })],
+  ['assistant.delta (streamOnce, step-stream.ts)', envelopes.create(LiveEventType.assistantDelta, step, { text: 'Hel' })],
   ['assistant.delta of whitespace', envelopes.create(LiveEventType.assistantDelta, step, { text: '\n ' })],
   ['progress of a provider call (streamOnce)', envelopes.create(LiveEventType.progress, step, { kind: 'provider_call', message: '[2/8] Calling scripted:default', step: 2, maxSteps: 8 })],
   [

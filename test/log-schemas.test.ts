@@ -14,7 +14,7 @@ const usage = { inputTokens: 120, outputTokens: 7 };
 /** The event as the session log reads it back: msgpack bytes, decoded and validated. */
 const readBack = (event: LogEvent) => codec.validate(logEventSchema, codec.decode(codec.encode(event)), 'log event');
 
-// One event of each shape the runtime appends (services/runtime: session-host.ts, turn-actors.ts), built the way
+// One event of each shape the runtime appends (services/runtime: session-host.ts, turn-actors.ts, prepare-step.ts, step-stream.ts, tool-execution.ts), built the way
 // each call site builds its data.
 const written: Array<[string, LogEvent]> = [
   ['session.created (openSession)', envelopes.create(LogEventType.sessionCreated, session, { createdBy: 'node-1' })],
