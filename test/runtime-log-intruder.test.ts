@@ -2,10 +2,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { jetstream } from '@nats-io/jetstream';
 import { createSessionLog } from '../src/bus/session-log.ts';
 import { createLogger } from '../src/logging.ts';
+import type { Logger } from '../src/logging.ts';
 import { createAgentbusClient } from '../src/client/index.ts';
 import { createCodec, createEnvelopeFactory, createSubjects, streamNames } from '../src/protocol/index.ts';
 import type { AgentEvent } from '../src/protocol/index.ts';
 import { createGateTool } from './helpers/gate-tool.ts';
+import type { GateTool } from './helpers/gate-tool.ts';
 import { collectEvents, requestJson, startStack } from './helpers/stack.ts';
 import type { TestStack } from './helpers/stack.ts';
 
@@ -35,6 +37,15 @@ function readLog(stack: TestStack, sessionId: string) {
   return log.read('default', sessionId);
 }
 
+/** A stack whose first model call asks for `gate` (held until it opens), then answers 'done' and 'second answer'. */
+function startGatedStack(gate: GateTool, logger: Logger): Promise<TestStack> {
+  return startStack({
+    script: { responses: [{ toolCalls: [{ name: 'gate', args: {} }] }, { text: 'done' }, { text: 'second answer' }] },
+    extraTools: [gate.tool],
+    logger,
+  });
+}
+
 // A session is open, its turn held in a tool call, when a message lands on its log subject. The runtime's next
 // append expects the sequence it knows and is refused: what happens then depends on what was stored.
 describe('a message stored on the log subject of a session while its turn runs', () => {
@@ -42,11 +53,7 @@ describe('a message stored on the log subject of a session while its turn runs',
   const gate = createGateTool('gate');
   const warnings = captureWarnings();
   beforeAll(async () => {
-    stack = await startStack({
-      script: { responses: [{ toolCalls: [{ name: 'gate', args: {} }] }, { text: 'done' }, { text: 'second answer' }] },
-      extraTools: [gate.tool],
-      logger: warnings.logger,
-    });
+    stack = await startGatedStack(gate, warnings.logger);
   });
   afterAll(() => stack?.stop());
 
@@ -84,11 +91,7 @@ describe('a valid event of the session stored on its log subject by someone else
   const gate = createGateTool('gate');
   const warnings = captureWarnings();
   beforeAll(async () => {
-    stack = await startStack({
-      script: { responses: [{ toolCalls: [{ name: 'gate', args: {} }] }, { text: 'done' }, { text: 'second answer' }] },
-      extraTools: [gate.tool],
-      logger: warnings.logger,
-    });
+    stack = await startGatedStack(gate, warnings.logger);
   });
   afterAll(() => stack?.stop());
 
