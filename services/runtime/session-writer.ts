@@ -164,7 +164,7 @@ class SerialWriter implements SessionWriter {
         continue;
       }
       written.push(pending);
-      envelopes.push(deps.envelopes.create(pending.type, { tenant: deps.tenant, sessionId: deps.sessionId, ...pending.scope }, pending.data) as LogEvent);
+      envelopes.push(this.envelope(pending.type, pending.scope, pending.data));
     }
     if (envelopes.length === 0) return;
     const stored: Array<LogEvent | undefined> = [];
@@ -181,20 +181,21 @@ class SerialWriter implements SessionWriter {
     written.forEach((pending, index) => pending.resolve(stored[index]));
   }
 
-  private appendOne<T extends LogEventType>(type: T, scope: { turnId?: string; step?: number }, data: EventDataMap[T]): Promise<LogEvent> {
+  private envelope(type: LogEventType, scope: { turnId?: string; step?: number }, data: EventDataMap[LogEventType]): LogEvent {
     const { deps } = this;
-    return this.store(deps.envelopes.create(type, { tenant: deps.tenant, sessionId: deps.sessionId, ...scope }, data) as LogEvent);
+    return deps.envelopes.create(type, { tenant: deps.tenant, sessionId: deps.sessionId, ...scope }, data) as LogEvent;
+  }
+
+  /** One append of an exclusive job: the job already holds the writer. */
+  private async appendOne<T extends LogEventType>(type: T, scope: { turnId?: string; step?: number }, data: EventDataMap[T]): Promise<LogEvent> {
+    const stored: Array<LogEvent | undefined> = [];
+    await this.storeAll([this.envelope(type, scope, data)], stored);
+    return stored[0]!;
   }
 
   /** The sequence the next append expects: the transcript's last event, or a skipped message after it. */
   private expectedSeq(): number {
     return Math.max(this.deps.transcript.lastSeq, this.skippedSeq);
-  }
-
-  private async store(envelope: LogEvent): Promise<LogEvent> {
-    const stored: Array<LogEvent | undefined> = [];
-    await this.storeAll([envelope], stored);
-    return stored[0]!;
   }
 
   /**
