@@ -29,7 +29,8 @@ export interface OrphanSession {
 export interface SessionLeases {
   /**
    * True when this node holds (or just took) the session's lease. `active: true` writes the lease active in
-   * the same KV write that takes it (a prompt's claim), so no separate `setActive` write follows.
+   * the same KV write that takes or renews it (a prompt's claim). A lease held and still fresh is not written
+   * at all, so its flag is left as it is: follow with `setActive`, which writes only when the flag changes.
    */
   claim(tenant: string, sessionId: string, options?: { active?: boolean }): Promise<boolean>;
   /**
