@@ -122,6 +122,12 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
     return opening;
   }
 
+  /** The session's host once it is open; undefined while it opens or when this node does not host it. */
+  function openedHost(tenant: string, sessionId: string): SessionHost | undefined {
+    const known = hosts.get(keyOf(tenant, sessionId));
+    return known instanceof Promise ? undefined : known;
+  }
+
   /** Keeps the lease's `active` flag in step with the session until it goes idle. */
   function watchActivity(opened: SessionHost) {
     const mark = async (): Promise<void> => {
@@ -206,17 +212,15 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
     } catch (err) {
       // The log moved past what this host's writer expects (another writer, or more junk than it steps over):
       // the session is opened again from its log rather than refusing every later message too.
-      const hosted = hosts.get(keyOf(tenant, sessionId));
-      if (err instanceof LogConflictError && hosted && !(hosted instanceof Promise)) await giveUp(hosted);
+      const hosted = openedHost(tenant, sessionId);
+      if (err instanceof LogConflictError && hosted) await giveUp(hosted);
       // A refused message must not leave a lease behind for a session this node does not host.
       if (!hosts.has(keyOf(tenant, sessionId))) await leases.release(tenant, sessionId);
       const error = toErrorData(err);
       logger.warn({ err, tenant, sessionId, verb }, 'message refused');
       if (verb === SessionVerb.prompt) {
         // The claim marked the lease active for this prompt; without a turn to run it is not.
-        const known = hosts.get(keyOf(tenant, sessionId));
-        const busy = known !== undefined && !(known instanceof Promise) && known.busy();
-        if (!busy) void leases.setActive(tenant, sessionId, false).catch((cause: unknown) => logger.warn({ err: cause }, 'lease activity not recorded'));
+        if (!openedHost(tenant, sessionId)?.busy()) void leases.setActive(tenant, sessionId, false).catch((cause: unknown) => logger.warn({ err: cause }, 'lease activity not recorded'));
       }
       reply(message, verb === SessionVerb.prompt ? { accepted: false, sessionId, error } : { ok: false, error });
       publishError(tenant, sessionId, error, message.subject);
