@@ -2,28 +2,22 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Msg } from '@nats-io/nats-core';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { createSessionLog } from '../src/bus/session-log.ts';
-import { createLogger } from '../src/logging.ts';
 import { createCodec, createSubjects, streamNames } from '../src/protocol/index.ts';
 import type { AgentEvent, GenerateRequest } from '../src/protocol/index.ts';
 import { collectEvents, requestJson, startStack } from './helpers/stack.ts';
 import type { TestStack } from './helpers/stack.ts';
+import { captureLogs } from './helpers/captured-logs.ts';
 
 const codec = createCodec();
 const endedCount = (count: number) => (events: AgentEvent[]) => events.filter((event) => event.type === 'turn.ended').length >= count;
 
 /** Log lines at warn or above, parsed, as pino writes them. */
-function captureWarnings() {
-  const lines: Array<Record<string, unknown>> = [];
-  const logger = createLogger({ name: 'test', level: 'warn', destination: { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) } });
-  return { logger, lines };
-}
-
 // The log subject is captured by AGENTBUS_LOG, so on a server without permissions anyone can store a message
 // there. The runtime reads the log back when it opens a session: a junk message must be skipped and reported,
 // not break the session or its transcript.
 describe('a session whose log holds a message that is not a valid event', () => {
   let stack: TestStack;
-  const warnings = captureWarnings();
+  const warnings = captureLogs();
   beforeAll(async () => {
     stack = await startStack({
       script: { responses: [{ toolCalls: [{ name: 'read_file', args: { path: 'README.md' } }] }, { text: 'first answer' }, { text: 'second answer' }] },
@@ -72,7 +66,7 @@ describe('a session whose log holds a message that is not a valid event', () => 
   });
 
   it('keeps every event the runtime wrote valid: reading the log back skips only the junk', async () => {
-    const own = captureWarnings();
+    const own = captureLogs();
     const log = createSessionLog({ nc: stack.client, js: jetstream(stack.client), subjects: createSubjects(), codec, stream: streamNames().log, logger: own.logger });
     const { events } = await log.read('default', 'junk-1');
     expect(own.lines.map((line) => line.msg)).toEqual(['skipped an invalid message in a session log']);

@@ -1,7 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { jetstream } from '@nats-io/jetstream';
 import { createSessionLog } from '../src/bus/session-log.ts';
-import { createLogger } from '../src/logging.ts';
 import type { Logger } from '../src/logging.ts';
 import { createAgentbusClient } from '../src/client/index.ts';
 import { createCodec, createEnvelopeFactory, createSubjects, streamNames } from '../src/protocol/index.ts';
@@ -10,6 +9,7 @@ import { createGateTool } from './helpers/gate-tool.ts';
 import type { GateTool } from './helpers/gate-tool.ts';
 import { collectEvents, requestJson, startStack } from './helpers/stack.ts';
 import type { TestStack } from './helpers/stack.ts';
+import { captureLogs } from './helpers/captured-logs.ts';
 
 const codec = createCodec();
 type TurnEnded = Extract<AgentEvent, { type: 'turn.ended' }>;
@@ -18,12 +18,6 @@ const endedCount = (count: number) => (events: AgentEvent[]) => events.filter((e
 const hasType = (type: string) => (events: AgentEvent[]) => events.some((event) => event.type === type);
 
 /** Log lines at warn or above, parsed, as pino writes them. */
-function captureWarnings() {
-  const lines: Array<Record<string, unknown>> = [];
-  const logger = createLogger({ name: 'test', level: 'warn', destination: { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) } });
-  return { logger, lines };
-}
-
 /** Stores a message on a session's log subject with core NATS, as anyone may on a server without permissions; its sequence. */
 async function storeOnLog(stack: TestStack, sessionId: string, body: Uint8Array): Promise<number> {
   const reply = await stack.client.request(`agentbus.default.sessions.${sessionId}.log`, body, { timeout: 5000 });
@@ -51,7 +45,7 @@ function startGatedStack(gate: GateTool, logger: Logger): Promise<TestStack> {
 describe('a message stored on the log subject of a session while its turn runs', () => {
   let stack: TestStack;
   const gate = createGateTool('gate');
-  const warnings = captureWarnings();
+  const warnings = captureLogs();
   beforeAll(async () => {
     stack = await startGatedStack(gate, warnings.logger);
   });
@@ -89,7 +83,7 @@ describe('a message stored on the log subject of a session while its turn runs',
 describe('a valid event of the session stored on its log subject by someone else while its turn runs', () => {
   let stack: TestStack;
   const gate = createGateTool('gate');
-  const warnings = captureWarnings();
+  const warnings = captureLogs();
   beforeAll(async () => {
     stack = await startGatedStack(gate, warnings.logger);
   });
