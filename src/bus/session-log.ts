@@ -82,6 +82,12 @@ export function createSessionLog(deps: {
   const { nc, js, subjects, codec, stream } = deps;
   const requestTimeoutMs = deps.requestTimeoutMs ?? 10_000;
   const replies = deps.replies ?? createReplyMux(nc);
+  // What every direct get sends but its body: made once per log. nats.js encodes headers at publish, so one
+  // headers object serves every request.
+  const directGetSubject = `$JS.API.DIRECT.GET.${stream}`;
+  const jsonHeaders = createHeaders();
+  jsonHeaders.set('Content-Type', ContentType.json);
+  const encoder = new TextEncoder();
 
   /**
    * A direct get of the subject's last message (`$JS.API.DIRECT.GET.<stream>`, the stream has `allow_direct`):
@@ -89,12 +95,10 @@ export function createSessionLog(deps: {
    * Lighter than the `STREAM.MSG.GET` API (no JSON envelope, no base64, no API audit advisory).
    */
   async function lastSeq(tenant: string, sessionId: string): Promise<number> {
-    const headers = createHeaders();
-    headers.set('Content-Type', ContentType.json);
-    const body = new TextEncoder().encode(JSON.stringify({ last_by_subj: subjects.log(tenant, sessionId) }));
+    const body = encoder.encode(JSON.stringify({ last_by_subj: subjects.log(tenant, sessionId) }));
     let reply;
     try {
-      reply = await request(nc, `$JS.API.DIRECT.GET.${stream}`, body, { timeoutMs: requestTimeoutMs, headers, replies });
+      reply = await request(nc, directGetSubject, body, { timeoutMs: requestTimeoutMs, headers: jsonHeaders, replies });
     } catch (error) {
       if (error instanceof NoRespondersError) {
         throw new AgentbusError(ErrorCode.noResponders, `no JetStream answers direct gets on ${stream} (is JetStream on, and the stream there with allow_direct?)`, {
