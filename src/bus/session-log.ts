@@ -43,8 +43,8 @@ export interface SessionLog {
   /**
    * Appends events of one session in order without waiting for each acknowledgement: the first carries
    * `expectedSeq` (so a second writer is caught there), the rest follow on the same connection, and the acks
-   * are awaited together. Resolves with each event's sequence; rejects with the first failure, after
-   * `onStored` was called for every event stored before it (in order).
+   * are awaited together. `onStored` hears each event's sequence, in order; resolves once all are stored,
+   * or rejects with the first failure, after `onStored` was called for every event stored before it.
    */
   appendGroup(events: readonly LogEvent[], expectedSeq: number, onStored: (index: number, seq: number) => void): Promise<void>;
   /**
