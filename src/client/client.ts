@@ -137,12 +137,8 @@ export function createAgentbusClient(options: { nc: NatsConnection; prefix?: str
         const { turnId } = await promptWhenReady(target, prompt, askOptions.readyTimeoutMs ?? 0, signal);
         askOptions.onAccepted?.(turnId);
         const iterator = watch[Symbol.asyncIterator]();
-        let ended: TurnEnded | undefined;
-        let endedEvent: StreamedEvent | undefined;
-        const finish = (): TurnEnded => {
-          if (endedEvent) askOptions.onEvent?.(endedEvent);
-          return ended!;
-        };
+        // The turn's `turn.ended`, held back so `onEvent` hears it last.
+        let ended: StreamedEvent | undefined;
         let settleBy = 0;
         for (;;) {
           // Once the turn has ended, keep taking events only until the live stream has caught up.
@@ -150,19 +146,18 @@ export function createAgentbusClient(options: { nc: NatsConnection; prefix?: str
           if (next === undefined || next.done) break;
           const streamed = next.value;
           if (streamed.event.turnId === turnId) {
-            const { event } = streamed;
-            if (event.type === 'turn.ended') {
-              ended = { ...event.data, turnId };
-              endedEvent = streamed;
+            if (streamed.event.type === 'turn.ended') {
+              ended = streamed;
               settleBy = Date.now() + 2000;
             } else {
               askOptions.onEvent?.(streamed);
             }
           }
-          if (ended && (await watch.drained())) return finish();
+          if (ended && (await watch.drained())) break;
         }
-        if (ended) return finish();
-        throw new AgentbusError('internal', 'the event stream ended before the turn did');
+        if (ended?.event.type !== 'turn.ended') throw new AgentbusError('internal', 'the event stream ended before the turn did');
+        askOptions.onEvent?.(ended);
+        return { ...ended.event.data, turnId };
       } finally {
         await watch.close();
       }
