@@ -1,5 +1,6 @@
 import type { ChatMessage } from '../../src/protocol/index.ts';
 import type { TokenCounter } from '../../src/tokens.ts';
+import { createCharCounter } from './log-events.ts';
 
 /**
  * A counter like `createCharCounter` (a message costs its length + 1) that also has a cheap bound, loose by a
@@ -7,19 +8,13 @@ import type { TokenCounter } from '../../src/tokens.ts';
  * says how many exact counts were taken, `bounds` how many bounds.
  */
 export function createBoundedCharCounter(): TokenCounter & { readonly calls: () => number; readonly bounds: () => number } {
-  let calls = 0;
   let bounds = 0;
   return {
-    count: (text) => text.length,
-    countMessage: (message: ChatMessage) => {
-      calls += 1;
-      return message.content.length + 1;
-    },
+    ...createCharCounter(),
     boundMessage: (message: ChatMessage) => {
       bounds += 1;
       return 2 * message.content.length + 1 + (message.content.length % 3);
     },
-    calls: () => calls,
     bounds: () => bounds,
   };
 }
