@@ -56,6 +56,8 @@ export interface TargetCheck {
 }
 
 const fixed = (value: number, digits = 2) => (Number.isFinite(value) ? value.toFixed(digits) : 'n/a');
+/** Milliseconds written as microseconds, one decimal. */
+const micros = (ms: number) => fixed(ms * 1000, 1);
 
 /** Checks the issue's goals (goals, not assertions). */
 export function targetsOf(results: BenchResults): TargetCheck[] {
@@ -78,7 +80,7 @@ export function targetsOf(results: BenchResults): TargetCheck[] {
   const large = results.contextPrep.at(-1)!;
   // Both ways of timing it: after a step (new messages logged, as each step of a turn sees it; a history at its
   // budget counts the new ones with tiktoken, one that fits on byte bounds counts nothing) and repeated.
-  const us = (ms: number) => `${fixed(ms * 1000, 1)} µs`;
+  const us = (ms: number) => `${micros(ms)} µs`;
   ratio(`context prep after a step, ${large.messages} vs ${small.messages} messages (p50)`, large.stepMs.p50 / small.stepMs.p50, false, 1.5, `${us(large.stepMs.p50)} vs ${us(small.stepMs.p50)}`);
   ratio(`context prep repeated, ${large.messages} vs ${small.messages} messages (p50)`, large.warmMs.p50 / small.warmMs.p50, false, 1.5, `${us(large.warmMs.p50)} vs ${us(small.warmMs.p50)}`);
   for (const entry of results.scaling.filter((scaling) => scaling.workers > 1)) {
@@ -114,10 +116,9 @@ function figuresTable(results: BenchResults): string[] {
     `| heap per hydrated idle session (${heap.sessions} sessions, ${heap.eventsPerSession} log events each) | ${fixed(heap.bytesPerIdleSession / 1024)} KB (heap ${mb(heap.baselineBytes)} → ${mb(heap.hydratedBytes)} MB) | after passivation: ${heap.hostedPassivated} hosted, heap ${mb(heap.passivatedBytes)} MB (baseline held ${heap.hostedBefore} warm-up sessions, passivated too) | ${fixed(Math.max(0, heap.bytesPerSessionAfterPassivation) / 1024)} KB |`,
   );
   const base = results.contextPrep[0]!;
-  const us = (ms: number) => fixed(ms * 1000, 1);
   for (const prep of results.contextPrep) {
     lines.push(
-      `| context prep, ${prep.messages} messages (${prep.kept} fit): after a step / repeated with nothing new, p50 (µs); cold (ms) | ${us(prep.stepMs.p50)} / ${us(prep.warmMs.p50)}; cold ${fixed(prep.coldMs, 1)} | ${base.messages} messages ${us(base.stepMs.p50)} / ${us(base.warmMs.p50)} | ${fixed(prep.stepMs.p50 / base.stepMs.p50, 1)}× / ${fixed(prep.warmMs.p50 / base.warmMs.p50, 1)}× |`,
+      `| context prep, ${prep.messages} messages (${prep.kept} fit): after a step / repeated with nothing new, p50 (µs); cold (ms) | ${micros(prep.stepMs.p50)} / ${micros(prep.warmMs.p50)}; cold ${fixed(prep.coldMs, 1)} | ${base.messages} messages ${micros(base.stepMs.p50)} / ${micros(base.warmMs.p50)} | ${fixed(prep.stepMs.p50 / base.stepMs.p50, 1)}× / ${fixed(prep.warmMs.p50 / base.warmMs.p50, 1)}× |`,
     );
   }
   if (results.cpuAt200) {
