@@ -2,7 +2,7 @@ import { parseArgs } from 'node:util';
 import { nuid } from '@nats-io/nats-core';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { createAgentbusClient } from '../client/index.ts';
-import { AgentbusError, ErrorCode } from '../errors.ts';
+import { AgentbusError, ErrorCode, toErrorData } from '../errors.ts';
 import { MODEL_PATTERN, isToken } from '../protocol/index.ts';
 import type { AgentEvent, Prompt } from '../protocol/index.ts';
 import { findBus } from './bus-target.ts';
@@ -167,7 +167,7 @@ async function ask(nc: NatsConnection, options: AskOptions, context: CliContext)
       context.stderr.write(`agentbus: prompt refused: ${error.code}: ${error.message}\n`);
       return 2;
     }
-    const timedOut = error instanceof Error && (error.name === 'TimeoutError' || (error instanceof AgentbusError && error.code === ErrorCode.timeout));
+    const timedOut = toErrorData(error).code === ErrorCode.timeout;
     context.stderr.write(timedOut ? `agentbus: no answer within ${options.timeoutMs / 1000} s\n` : `agentbus: ${(error as Error).message}\n`);
     return 1;
   } finally {
