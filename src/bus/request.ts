@@ -9,13 +9,6 @@ import { NoRespondersError, TimeoutError, abortReason } from '../errors.ts';
 import { ContentType } from '../protocol/index.ts';
 import type { ReplyMux } from './reply-mux.ts';
 
-/** Options of every bus wait: a timeout and an optional AbortSignal. */
-export interface WaitOptions {
-  readonly timeoutMs: number;
-  readonly signal?: AbortSignal;
-  readonly headers?: MsgHdrs;
-}
-
 /** msgpack headers for a payload, plus any extra ones. */
 export function msgpackHeaders(extra?: MsgHdrs): MsgHdrs {
   const result = createHeaders();
@@ -29,8 +22,11 @@ export function isNoResponders(message: Msg): boolean {
   return message.headers?.hasError === true && message.headers.code === 503;
 }
 
-/** Options of {@link request}: the wait, and the mux the reply comes back through. */
-export interface RequestOptions extends WaitOptions {
+/** Options of {@link request}: the wait, the headers (msgpack by default), and the mux the reply comes back through. */
+export interface RequestOptions {
+  readonly timeoutMs: number;
+  readonly signal?: AbortSignal;
+  readonly headers?: MsgHdrs;
   /** Reply subjects: one shared subscription instead of one (or a nats.js request) per call. */
   readonly replies: ReplyMux;
 }

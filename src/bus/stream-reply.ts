@@ -1,18 +1,12 @@
-import type { Msg, MsgHdrs, NatsConnection } from '@nats-io/nats-core';
+import type { Msg, NatsConnection } from '@nats-io/nats-core';
 import { NoRespondersError, TimeoutError, abortReason } from '../errors.ts';
-import type { ReplyMux } from './reply-mux.ts';
 import { isNoResponders, msgpackHeaders } from './request.ts';
+import type { RequestOptions } from './request.ts';
 
-/** Options of a streamed request. */
-export interface StreamRequestOptions {
+/** Options of a streamed request: those of a request (its `timeoutMs` bounds the whole stream), and an idle timeout. */
+export interface StreamRequestOptions extends RequestOptions {
   /** Longest wait for the first and for every next message. */
   readonly idleTimeoutMs: number;
-  /** Longest wait for the whole stream. */
-  readonly timeoutMs: number;
-  readonly signal?: AbortSignal;
-  readonly headers?: MsgHdrs;
-  /** Reply subjects: the stream comes back on a route of this mux, not on a subscription of its own. */
-  readonly replies: ReplyMux;
 }
 
 /**
