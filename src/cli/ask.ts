@@ -147,12 +147,14 @@ async function ask(nc: NatsConnection, options: AskOptions, context: CliContext)
         return;
     }
   };
+  let accepted = false;
   try {
     const ended = await client.ask(target, options.prompt, {
       signal: stopWaiting.signal,
       timeoutMs: options.timeoutMs,
       readyTimeoutMs: 15_000,
       onAccepted: (turnId) => {
+        accepted = true;
         if (!options.json) context.stderr.write(`session ${target.tenant}/${target.sessionId}, turn ${turnId}\n`);
       },
       onEvent: ({ event }) => show(event),
@@ -163,7 +165,8 @@ async function ask(nc: NatsConnection, options: AskOptions, context: CliContext)
     return ended.reason === 'yielded' ? 0 : 1;
   } catch (error) {
     if (context.signal.aborted) return 130;
-    if (error instanceof AgentbusError && error.code !== ErrorCode.timeout && error.code !== ErrorCode.cancelled) {
+    // Refused: the prompt was never accepted. An error after it was (the event stream ended, say) is a turn that did not yield.
+    if (!accepted && error instanceof AgentbusError && error.code !== ErrorCode.timeout && error.code !== ErrorCode.cancelled) {
       context.stderr.write(`agentbus: prompt refused: ${error.code}: ${error.message}\n`);
       return 2;
     }
