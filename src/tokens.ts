@@ -1,9 +1,13 @@
-import { getEncoding } from 'js-tiktoken';
-import type { Tiktoken } from 'js-tiktoken';
+import { createRequire } from 'node:module';
+import { GptEncoding } from 'gpt-tokenizer/esm/GptEncoding';
 import type { ChatMessage } from './protocol/index.ts';
 
 /** Counts tokens of text and messages. */
 export interface TokenCounter {
+  /**
+   * Tokens of a text: exact for ordinary text, an upper bound where exact counting would cost too much (long
+   * runs of one kind of character, text past {@link EXACT_COUNT_CHARS}). Linear in the text's length.
+   */
   count(text: string): number;
   /** Tokens of one chat message, with the per-message overhead of chat formats. */
   countMessage(message: ChatMessage): number;
@@ -12,7 +16,15 @@ export interface TokenCounter {
    * messages fit a budget. A counter without one is asked for exact counts only.
    */
   boundMessage?(message: ChatMessage): number;
+  /**
+   * Loads the encoding and compiles the encoder's paths now (half a second or so), so that no later count,
+   * in a turn, pays for it.
+   */
+  warmUp?(): void;
 }
+
+/** The encodings a counter can use. */
+export type TokenEncoding = 'o200k_base' | 'cl100k_base';
 
 /** Overhead of one chat message (role, separators), as OpenAI documents for its chat formats. */
 const MESSAGE_OVERHEAD = 4;
@@ -21,22 +33,98 @@ const MESSAGE_OVERHEAD = 4;
 const MAX_SYSTEM_COUNTS = 64;
 
 /**
- * Creates a token counter on a tiktoken encoding (default `o200k_base`). Loading an encoding takes a
- * moment and some memory, so make one per process and pass it around.
+ * Characters of one text counted exactly; the rest is counted by its UTF-8 length, an upper bound. Byte-pair
+ * encoding this much text takes 10 ms (prose) to 35 ms (random letters, the costliest) on a slow core, so one
+ * count stays inside 50 ms.
  */
-export function createTokenCounter(encoding: 'o200k_base' | 'cl100k_base' = 'o200k_base'): TokenCounter {
-  let encoder: Tiktoken | undefined;
-  const count = (text: string): number => {
-    if (text.length === 0) return 0;
-    encoder ??= getEncoding(encoding);
-    // Text that spells a special token ('<|endoftext|>') is text a user or a tool wrote: count it as text, as
-    // providers tokenize message content. js-tiktoken's default would throw, and fail every later step.
-    return encoder.encode(text, [], []).length;
+export const EXACT_COUNT_CHARS = 64 * 1024;
+
+/**
+ * Text that takes the encoder's every path (letters of both cases, digits, punctuation, CJK, emoji, runs), so a
+ * process can compile them before it serves: a first count of unusual text otherwise takes several times longer.
+ */
+const WARM_UP_TEXT = Array.from({ length: 64 }, (_, index) =>
+  `The ${index} quick brown foxes jumped over 1,234 lazy dogs; résumé naïve 東京 中文 😀 ${'aBcDeF'.repeat(index % 7)} <|endoftext|> ${'=-'.repeat(20)} x${(index * 7919).toString(36)}Q\n`,
+).join('');
+
+/**
+ * A pre-tokenizer piece is byte-pair encoded as a whole, in time quadratic in its length (60 KB of one letter
+ * took minutes). The encodings split text into pieces at changes of character class, so a piece longer than
+ * this is a run of letters, of punctuation or of white space, and such runs are counted in chunks of this size.
+ */
+const RUN_CHUNK = 32;
+
+/** Slices of ordinary text handed to the encoder at once: about 6 ms at worst, so a budget can stop between them. */
+const SLICE_CHARS = 4 * 1024;
+
+/** The first characters of every text are counted exactly, whatever the time budget says. */
+export const ALWAYS_EXACT_CHARS = 4 * 1024;
+const LONG_RUN = /[\p{L}\p{M}]{32,}|[^\s\p{L}\p{M}\p{N}]{32,}|\s{32,}/gu;
+
+/** Pieces whose merges a counter keeps: a small cache, since most pieces of a conversation are met once. */
+const MERGE_CACHE_SIZE = 20_000;
+
+const require = createRequire(import.meta.url);
+
+/** Options of {@link createTokenCounter}. */
+export interface TokenCounterOptions {
+  /** Default `o200k_base`. */
+  readonly encoding?: TokenEncoding;
+  /**
+   * Milliseconds of exact counting allowed per {@link TokenCounterOptions.windowMs} for text past its first
+   * {@link ALWAYS_EXACT_CHARS} characters; past that, counts of long texts fall back to UTF-8 lengths (upper bounds)
+   * until the window turns. Default 25 ms per 100 ms: no burst of counting holds the event loop for long, on any
+   * machine, however loaded. `Infinity` counts every text exactly up to {@link EXACT_COUNT_CHARS}.
+   */
+  readonly exactMsPerWindow?: number;
+  readonly windowMs?: number;
+  /** Clock for the budget, in ms; default `performance.now`. */
+  readonly now?: () => number;
+}
+
+/**
+ * Creates a token counter on a tiktoken encoding (default `o200k_base`), byte-pair encoded by `gpt-tokenizer`.
+ * The encoding's ranks are loaded on the first count or by `warmUp()` (half a second and some memory): make one
+ * counter per process and pass it around.
+ */
+export function createTokenCounter(options: TokenEncoding | TokenCounterOptions = {}): TokenCounter {
+  const { encoding = 'o200k_base', exactMsPerWindow = 25, windowMs = 100, now = () => performance.now() } = typeof options === 'string' ? { encoding: options } : options;
+  let encoder: GptEncoding | undefined;
+  // Text that spells a special token ('<|endoftext|>') is text a user or a tool wrote: counted as text, as
+  // providers tokenize message content (the library's default throws, which failed every later step).
+  const asText = { disallowedSpecial: new Set<string>() };
+  let windowStart = -Infinity;
+  let spent = 0;
+  const exact = (text: string): number => {
+    if (!encoder) {
+      const ranks = (require(`gpt-tokenizer/cjs/bpeRanks/${encoding}`) as { default: Parameters<typeof GptEncoding.getEncodingApi>[1] extends () => infer R ? R : never }).default;
+      encoder = GptEncoding.getEncodingApi(encoding, () => ranks);
+      encoder.setMergeCacheSize(MERGE_CACHE_SIZE);
+    }
+    const started = now();
+    try {
+      return encoder.countTokens(text, asText);
+    } finally {
+      spent += now() - started;
+    }
+  };
+  const allowance = (): boolean => {
+    const time = now();
+    if (time - windowStart >= windowMs) {
+      windowStart = time;
+      spent = 0;
+    }
+    return spent < exactMsPerWindow;
+  };
+  const count = (text: string): number => countLinear(text, exact, allowance);
+  const warmUp = () => {
+    for (let round = 0; round < 3; round++) count(WARM_UP_TEXT);
   };
   // The system prompt is the same text on every step of every turn: counted once per distinct text.
   const systemCounts = new Map<string, number>();
   return {
     count,
+    warmUp,
     countMessage(message) {
       if (message.role === 'system') {
         let tokens = systemCounts.get(message.content);
@@ -55,6 +143,79 @@ export function createTokenCounter(encoding: 'o200k_base' | 'cl100k_base' = 'o20
     },
     boundMessage,
   };
+}
+
+/**
+ * Counts `text` with `exact` where that is cheap and bounds it where it is not, in time linear in the text's
+ * length whatever the text:
+ * - long runs of one character class are counted chunk by chunk, one token added per cut (merges cannot cross a
+ *   cut, so the chunks take at least as many tokens as the whole run, but for what a cut parts);
+ * - other text is counted in slices of at most {@link SLICE_CHARS}, cut before white space, one token added per cut;
+ * - past {@link EXACT_COUNT_CHARS} characters, or once `allowance` says no (never within the first
+ *   {@link ALWAYS_EXACT_CHARS}), every further character counts its UTF-8 length.
+ */
+export function countLinear(text: string, exact: (text: string) => number, allowance: () => boolean = () => true): number {
+  if (text.length < RUN_CHUNK) return text.length === 0 ? 0 : exact(text);
+  let budget = EXACT_COUNT_CHARS;
+  let total = 0;
+  const take = (from: number, end: number): void => {
+    total += exact(text.slice(from, end));
+    budget -= end - from;
+  };
+  const mayCount = (): boolean => {
+    if (budget > 0 && EXACT_COUNT_CHARS - budget >= ALWAYS_EXACT_CHARS && !allowance()) budget = 0;
+    return budget > 0;
+  };
+  const part = (from: number, to: number): void => {
+    while (from < to && mayCount()) {
+      let end = Math.min(to, from + Math.min(SLICE_CHARS, budget));
+      if (end < to) {
+        end = cutBeforeSpace(text, from, end);
+        // A cut can part what one token would have held: one token more keeps the count an upper bound.
+        total += 1;
+      }
+      take(from, end);
+      from = end;
+    }
+    if (from < to) total += Buffer.byteLength(text.slice(from, to), 'utf8');
+  };
+  let at = 0;
+  // Runs matter only where counting is exact; past that everything is counted by bytes. Scanning is not free
+  // (about 100 ns a character), so only the head that can be counted exactly is scanned.
+  const head = text.length > EXACT_COUNT_CHARS + RUN_CHUNK ? text.slice(0, EXACT_COUNT_CHARS + RUN_CHUNK) : text;
+  for (const run of head.matchAll(LONG_RUN)) {
+    const start = run.index;
+    part(at, start);
+    const end = start + run[0].length;
+    let chunk = start;
+    while (chunk < end && mayCount()) {
+      const next = splitPoint(text, Math.min(chunk + RUN_CHUNK, end), end);
+      take(chunk, next);
+      total += 1;
+      chunk = next;
+    }
+    if (chunk < end) total += Buffer.byteLength(text.slice(chunk, end), 'utf8');
+    at = end;
+  }
+  part(at, text.length);
+  // No text has more tokens than UTF-8 bytes; the cuts' extra tokens must not make the count exceed that.
+  return total <= text.length ? total : Math.min(total, Buffer.byteLength(text, 'utf8'));
+}
+
+/** Where to end a slice `[from, end)`: before the last white space of its last 64 characters, else at `end`. */
+function cutBeforeSpace(text: string, from: number, end: number): number {
+  for (let at = end - 1; at > from && at >= end - 64; at--) {
+    const unit = text.charCodeAt(at);
+    if (unit === 0x20 || unit === 0x0a || unit === 0x09) return at;
+  }
+  return splitPoint(text, end, end + 1);
+}
+
+/** `at`, moved one on when it would split a surrogate pair, never past `limit`. */
+function splitPoint(text: string, at: number, limit: number): number {
+  if (at >= limit) return limit;
+  const unit = text.charCodeAt(at - 1);
+  return unit >= 0xd800 && unit <= 0xdbff ? at + 1 : at;
 }
 
 /**
