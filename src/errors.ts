@@ -15,6 +15,10 @@ export const ErrorCode = {
   notFound: 'not_found',
   denied: 'denied',
   budgetExceeded: 'budget_exceeded',
+  sessionDeleted: 'session_deleted',
+  busy: 'busy',
+  /** The callee cannot do this at all, as configured (e.g. a provider with no embedding model). */
+  unsupported: 'unsupported',
   internal: 'internal',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
@@ -106,6 +110,30 @@ export class LogConflictError extends AgentbusError {
   }
 }
 
+/** A session that was deleted: its id is not taken again, and nothing of it can be read or sent to. */
+export class SessionDeletedError extends AgentbusError {
+  readonly tenant: string | undefined;
+  readonly sessionId: string | undefined;
+  constructor(message: string, options: AgentbusErrorOptions & { tenant?: string; sessionId?: string } = {}) {
+    super(ErrorCode.sessionDeleted, message, options);
+    this.name = 'SessionDeletedError';
+    this.tenant = options.tenant;
+    this.sessionId = options.sessionId;
+  }
+}
+
+/** A session that cannot do this now (a turn runs, or it is being deleted); retryable once that is over. */
+export class SessionBusyError extends AgentbusError {
+  readonly tenant: string | undefined;
+  readonly sessionId: string | undefined;
+  constructor(message: string, options: AgentbusErrorOptions & { tenant?: string; sessionId?: string } = {}) {
+    super(ErrorCode.busy, message, { retryable: true, ...options });
+    this.name = 'SessionBusyError';
+    this.tenant = options.tenant;
+    this.sessionId = options.sessionId;
+  }
+}
+
 /** A tool call that failed; carries the tool call id. */
 export class ToolError extends AgentbusError {
   readonly toolCallId: string | undefined;
@@ -153,6 +181,10 @@ export function fromErrorData(data: ErrorData): AgentbusError {
       return new CancelledError(data.message);
     case ErrorCode.timeout:
       return new TimeoutError(data.message, 0);
+    case ErrorCode.sessionDeleted:
+      return new SessionDeletedError(data.message);
+    case ErrorCode.busy:
+      return new SessionBusyError(data.message, { retryable: data.retryable });
     default:
       return new AgentbusError(data.code, data.message, { retryable: data.retryable });
   }

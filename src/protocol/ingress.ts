@@ -1,5 +1,6 @@
 import type { Codec } from './codec.ts';
 import { approveSchema, cancelSchema, promptSchema, steerSchema } from './schemas.ts';
+import { deleteSessionSchema } from './sessions-data.ts';
 import type { Approve, Cancel, Prompt, Steer } from './schemas.ts';
 
 /** Decodes a prompt body: an object, or a bare JSON string / plain text taken as `{ text }`. */
@@ -24,4 +25,12 @@ export function decodeCancel(codec: Codec, bytes: Uint8Array, contentType?: stri
 /** Decodes an approval decision. */
 export function decodeApprove(codec: Codec, bytes: Uint8Array, contentType?: string): Approve {
   return codec.validate(approveSchema, codec.decode(bytes, contentType), 'approval');
+}
+
+/** Decodes a delete body: empty, or `{}`. */
+export function decodeDelete(codec: Codec, bytes: Uint8Array, contentType?: string): Record<string, never> {
+  if (bytes.byteLength === 0) return {};
+  const value = codec.decode(bytes, contentType);
+  if (value === undefined || value === null || value === '') return {};
+  return codec.validate(deleteSessionSchema, value, 'delete') as Record<string, never>;
 }
