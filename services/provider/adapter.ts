@@ -24,4 +24,6 @@ export interface ProviderAdapter {
   /** The model prefix this adapter serves: `openai`, `anthropic`, `ollama`, `scripted`, … */
   readonly name: string;
   generate(request: AdapterRequest, options: { signal: AbortSignal }): AsyncIterable<ChunkBody>;
+  /** The state of the adapter's circuit breaker (`closed`, `open`, `half_open`), when it has one. */
+  readonly circuit?: () => string;
 }

@@ -27,6 +27,8 @@ const providerSchema = z.strictObject({
   streamFallback: z.boolean().optional(),
   timeoutMs: z.int().positive().optional(),
   defaultMaxTokens: z.int().positive().optional(),
+  /** The embedding model of `agentbus.provider.<name>.embed` when a request names none (OpenAI-compatible providers). */
+  embedModel: z.string().min(1).optional(),
   /** Anthropic only: the `thinking` setting sent (default `disabled`). */
   thinking: z.enum(['disabled', 'adaptive', 'omit']).optional(),
   /** JSON action mode: `true` for every model, or model names (`*` at the end matches a prefix). */
@@ -71,6 +73,7 @@ export interface ProviderSettings {
   readonly streamFallback?: boolean;
   readonly timeoutMs?: number;
   readonly defaultMaxTokens?: number;
+  readonly embedModel?: string;
   readonly thinking?: 'disabled' | 'adaptive' | 'omit';
   readonly jsonActions: boolean | readonly string[];
 }

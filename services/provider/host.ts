@@ -1,13 +1,20 @@
 import type { Msg, NatsConnection, Subscription } from '@nats-io/nats-core';
 import { msgpackHeaders } from '../../src/bus/request.ts';
-import { CancelledError, ErrorCode, InvalidInputError, ProviderError, TimeoutError, abortReason, toErrorData } from '../../src/errors.ts';
+import { createServiceRegistration } from '../../src/bus/service-registry.ts';
+import type { ServiceRegistration } from '../../src/bus/service-registry.ts';
+import { AgentbusError, CancelledError, ErrorCode, InvalidInputError, ProviderError, TimeoutError, abortReason, toErrorData } from '../../src/errors.ts';
 import type { ErrorData } from '../../src/errors.ts';
 import type { Logger } from '../../src/logging.ts';
-import { cancelRequestSchema, generateRequestSchema } from '../../src/protocol/index.ts';
-import type { CancelAck, Codec, GenerateRequest, Subjects } from '../../src/protocol/index.ts';
+import { cancelRequestSchema, embedRequestSchema, generateRequestSchema } from '../../src/protocol/index.ts';
+import type { CancelAck, Codec, EmbedReply, GenerateRequest, Subjects } from '../../src/protocol/index.ts';
 import type { AdapterRequest, ProviderAdapter } from './adapter.ts';
+import type { EmbedAdapter } from './embedders.ts';
+import { createRefusalLog } from '../../src/refusal-log.ts';
 import { createChunkWriter, isTerminalChunk } from './chunk-writer.ts';
 import type { ChunkWriter } from './chunk-writer.ts';
+
+/** The `$SRV` service name provider hosts announce themselves under. */
+export const PROVIDER_SERVICE_NAME = 'agentbus-provider';
 
 /** Default longest run of one provider request. */
 export const DEFAULT_REQUEST_TIMEOUT_MS = 10 * 60_000;
@@ -19,10 +26,21 @@ export interface ProviderHostOptions {
   readonly codec: Codec;
   readonly logger: Logger;
   readonly adapters: readonly ProviderAdapter[];
+  /**
+   * Embedding models by provider name, served on `agentbus.provider.<name>.embed`. A provider without one
+   * answers there with `unsupported`.
+   */
+  readonly embedders?: readonly EmbedAdapter[];
+  /** Longest wait of one embed request; default 60 s. */
+  readonly embedTimeoutMs?: number;
   /** Longest run of one request; the stream then ends with a `timeout` error chunk. Default 10 minutes. */
   readonly requestTimeoutMs?: number;
   /** How long `stop()` waits for aborted adapters to wind down. Default 5 s. */
   readonly stopGraceMs?: number;
+  /** The version announced on `$SRV`; default 0.1.0. */
+  readonly version?: string;
+  /** Health figures for the `data` of the `$SRV.STATS` answer (see `startServiceHealth`). */
+  readonly statsData?: () => Record<string, unknown>;
 }
 
 /** The provider service: serves every adapter's generate and cancel subjects. */
@@ -33,6 +51,8 @@ export interface ProviderHost {
   stop(): Promise<void>;
   /** Requests in flight, for stats and tests. */
   readonly inFlight: number;
+  /** The `$SRV` instance id, once started. */
+  readonly id: string | undefined;
 }
 
 interface Running {
@@ -90,6 +110,8 @@ function salvageRequestId(codec: Codec, message: Msg): string {
  */
 export function createProviderHost(options: ProviderHostOptions): ProviderHost {
   const { nc, subjects, codec } = options;
+  // Bad requests are expected; a flood of them must not become a flood of log lines.
+  const refusals = createRefusalLog({ logger: options.logger, what: 'provider request refused' });
   const requestTimeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
   const stopGraceMs = options.stopGraceMs ?? 5_000;
   const names = new Set<string>();
@@ -99,7 +121,10 @@ export function createProviderHost(options: ProviderHostOptions): ProviderHost {
   }
   // Keyed by provider, then requestId: two providers may see the same requestId.
   const running = new Map<string, Map<string, Running>>();
+  const embedders = new Map((options.embedders ?? []).map((embedder) => [embedder.name, embedder]));
+  const embedding = new Set<AbortController>();
   const subscriptions: Subscription[] = [];
+  let registration: ServiceRegistration | undefined;
   let state: 'idle' | 'started' | 'stopped' = 'idle';
 
   /** Ends a request early: the terminal chunk goes out now, the adapter is aborted behind it. */
@@ -108,8 +133,10 @@ export function createProviderHost(options: ProviderHostOptions): ProviderHost {
     controller.abort(reason);
   }
 
-  async function run(adapter: ProviderAdapter, request: AdapterRequest, writer: ChunkWriter, controller: AbortController, logger: Logger): Promise<void> {
+  /** Runs one request; resolves with the failure's message when it ended in an error chunk (for `$SRV.STATS`). */
+  async function run(adapter: ProviderAdapter, request: AdapterRequest, writer: ChunkWriter, controller: AbortController, logger: Logger): Promise<string | undefined> {
     const { signal } = controller;
+    let failure: string | undefined;
     const timer = setTimeout(
       () => interrupt(writer, controller, new TimeoutError(`provider request ran past ${requestTimeoutMs} ms`, requestTimeoutMs)),
       requestTimeoutMs,
@@ -130,12 +157,14 @@ export function createProviderHost(options: ProviderHostOptions): ProviderHost {
         if (data.code === ErrorCode.internal) logger.error({ err: error }, 'adapter failed');
         else logger.info({ code: data.code, retryable: data.retryable }, 'provider request failed');
         writer.fail(data);
+        failure = `${data.code}: ${data.message}`;
       }
     } finally {
       clearTimeout(timer);
       // An adapter that stopped early because it noticed the abort still owes the stream its end.
       if (!writer.ended) writer.fail(toErrorData(abortReason(signal)));
     }
+    return failure ?? (signal.aborted ? toErrorData(abortReason(signal)).message : undefined);
   }
 
   function onGenerate(adapter: ProviderAdapter, message: Msg, logger: Logger): void {
@@ -149,7 +178,7 @@ export function createProviderHost(options: ProviderHostOptions): ProviderHost {
       request = toAdapterRequest(codec.decodeAs(generateRequestSchema, message.data, message.headers?.get('Content-Type')), adapter.name);
     } catch (error) {
       const requestId = salvageRequestId(codec, message);
-      logger.warn({ err: error, requestId }, 'invalid generate request');
+      refusals.refused({ ...toErrorData(error), requestId, provider: adapter.name });
       createChunkWriter({ nc, codec, replySubject: message.reply, requestId }).fail(toErrorData(error));
       return;
     }
@@ -161,7 +190,9 @@ export function createProviderHost(options: ProviderHostOptions): ProviderHost {
     }
     const requestLogger = logger.child({ requestId: request.requestId });
     const controller = new AbortController();
+    const started = performance.now();
     const done = run(adapter, request, writer, controller, requestLogger)
+      .then((failure) => registration?.record(adapter.name, { durationMs: performance.now() - started, ...(failure === undefined ? {} : { error: failure }) }))
       .catch((err: unknown) => requestLogger.error({ err }, 'provider request handler failed'))
       .finally(() => perProvider.delete(request.requestId));
     perProvider.set(request.requestId, { controller, writer, done });
@@ -172,8 +203,11 @@ export function createProviderHost(options: ProviderHostOptions): ProviderHost {
     try {
       id = codec.decodeAs(cancelRequestSchema, message.data, message.headers?.get('Content-Type')).id;
     } catch (err) {
-      // Every instance hears a cancel, so none answers a bad one: the first answer would hide the rest.
-      logger.warn({ err }, 'invalid cancel request; ignored');
+      // Every instance hears a cancel and refuses a bad one alike; the caller takes the first answer.
+      const error = toErrorData(err);
+      refusals.refused({ ...error, provider: adapter.name, what: 'cancel' });
+      const refusal: CancelAck = { v: 1, id: '', cancelled: false, error };
+      if (message.reply) nc.publish(message.reply, codec.encode(refusal), { headers: msgpackHeaders() });
       return;
     }
     const entry = running.get(adapter.name)?.get(id);
@@ -182,6 +216,45 @@ export function createProviderHost(options: ProviderHostOptions): ProviderHost {
     interrupt(entry.writer, entry.controller, new CancelledError('provider request cancelled by the caller'));
     const ack: CancelAck = { v: 1, id, cancelled: true };
     if (message.reply) nc.publish(message.reply, codec.encode(ack), { headers: msgpackHeaders() });
+  }
+
+  /** Answers one embed request: the vectors, or a typed error (`unsupported` when the provider has no embedding model). */
+  function onEmbed(provider: string, message: Msg, logger: Logger): void {
+    const started = performance.now();
+    const controller = new AbortController();
+    embedding.add(controller);
+    const timeoutMs = options.embedTimeoutMs ?? 60_000;
+    const timer = setTimeout(() => controller.abort(new TimeoutError(`embed request ran past ${timeoutMs} ms`, timeoutMs)), timeoutMs);
+    let id = '';
+    void (async (): Promise<EmbedReply> => {
+      try {
+        const request = codec.decodeAs(embedRequestSchema, message.data, message.headers?.get('Content-Type'));
+        id = request.id;
+        const embedder = embedders.get(provider);
+        if (!embedder) {
+          throw new AgentbusError(
+            ErrorCode.unsupported,
+            `provider ${provider} has no embedding model here (Anthropic has no embeddings API): point AGENTBUS_EMBED_PROVIDER at an OpenAI-compatible provider, or at none`,
+          );
+        }
+        const { model, vectors } = await embedder.embed({ input: request.input, ...(request.model ? { model: adapterModel(request.model, provider) } : {}) }, { signal: controller.signal });
+        registration?.record(`${provider}-embed`, { durationMs: performance.now() - started });
+        return { v: 1, id, model, dimensions: vectors[0]?.length ?? 0, vectors };
+      } catch (err) {
+        const error = toErrorData(controller.signal.aborted ? abortReason(controller.signal) : err);
+        if (error.code === ErrorCode.internal) logger.error({ err }, 'embed request failed');
+        else refusals.refused({ ...error, provider, what: 'embed' });
+        registration?.record(`${provider}-embed`, { durationMs: performance.now() - started, error: `${error.code}: ${error.message}` });
+        return { v: 1, id, error };
+      }
+    })()
+      .then((reply) => {
+        if (message.reply && !nc.isClosed()) nc.publish(message.reply, codec.encode(reply), { headers: msgpackHeaders() });
+      })
+      .finally(() => {
+        clearTimeout(timer);
+        embedding.delete(controller);
+      });
   }
 
   return {
@@ -205,15 +278,48 @@ export function createProviderHost(options: ProviderHostOptions): ProviderHost {
               else onCancel(adapter, message, logger);
             },
           }),
+          nc.subscribe(subjects.providerEmbed(adapter.name), {
+            queue: subjects.providerQueue(adapter.name),
+            callback: (error, message) => {
+              if (error) logger.warn({ err: error }, 'embed subscription error');
+              else onEmbed(adapter.name, message, logger);
+            },
+          }),
         );
         logger.info({ subject: subjects.providerGenerate(adapter.name) }, 'provider serving');
       }
+      // Discovery (`$SRV.INFO|STATS`, service `agentbus-provider`): one endpoint per provider; its stats' `data`
+      // carries the circuit breaker's state, which the dashboard shows.
+      const adapters = new Map(options.adapters.map((adapter) => [adapter.name, adapter]));
+      registration = createServiceRegistration(
+        nc,
+        {
+          name: PROVIDER_SERVICE_NAME,
+          version: options.version ?? '0.1.0',
+          description: 'agentbus LLM providers',
+          endpoints: options.adapters.flatMap((adapter) => [
+            { name: adapter.name, subject: subjects.providerGenerate(adapter.name), queueGroup: subjects.providerQueue(adapter.name) },
+            { name: `${adapter.name}-embed`, subject: subjects.providerEmbed(adapter.name), queueGroup: subjects.providerQueue(adapter.name) },
+          ]),
+        },
+        {
+          logger: options.logger,
+          ...(options.statsData ? { statsData: options.statsData } : {}),
+          endpointData: (name) => {
+            const circuit = adapters.get(name)?.circuit;
+            return circuit ? { circuit: circuit() } : undefined;
+          },
+        },
+      );
       await nc.flush();
     },
     async stop() {
       if (state === 'stopped') return;
       state = 'stopped';
+      await registration?.stop();
       for (const subscription of subscriptions.splice(0)) subscription.unsubscribe();
+      refusals.close();
+      for (const controller of embedding) controller.abort(new ProviderError(ErrorCode.providerError, 'provider service is stopping', { retryable: true }));
       const pending: Promise<void>[] = [];
       for (const perProvider of running.values()) {
         for (const entry of perProvider.values()) {
@@ -228,6 +334,9 @@ export function createProviderHost(options: ProviderHostOptions): ProviderHost {
       await Promise.race([Promise.allSettled(pending), grace]);
       clearTimeout(timer);
       if (!nc.isClosed()) await nc.flush().catch((err: unknown) => options.logger.warn({ err }, 'flush on stop failed'));
+    },
+    get id() {
+      return registration?.id;
     },
     get inFlight() {
       let count = 0;

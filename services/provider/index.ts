@@ -6,13 +6,16 @@ import type { ProviderAdapter } from './adapter.ts';
 import { createProviderAdapters } from './adapters/index.ts';
 import { describeProviderConfig } from './config.ts';
 import type { ProviderConfig } from './config.ts';
+import { createOpenAIEmbedder, createScriptedEmbedder, withEmbedRetries } from './embedders.ts';
+import type { EmbedAdapter } from './embedders.ts';
+import { ProviderType } from './config.ts';
 import { createProviderHost } from './host.ts';
 import type { ProviderHost } from './host.ts';
 import { loadScript } from './script.ts';
 import type { Script } from './script.ts';
 import { SCRIPTED_PROVIDER, createScriptedAdapter } from './scripted.ts';
 
-export { createProviderHost, adapterModel, DEFAULT_REQUEST_TIMEOUT_MS } from './host.ts';
+export { createProviderHost, adapterModel, DEFAULT_REQUEST_TIMEOUT_MS, PROVIDER_SERVICE_NAME } from './host.ts';
 export type { ProviderHost, ProviderHostOptions } from './host.ts';
 export { createScriptedAdapter, createTimerClock, splitText, SCRIPTED_PROVIDER } from './scripted.ts';
 export type { ScriptedAdapterOptions, ScriptedClock } from './scripted.ts';
@@ -24,6 +27,8 @@ export type { AdapterRequest, ProviderAdapter } from './adapter.ts';
 export { loadProviderConfig, resolveProviderConfig, describeProviderConfig, DEFAULT_MODELS } from './config.ts';
 export type { ProviderConfig, ProviderSettings, ProviderConfigFile } from './config.ts';
 export { createProviderAdapters } from './adapters/index.ts';
+export { createOpenAIEmbedder, createScriptedEmbedder, withEmbedRetries, normalize, defaultEmbedModel, SCRIPTED_EMBED_DIMENSIONS } from './embedders.ts';
+export type { EmbedAdapter, OpenAIEmbedderOptions } from './embedders.ts';
 export type { ProviderAdaptersOptions } from './adapters/index.ts';
 
 /** Options of {@link startProviderService}. */
@@ -36,6 +41,8 @@ export interface ProviderServiceOptions {
   readonly scriptPath?: string;
   /** A script given directly; wins over `scriptPath`. */
   readonly script?: Script;
+  /** Health figures for the `data` of the service's `$SRV.STATS` answer. */
+  readonly statsData?: () => Record<string, unknown>;
   /**
    * The provider configuration (see `loadProviderConfig`): each configured provider is served through
    * `createProviderAdapters` (retries, circuit breaker, cost, JSON actions).
@@ -45,6 +52,10 @@ export interface ProviderServiceOptions {
   readonly adapters?: readonly ProviderAdapter[];
   /** Longest run of one request. Default 10 minutes. */
   readonly requestTimeoutMs?: number;
+  /** The embedding model of every OpenAI-compatible provider that names none in its config (`AGENTBUS_EMBED_MODEL`). */
+  readonly embedModel?: string;
+  /** More embedders, served as they are; one named like a configured provider replaces its own. */
+  readonly embedders?: readonly EmbedAdapter[];
   readonly signal?: AbortSignal;
 }
 
@@ -52,6 +63,8 @@ export interface ProviderServiceOptions {
 export interface ProviderService {
   /** The names of the providers served. */
   readonly providers: readonly string[];
+  /** The `$SRV` instance id (service `agentbus-provider`). */
+  readonly id: string | undefined;
   /** Stops serving and ends the requests in flight; the connection stays open. */
   stop(): Promise<void>;
 }
@@ -81,14 +94,34 @@ export async function startProviderService(options: ProviderServiceOptions): Pro
   if (adapters.length === 0) throw new InvalidInputError('the provider service needs at least one adapter');
   // Not under `config`: pino's redaction of `config.providers.*.apiKey` would hide whether a key is set.
   if (options.config) logger.info({ providerConfig: describeProviderConfig(options.config) }, 'provider configuration');
+  // Embeddings: every OpenAI-compatible provider through the SDK (with retries), the scripted one by hashing;
+  // Anthropic has no embeddings API, and its embed subject says so.
+  const embedders = new Map<string, EmbedAdapter>([[SCRIPTED_PROVIDER, createScriptedEmbedder()]]);
+  for (const settings of options.config?.providers ?? []) {
+    if (settings.type !== ProviderType.openai) continue;
+    const defaultModel = settings.embedModel ?? options.embedModel;
+    const embedder = createOpenAIEmbedder({
+      name: settings.name,
+      ...(settings.apiKey === undefined ? {} : { apiKey: settings.apiKey }),
+      ...(settings.baseURL === undefined ? {} : { baseURL: settings.baseURL }),
+      ...(settings.headers === undefined ? {} : { defaultHeaders: settings.headers }),
+      ...(settings.timeoutMs === undefined ? {} : { timeoutMs: settings.timeoutMs }),
+      ...(defaultModel === undefined ? {} : { defaultModel }),
+      logger,
+    });
+    embedders.set(settings.name, withEmbedRetries(embedder, { retry: options.config!.retry, logger }));
+  }
+  for (const embedder of options.embedders ?? []) embedders.set(embedder.name, embedder);
   const host: ProviderHost = createProviderHost({
     nc: options.nc,
     subjects: createSubjects(options.prefix),
     codec: createCodec(),
     logger,
     adapters,
+    embedders: [...embedders.values()],
     ...(options.requestTimeoutMs === undefined ? {} : { requestTimeoutMs: options.requestTimeoutMs }),
+    ...(options.statsData ? { statsData: options.statsData } : {}),
   });
   await host.start();
-  return { providers: adapters.map((adapter) => adapter.name), stop: () => host.stop() };
+  return { providers: adapters.map((adapter) => adapter.name), id: host.id, stop: () => host.stop() };
 }

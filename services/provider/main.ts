@@ -1,11 +1,13 @@
 import { busCredentialsFromEnv, connectBus, drainOnSignals } from '../../src/bus/connect.ts';
 import { createLogger } from '../../src/logging.ts';
 import { notifyReady } from '../../src/ready.ts';
-import { loadProviderConfig, startProviderService } from './index.ts';
+import { startServiceHealth } from '../../src/bus/service-health.ts';
+import type { ServiceHealth } from '../../src/bus/service-health.ts';
+import { PROVIDER_SERVICE_NAME, loadProviderConfig, startProviderService } from './index.ts';
 
 // The provider service as its own process. Env: NATS_URL, NATS_USER, NATS_PASSWORD, AGENTBUS_PREFIX, AGENTBUS_SCRIPT, LOG_LEVEL,
 // and the provider configuration: AGENTBUS_CONFIG, OPENAI_API_KEY, OPENAI_BASE_URL, ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL,
-// OLLAMA_HOST, AGENTBUS_MODEL (see docs/llm-providers.md).
+// OLLAMA_HOST, AGENTBUS_MODEL, AGENTBUS_EMBED_MODEL (see docs/providers.md).
 const logger = createLogger({ name: 'provider', level: process.env.LOG_LEVEL });
 const nc = await connectBus({
   servers: process.env.NATS_URL ?? 'nats://127.0.0.1:4222',
@@ -15,15 +17,33 @@ const nc = await connectBus({
 });
 try {
   const config = await loadProviderConfig({ env: process.env });
+  let health: ServiceHealth | undefined;
   const service = await startProviderService({
     nc,
     logger,
     config,
     prefix: process.env.AGENTBUS_PREFIX ?? 'agentbus',
     ...(process.env.AGENTBUS_SCRIPT ? { scriptPath: process.env.AGENTBUS_SCRIPT } : {}),
+    ...(process.env.AGENTBUS_EMBED_MODEL?.trim() ? { embedModel: process.env.AGENTBUS_EMBED_MODEL.trim() } : {}),
+    statsData: () => ({ ...health?.figures() }),
+  });
+  health = startServiceHealth({
+    nc,
+    logger,
+    serviceName: PROVIDER_SERVICE_NAME,
+    instanceId: service.id ?? '',
+    inboxPrefix: '_INBOX_provider',
+    // Alive but deaf helps no one: exit, and `agentbus up` (or the container's restart policy) starts it anew.
+    onUnrecoverable: (reason) => {
+      logger.fatal({ reason }, 'provider service cannot serve; exiting');
+      process.exit(1);
+    },
   });
   logger.info({ providers: service.providers, defaultModel: config.defaultModel }, 'provider service started');
-  drainOnSignals(nc, logger, () => service.stop());
+  drainOnSignals(nc, logger, async () => {
+    health?.stop();
+    await service.stop();
+  });
   notifyReady('provider');
 } catch (err) {
   logger.fatal({ err }, 'provider service failed to start');

@@ -106,6 +106,7 @@ export function withCost(adapter: ProviderAdapter, pricing: Pricing, options: { 
   const warned = new Set<string>();
   return {
     name: adapter.name,
+    ...(adapter.circuit ? { circuit: adapter.circuit } : {}),
     async *generate(request, { signal }) {
       const model = `${adapter.name}:${request.model}`;
       let usage = ZERO_USAGE;

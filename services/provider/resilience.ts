@@ -185,6 +185,7 @@ export function withResilience(adapter: ProviderAdapter, options: ResilienceOpti
 
   return {
     name: adapter.name,
+    ...(breaker ? { circuit: () => breaker.state() } : {}),
     async *generate(request, { signal }) {
       for (let attempt = 1; ; attempt += 1) {
         signal.throwIfAborted();

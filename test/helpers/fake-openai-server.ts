@@ -89,3 +89,18 @@ export function completion(content: string | null, options: { toolCalls?: { id: 
 export function errorReply(status: number, message: string, type: string, code: string | null = null, headers: Record<string, string> = {}): FakeReply {
   return { kind: 'json', status, body: { error: { message, type, param: null, code } }, headers };
 }
+
+/** An answer of `POST /v1/embeddings`: `{ object: 'list', data: [{ object: 'embedding', index, embedding }], model, usage }`. */
+export function embeddingsReply(vectors: readonly (readonly number[])[], model = 'text-embedding-3-small', order?: readonly number[]): FakeReply {
+  const indexes = order ?? vectors.map((_, index) => index);
+  return {
+    kind: 'json',
+    status: 200,
+    body: {
+      object: 'list',
+      data: indexes.map((index) => ({ object: 'embedding', index, embedding: vectors[index] })),
+      model,
+      usage: { prompt_tokens: 8 * vectors.length, total_tokens: 8 * vectors.length },
+    },
+  };
+}
