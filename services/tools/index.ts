@@ -22,6 +22,8 @@ export interface ToolsServiceOptions {
   /** Tools served besides the built-ins. */
   readonly extraTools?: readonly AnyToolDefinition[];
   readonly maxConcurrency?: number;
+  /** Health figures for the `data` of the service's `$SRV.STATS` answer. */
+  readonly statsData?: () => Record<string, unknown>;
   readonly signal?: AbortSignal;
 }
 
@@ -55,6 +57,7 @@ export async function startToolsService(options: ToolsServiceOptions): Promise<T
     description: 'agentbus built-in tools',
     metadata: { workspace: workspace.root },
     ...(options.maxConcurrency === undefined ? {} : { maxConcurrency: options.maxConcurrency }),
+    ...(options.statsData ? { statsData: options.statsData } : {}),
   });
   await worker.start(options.signal ? { signal: options.signal } : {});
   return {

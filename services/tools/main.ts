@@ -1,6 +1,9 @@
 import { busCredentialsFromEnv, connectBus, drainOnSignals } from '../../src/bus/connect.ts';
 import { createLogger } from '../../src/logging.ts';
+import { startServiceHealth } from '../../src/bus/service-health.ts';
+import type { ServiceHealth } from '../../src/bus/service-health.ts';
 import { notifyReady } from '../../src/ready.ts';
+import { DEFAULT_TOOL_SERVICE_NAME } from '../../src/tool-sdk/index.ts';
 import { startToolsService } from './index.ts';
 
 /** Runs the tools service as its own process: config from the environment, drains on SIGTERM/SIGINT. */
@@ -12,13 +15,30 @@ async function main(): Promise<void> {
     ...busCredentialsFromEnv(process.env),
     logger,
   });
+  let health: ServiceHealth | undefined;
   const service = await startToolsService({
     nc,
     logger,
     prefix: process.env['AGENTBUS_PREFIX'] ?? 'agentbus',
     workspace: process.env['AGENTBUS_WORKSPACE'] ?? process.cwd(),
+    statsData: () => ({ ...health?.figures() }),
   });
-  drainOnSignals(nc, logger, () => service.stop());
+  health = startServiceHealth({
+    nc,
+    logger,
+    serviceName: DEFAULT_TOOL_SERVICE_NAME,
+    instanceId: service.id ?? '',
+    inboxPrefix: '_INBOX_tools',
+    // Alive but deaf helps no one: exit, and `agentbus up` (or the container's restart policy) starts it anew.
+    onUnrecoverable: (reason) => {
+      logger.fatal({ reason }, 'tools service cannot serve; exiting');
+      process.exit(1);
+    },
+  });
+  drainOnSignals(nc, logger, async () => {
+    health?.stop();
+    await service.stop();
+  });
   logger.info('tools service started');
   notifyReady('tools');
   const closed = await nc.closed();

@@ -1,9 +1,26 @@
 import type { Msg, NatsConnection } from '@nats-io/nats-core';
+import { createMemoryClient } from '../bus/memory-client.ts';
+import type { MemoryClient } from '../bus/memory-client.ts';
 import { createReplyMux } from '../bus/reply-mux.ts';
+import { createStateClient } from '../bus/state-client.ts';
+import type { StateClient } from '../bus/state-client.ts';
 import { request } from '../bus/request.ts';
 import { AgentbusError, ErrorCode, NoRespondersError } from '../errors.ts';
 import { SessionVerb, assertToken, createCodec, createSubjects, fromErrorData } from '../protocol/index.ts';
-import type { Approve, Codec, CommandReply, EventDataMap, Prompt, PromptReply, Subjects } from '../protocol/index.ts';
+import type {
+  Approve,
+  Codec,
+  CommandReply,
+  DeleteReply,
+  EventDataMap,
+  Prompt,
+  PromptReply,
+  SessionHistoryReply,
+  SessionHistoryRequest,
+  SessionsListReply,
+  SessionsListRequest,
+  Subjects,
+} from '../protocol/index.ts';
 import { openWatch } from './event-stream.ts';
 import type { EventWatch, SkippedMessage, StreamedEvent, WatchOptions } from './event-stream.ts';
 
@@ -45,6 +62,18 @@ export interface AskOptions {
   readonly readyTimeoutMs?: number;
 }
 
+/** Options of one request: an AbortSignal and the longest wait for the reply. */
+export interface CallOptions {
+  readonly signal?: AbortSignal;
+  readonly timeoutMs?: number;
+}
+
+/** What a delete did: log messages purged; `alreadyDeleted` when an earlier delete had done it. */
+export interface DeletedSession {
+  readonly purged: number;
+  readonly alreadyDeleted: boolean;
+}
+
 /** The public SDK for talking to agentbus sessions over NATS. */
 export interface AgentbusClient {
   /** Sends a prompt; resolves with the turn id once the runtime logged it. Throws when it is refused. */
@@ -62,6 +91,23 @@ export interface AgentbusClient {
    * progress, tool calls, …). Resolves with `turn.ended`; the signal cancels the wait, not the turn.
    */
   ask(target: SessionTarget, prompt: Prompt, options?: AskOptions): Promise<TurnEnded>;
+  /** A page of a tenant's sessions, oldest first (the memory service answers); pass `nextPageToken` on for the next. */
+  listSessions(tenant: string, query?: SessionsListRequest, options?: CallOptions): Promise<SessionsListReply>;
+  /**
+   * A page of a session's logged events, oldest first, each with its `seq` (the memory service reads them from
+   * the log); pass `nextAfterSeq` as `afterSeq` for the next. Throws `not_found` or `session_deleted`.
+   */
+  history(target: SessionTarget, query?: SessionHistoryRequest, options?: CallOptions): Promise<SessionHistoryReply>;
+  /**
+   * Deletes a session: its log, its memory and its lease; its id is refused from then on. Throws `busy` while a
+   * turn runs or waits (cancel it first), `not_found` for a session that never existed.
+   */
+  deleteSession(target: SessionTarget, options?: CallOptions): Promise<DeletedSession>;
+  /**
+   * A tenant's agent state (the memory service keeps it in JetStream KV): `save(key, value)`, `load(key)`,
+   * `delete(key)`, each with a timeout and an AbortSignal.
+   */
+  state(tenant: string): StateClient;
 }
 
 /**
@@ -78,6 +124,8 @@ export function createAgentbusClient(options: { nc: NatsConnection; prefix?: str
   const codec = options.codec ?? createCodec();
   const subjects: Subjects = createSubjects(options.prefix);
   const replies = createReplyMux(nc);
+  let memory: MemoryClient | undefined;
+  const memoryClient = () => (memory ??= createMemoryClient({ nc, codec, replies, ...(options.prefix ? { prefix: options.prefix } : {}) }));
 
   async function send<R>(target: SessionTarget, verb: SessionVerb, body: unknown, callOptions: { signal?: AbortSignal; timeoutMs?: number } = {}): Promise<R> {
     assertToken(target.tenant, 'tenant');
@@ -123,6 +171,18 @@ export function createAgentbusClient(options: { nc: NatsConnection; prefix?: str
     steer: (target, text, callOptions) => send(target, SessionVerb.steer, { text }, callOptions),
     approve: (target, decision, callOptions) => send(target, SessionVerb.approve, decision, callOptions),
     watch: (target, watchOptions) => openWatch({ nc, subjects, codec }, target, watchOptions),
+    listSessions: (tenant, query, callOptions) => memoryClient().listSessions(tenant, query, callOptions),
+    state: (tenant) => {
+      assertToken(tenant, 'tenant');
+      return createStateClient({ nc, codec, tenant, replies, ...(options.prefix ? { prefix: options.prefix } : {}) });
+    },
+    history: (target, query, callOptions) => memoryClient().history(target.tenant, target.sessionId, query, callOptions),
+
+    async deleteSession(target, callOptions) {
+      const reply = await send<DeleteReply>(target, SessionVerb.delete, {}, callOptions);
+      if (!reply.ok) throw fromErrorData(reply.error);
+      return { purged: reply.purged, alreadyDeleted: reply.alreadyDeleted === true };
+    },
 
     async ask(target, prompt, askOptions = {}) {
       const signals = [...(askOptions.signal ? [askOptions.signal] : [])];

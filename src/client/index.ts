@@ -1,4 +1,5 @@
 export { createAgentbusClient } from './client.ts';
-export type { AgentbusClient, AskOptions, SessionTarget, TurnEnded } from './client.ts';
+export type { AgentbusClient, AskOptions, CallOptions, DeletedSession, SessionTarget, TurnEnded } from './client.ts';
 export { openWatch } from './event-stream.ts';
 export type { EventWatch, SkippedMessage, StreamedEvent, WatchFrom, WatchOptions } from './event-stream.ts';
+export type { StateCallOptions, StateClient } from '../bus/state-client.ts';

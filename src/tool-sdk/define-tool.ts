@@ -1,5 +1,6 @@
 import type { z } from 'zod';
 import { InvalidInputError } from '../errors.ts';
+import type { StateClient } from '../bus/state-client.ts';
 import type { Logger } from '../logging.ts';
 import { SafetyTier, isToken } from '../protocol/index.ts';
 
@@ -18,6 +19,11 @@ export interface ToolContext {
   readonly deadline: number;
   /** A child logger bound to the tool and call. */
   readonly logger: Logger;
+  /**
+   * The calling tenant's agent state (served by the memory service): a tool can keep what it learns across
+   * calls and sessions. Calls on it take the call's signal unless given another.
+   */
+  readonly state: StateClient;
 }
 
 /** A tool a worker serves. `S` is the zod schema of its arguments. */

@@ -1,3 +1,4 @@
+import type { StateClient } from '../bus/state-client.ts';
 import type { z } from 'zod';
 import { AgentbusError, ErrorCode, TimeoutError, abortReason, toErrorData } from '../errors.ts';
 import type { ErrorData } from '../errors.ts';
@@ -15,6 +16,17 @@ export interface ExecuteToolCallOptions {
   /** Aborts on the caller's cancel or the worker stopping. */
   readonly signal: AbortSignal;
   readonly now: () => number;
+  /** The tenant's state client a tool's `context.state` is (the worker's, on its connection). */
+  readonly stateFor?: (tenant: string) => StateClient;
+}
+
+/** A state client whose calls take `signal` unless they name their own. */
+function stateWithSignal(client: StateClient, signal: AbortSignal): StateClient {
+  return {
+    save: (key, value, options = {}) => client.save(key, value, { signal, ...options }),
+    load: (key, options = {}) => client.load(key, { signal, ...options }),
+    delete: (key, options = {}) => client.delete(key, { signal, ...options }),
+  };
 }
 
 /** A failed reply of a call. */
@@ -96,6 +108,10 @@ export async function executeToolCall(options: ExecuteToolCallOptions): Promise<
           deadline: request.deadline,
           get logger() {
             return log();
+          },
+          get state() {
+            if (!options.stateFor) throw new Error('this tool runs without a state service: context.state needs a tool worker on the bus');
+            return stateWithSignal(options.stateFor(request.tenant), signal);
           },
         }),
       ),

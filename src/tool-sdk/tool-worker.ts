@@ -1,10 +1,14 @@
 import type { Msg, NatsConnection, Subscription } from '@nats-io/nats-core';
 import { CancelledError, ErrorCode, InvalidInputError, toErrorData } from '../errors.ts';
+import { createRefusalLog } from '../refusal-log.ts';
 import type { Logger } from '../logging.ts';
 import { cancelRequestSchema, toolCallRequestSchema } from '../protocol/index.ts';
 import type { CancelAck, Codec, Subjects, ToolCallReply, ToolCallRequest } from '../protocol/index.ts';
 import { abortPromise, msgpackHeaders } from '../bus/request.ts';
+import { createReplyMux } from '../bus/reply-mux.ts';
+import type { ReplyMux } from '../bus/reply-mux.ts';
 import { createServiceRegistration } from '../bus/service-registry.ts';
+import { createStateClient } from '../bus/state-client.ts';
 import type { ServiceRegistration } from '../bus/service-registry.ts';
 import { createCallRegistry } from './call-registry.ts';
 import { createConcurrencyGate } from './concurrency-gate.ts';
@@ -29,6 +33,8 @@ export interface ToolWorkerOptions {
   readonly description?: string;
   /** Extra service metadata (strings). */
   readonly metadata?: Readonly<Record<string, string>>;
+  /** Health figures for the `data` of the worker's `$SRV.STATS` answer (see `startServiceHealth`). */
+  readonly statsData?: () => Record<string, unknown>;
   /** Calls run at once across all tools; more wait in the subscription buffers. Default 64. */
   readonly maxConcurrency?: number;
   /** How long `stop()` lets running calls finish before aborting them. Default 5000 ms. */
@@ -76,8 +82,13 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
   const { nc, subjects, codec } = options;
   const now = options.now ?? Date.now;
   const logger = options.logger.child({ component: 'tool-worker' });
+  // Malformed cancels are expected; a flood of them must not become a flood of log lines.
+  const refusals = createRefusalLog({ logger, what: 'tool message refused' });
   const gate = createConcurrencyGate(options.maxConcurrency ?? 64);
   const calls = createCallRegistry();
+  // Tools' state requests share one reply subscription, made on the first.
+  let stateReplies: ReplyMux | undefined;
+  const stateFor = (tenant: string) => createStateClient({ nc, codec, tenant, prefix: subjects.prefix, replies: (stateReplies ??= createReplyMux(nc)) });
   const names = new Set<string>();
   for (const tool of options.tools) {
     if (names.has(tool.name)) throw new InvalidInputError(`tool ${tool.name} is defined twice`);
@@ -156,7 +167,7 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
     const task = (async () => {
       const callLogger = () => logger.child({ tool: call.tool.name, callId: call.request.callId });
       try {
-        const body = await executeToolCall({ tool: call.tool, request: call.request, logger: callLogger, signal: call.controller.signal, now });
+        const body = await executeToolCall({ tool: call.tool, request: call.request, logger: callLogger, signal: call.controller.signal, now, stateFor });
         reply(call, body);
       } finally {
         calls.close(call.tool.name, call.request.callId);
@@ -186,8 +197,13 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
     try {
       id = codec.decodeAs(cancelRequestSchema, message.data, message.headers?.get('Content-Type') || undefined).id;
     } catch (err) {
-      // Every worker sees every cancel, so a reply from each would be noise; the log is enough.
-      logger.warn({ err, tool: tool.name }, 'ignored a malformed tool cancel');
+      // Every worker hears a cancel and refuses a bad one alike; the caller takes the first answer.
+      const error = toErrorData(err);
+      refusals.refused({ ...error, tool: tool.name, what: 'cancel' });
+      if (message.reply) {
+        const refusal: CancelAck = { v: 1, id: '', cancelled: false, error };
+        message.respond(codec.encode(refusal), { headers: msgpackHeaders() });
+      }
       return;
     }
     if (!calls.cancel(tool.name, id, new CancelledError(`call ${id} cancelled by the caller`))) return;
@@ -224,7 +240,7 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
           metadata: toToolMetadata(tool),
         })),
       },
-      { logger, now, ...(options.newId ? { newId: options.newId } : {}) },
+      { logger, now, ...(options.newId ? { newId: options.newId } : {}), ...(options.statsData ? { statsData: options.statsData } : {}) },
     );
     const { promise: aborted, cleanup } = abortPromise(startOptions.signal);
     try {
@@ -259,6 +275,7 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
     if (closed) for (const subscription of callSubscriptions) subscription.unsubscribe();
     await Promise.allSettled([...loops, ...running]);
     for (const subscription of cancelSubscriptions) if (!subscription.isClosed()) subscription.unsubscribe();
+    refusals.close();
     const results = await Promise.allSettled(drains);
     for (const result of results) if (result.status === 'rejected') logger.warn({ err: result.reason }, 'tool subscription drain failed');
     state = 'stopped';

@@ -1,0 +1,44 @@
+import { InvalidInputError } from '../../src/errors.ts';
+import { isToken } from '../../src/protocol/index.ts';
+
+/** The memory service's settings, from its environment. */
+export interface MemoryConfig {
+  /** The provider whose embed endpoint memory uses, or undefined for full-text search only. */
+  readonly embedProvider: string | undefined;
+  /** Why there is no embed provider, for the log; undefined when there is one. */
+  readonly fullTextReason: string | undefined;
+  readonly queryEmbedTimeoutMs: number;
+  readonly snapshots: false | { readonly everyEvents: number; readonly intervalMs: number };
+}
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+/**
+ * Reads `AGENTBUS_EMBED_PROVIDER` (a provider name, or `none`; default: the provider of `AGENTBUS_MODEL`),
+ * `AGENTBUS_MEMORY_QUERY_EMBED_TIMEOUT_MS` (default 200), `AGENTBUS_MEMORY_SNAPSHOT_EVENTS` (default 20000;
+ * 0 turns snapshots off) and `AGENTBUS_MEMORY_SNAPSHOT_INTERVAL_MS` (default 60000). A bad value is an error
+ * that names the variable.
+ */
+export function memoryConfigFromEnv(env: Env): MemoryConfig {
+  const configured = env.AGENTBUS_EMBED_PROVIDER?.trim();
+  const fromModel = env.AGENTBUS_MODEL?.trim().split(':')[0];
+  const provider = configured || fromModel || undefined;
+  if (provider !== undefined && provider !== 'none' && !isToken(provider)) {
+    throw new InvalidInputError(`${configured ? 'AGENTBUS_EMBED_PROVIDER' : 'AGENTBUS_MODEL'} must name a provider ([A-Za-z0-9_-]{1,64}) or be none, got ${JSON.stringify(provider)}`);
+  }
+  const everyEvents = integer(env, 'AGENTBUS_MEMORY_SNAPSHOT_EVENTS', 20_000, 0);
+  return {
+    embedProvider: provider === 'none' ? undefined : provider,
+    fullTextReason: provider === 'none' ? 'AGENTBUS_EMBED_PROVIDER is none' : provider === undefined ? 'neither AGENTBUS_EMBED_PROVIDER nor AGENTBUS_MODEL names a provider' : undefined,
+    queryEmbedTimeoutMs: integer(env, 'AGENTBUS_MEMORY_QUERY_EMBED_TIMEOUT_MS', 200, 1),
+    snapshots: everyEvents === 0 ? false : { everyEvents, intervalMs: integer(env, 'AGENTBUS_MEMORY_SNAPSHOT_INTERVAL_MS', 60_000, 10) },
+  };
+}
+
+function integer(env: Env, name: string, fallback: number, min: number): number {
+  const raw = env[name]?.trim();
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isSafeInteger(value) || value < min) throw new InvalidInputError(`${name} must be a whole number of at least ${min}, got ${JSON.stringify(raw)}`);
+  return value;
+}

@@ -1,0 +1,335 @@
+import type { Msg, NatsConnection, Subscription } from '@nats-io/nats-core';
+import { z } from 'zod';
+import { msgpackHeaders } from '../../src/bus/request.ts';
+import { createServiceRegistration } from '../../src/bus/service-registry.ts';
+import type { ServiceRegistration } from '../../src/bus/service-registry.ts';
+import { ErrorCode, InvalidInputError, toErrorData } from '../../src/errors.ts';
+import type { Logger } from '../../src/logging.ts';
+import {
+  createCodec,
+  createHistorySubjects,
+  createMemorySubjects,
+  createStateSubjects,
+  createSubjects,
+  memorySearchRequestSchema,
+  stateKeySchema,
+  stateSaveSchema,
+  sessionHistoryRequestSchema,
+  sessionsListRequestSchema,
+  streamNames,
+} from '../../src/protocol/index.ts';
+import type { MemoryRebuildReply, MemorySearchReply, MemorySearchRequest } from '../../src/protocol/index.ts';
+import { createRefusalLog } from '../../src/refusal-log.ts';
+import { createToolWorker, defineTool } from '../../src/tool-sdk/index.ts';
+import type { ToolWorker } from '../../src/tool-sdk/index.ts';
+import { startGeneration } from './index-generation.ts';
+import type { IndexGeneration } from './index-generation.ts';
+import { createSessionHistory } from './session-history.ts';
+import { openStateStore } from './state-store.ts';
+import { scheduleSnapshots } from './snapshot-schedule.ts';
+import type { SnapshotSchedule } from './snapshot-schedule.ts';
+import { createSnapshotStore } from './snapshots.ts';
+import { streamOnceThere } from './stream-once-there.ts';
+import type { MemorySnapshot } from './tenant-memory.ts';
+import { watchTombstones } from './tombstones.ts';
+import type { TombstoneWatch } from './tombstones.ts';
+import type { Embedder, VectorStatus } from './vectorizer.ts';
+
+/** The `$SRV` name of the memory service's queries; its `memory_search` tool is in `agentbus-memory-tools`. */
+export const MEMORY_SERVICE_NAME = 'agentbus-memory';
+export const MEMORY_SERVICE_VERSION = '0.1.0';
+
+/** Options of {@link startMemoryService}. */
+export interface MemoryServiceOptions {
+  readonly nc: NatsConnection;
+  readonly logger: Logger;
+  /** Subject prefix; default `agentbus`. */
+  readonly prefix?: string;
+  /** Health figures for the `data` of the service's `$SRV.STATS` answer. */
+  readonly statsData?: () => Record<string, unknown>;
+  /** Embeds chunks and queries for hybrid search; without one, search is full-text only and says so. */
+  readonly embedder?: Embedder;
+  /** Why there is no embedder, said in every full-text answer; default 'no embedding provider configured'. */
+  readonly fullTextReason?: string;
+  /** Longest wait for a query's embedding before searching full-text only; default 200 ms. */
+  readonly queryEmbedTimeoutMs?: number;
+  /** Index snapshots in the object store (default on): events that call for one, and the longest wait. */
+  readonly snapshots?: false | { readonly everyEvents?: number; readonly intervalMs?: number };
+}
+
+/** A running memory service. */
+export interface MemoryService {
+  /** Resolves once everything that was in the log at start is indexed. */
+  readonly caughtUp: Promise<void>;
+  /** The `$SRV` instance id of its queries. */
+  readonly id: string;
+  /** Chunks indexed, over all tenants. */
+  size(): number;
+  /** The last log sequence indexed. */
+  lastSeq(): number;
+  /** Whether search can rank by vectors, and if not why. */
+  vectors(): VectorStatus;
+  /** Resolves once every indexed chunk that can have a vector has one. */
+  vectorsIdle(): Promise<void>;
+  /** Writes a snapshot now when anything changed since the last one. */
+  snapshot(): Promise<void>;
+  /** Log events read at start (0 when a snapshot covered the whole log). */
+  readAtStart(): number;
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts the memory service on an open connection: it follows the session log from its start into a
+ * per-tenant index and session catalog, and answers `agentbus.<t>.memory.search`,
+ * `agentbus.<t>.sessions.list` and `agentbus.<t>.sessions.<sid>.history` (queue group `agentbus.memory`, so
+ * instances share queries) and the `memory_search` tool. The tenant is always the subject's (or the tool
+ * call's) own. Deleted sessions (the tombstones bucket) are forgotten and not indexed again.
+ */
+export async function startMemoryService(options: MemoryServiceOptions): Promise<MemoryService> {
+  const { nc } = options;
+  const prefix = options.prefix ?? 'agentbus';
+  const logger = options.logger.child({ service: 'memory' });
+  const codec = createCodec();
+  const subjects = createSubjects(prefix);
+  const memorySubjects = createMemorySubjects(prefix);
+  const refusals = createRefusalLog({ logger, what: 'memory request refused' });
+  const stream = streamNames(prefix).log;
+  const stopping = new AbortController();
+
+  // Deleted sessions: forgotten when their tombstone comes, and never indexed again (see docs/memory.md, sessions as data).
+  // The watch is ready (every tombstone so far read) before any index is loaded or fed.
+  const indexes = new Set<IndexGeneration>();
+  const tombstones: TombstoneWatch = await watchTombstones({
+    nc,
+    prefix,
+    logger,
+    onTombstone: async (tenant, sessionId) => {
+      for (const index of indexes) await index.forget(tenant, sessionId);
+    },
+  });
+  await tombstones.ready;
+  const history = createSessionHistory({ nc, codec, subjects, stream, logger, tombstones });
+  const state = await openStateStore({ nc, codec });
+  const stateSubjects = createStateSubjects(prefix);
+  const historySubjects = createHistorySubjects(prefix);
+
+  const snapshotStore = options.snapshots === false ? undefined : createSnapshotStore({ nc, logger });
+  const log = await streamOnceThere(nc, stream, { logger, what: 'the session log stream', signal: stopping.signal });
+  const loaded = await snapshotStore?.load();
+  const saved = usableSnapshot(loaded, log.lastSeq, log.created, logger);
+  // A snapshot of another log would block every later one (it claims a later sequence): it goes.
+  if (loaded && !saved) await snapshotStore?.remove();
+  let snapshots: SnapshotSchedule | undefined;
+  const begin = async (snapshot: MemorySnapshot | undefined) => {
+    const started = await startGeneration({ nc, codec, subjects, stream, logger, embedder: options.embedder, ...(options.fullTextReason ? { fullTextReason: options.fullTextReason } : {}), logCreated: log.created, ...(snapshot ? { snapshot } : {}), isDeleted: (tenant, sessionId) => tombstones.has(tenant, sessionId), onIndexed: () => snapshots?.noteIndexed(), onEmbedded: () => snapshots?.noteIndexed(), signal: stopping.signal });
+    indexes.add(started);
+    return started;
+  };
+  let generation: IndexGeneration = await begin(saved);
+  let caughtUp = false;
+  void generation.caughtUp.then(() => {
+    caughtUp = true;
+    logger.info({ entries: generation.store.size(), lastSeq: generation.lastSeq(), fromSnapshot: saved?.seq ?? 0, read: generation.indexed() }, 'memory caught up with the log');
+  });
+  if (snapshotStore) {
+    snapshots = scheduleSnapshots({
+      store: snapshotStore,
+      logger,
+      take: () => (caughtUp ? generation.snapshot() : undefined),
+      ...(options.snapshots ? options.snapshots : {}),
+    });
+  }
+  const startedWith = generation;
+
+  const searchOf = async (tenant: string, request: MemorySearchRequest): Promise<MemorySearchReply> => {
+    const { store, vectorizer } = generation;
+    const status = vectorizer.status();
+    const queryVector = store.hasVectors(tenant) ? await vectorizer.embedQuery(request.query, options.queryEmbedTimeoutMs ?? 200) : undefined;
+    const { hits, hybrid } = await store.search(tenant, request, queryVector);
+    if (hybrid) return { hits, mode: 'hybrid' };
+    const note =
+      status.state === 'off' ? `full-text only: ${status.reason}` : !store.hasVectors(tenant) ? 'full-text only: nothing of this tenant is embedded yet' : 'full-text only: the query could not be embedded in time';
+    return { hits, mode: 'full-text', note };
+  };
+
+  let rebuilding: Promise<MemoryRebuildReply> | undefined;
+  const rebuild = (): Promise<MemoryRebuildReply> =>
+    (rebuilding ??= (async () => {
+      const started = performance.now();
+      logger.info('rebuilding the memory index from the log');
+      const next = await begin(undefined);
+      await next.caughtUp;
+      const previous = generation;
+      generation = next;
+      previous.stop();
+      indexes.delete(previous);
+      await snapshotStore?.remove();
+      await snapshots?.flush();
+      const reply = { instance: registration.id, entries: next.store.size(), lastSeq: next.lastSeq(), ms: Math.round(performance.now() - started) };
+      logger.info(reply, 'memory index rebuilt from the log');
+      return reply;
+    })().finally(() => {
+      rebuilding = undefined;
+    }));
+
+  const registration: ServiceRegistration = createServiceRegistration(
+    nc,
+    {
+      name: MEMORY_SERVICE_NAME,
+      version: MEMORY_SERVICE_VERSION,
+      description: 'agentbus memory: search and sessions, per tenant, from the session log',
+      metadata: { prefix, mode: options.embedder ? 'hybrid' : 'full-text' },
+      endpoints: [
+        { name: 'search', subject: memorySubjects.anySearch(), queueGroup: memorySubjects.queue },
+        { name: 'sessions-list', subject: memorySubjects.anySessionsList(), queueGroup: memorySubjects.queue },
+        { name: 'sessions-history', subject: historySubjects.anyHistory(), queueGroup: memorySubjects.queue },
+        { name: 'rebuild', subject: memorySubjects.rebuild() },
+        { name: 'state-save', subject: stateSubjects.any('save'), queueGroup: memorySubjects.queue },
+        { name: 'state-load', subject: stateSubjects.any('load'), queueGroup: memorySubjects.queue },
+        { name: 'state-delete', subject: stateSubjects.any('delete'), queueGroup: memorySubjects.queue },
+      ],
+    },
+    {
+      logger,
+      statsData: () => ({
+        ...options.statsData?.(),
+        entries: generation.store.size(),
+        vectors: generation.store.vectorCount(),
+        pendingVectors: generation.vectorizer.pending(),
+        vectorStatus: generation.vectorizer.status(),
+        lastSeq: generation.lastSeq(),
+        snapshots: snapshots?.written() ?? 0,
+      }),
+    },
+  );
+
+  const serve = (endpoint: string, subject: string, handle: (tenant: string, message: Msg) => Promise<unknown> | unknown): Subscription =>
+    nc.subscribe(subject, {
+      queue: memorySubjects.queue,
+      callback: (error, message) => {
+        if (error) {
+          logger.warn({ err: error, subject }, 'memory subscription error');
+          return;
+        }
+        const started = performance.now();
+        void (async () => {
+          try {
+            const tenant = memorySubjects.tenantOf(message.subject);
+            if (!tenant) throw new InvalidInputError(`bad subject ${message.subject}: the tenant must match [A-Za-z0-9_-]{1,64}`);
+            const body = await handle(tenant, message);
+            if (message.reply) message.respond(codec.encode(body), { headers: msgpackHeaders() });
+            registration.record(endpoint, { durationMs: performance.now() - started });
+          } catch (err) {
+            const data = toErrorData(err);
+            if (data.code === ErrorCode.internal) logger.error({ err, subject: message.subject }, 'memory request failed');
+            else refusals.refused({ ...data, subject: message.subject });
+            if (message.reply) message.respond(codec.encode({ error: data }), { headers: msgpackHeaders() });
+            registration.record(endpoint, { durationMs: performance.now() - started, error: `${data.code}: ${data.message}` });
+          }
+        })();
+      },
+    });
+
+  const subscriptions: Subscription[] = [
+    serve('search', memorySubjects.anySearch(), async (tenant, message): Promise<MemorySearchReply> => {
+      const request = codec.decodeAs(memorySearchRequestSchema, message.data, message.headers?.get('Content-Type') || undefined);
+      return searchOf(tenant, request);
+    }),
+    serve('sessions-list', memorySubjects.anySessionsList(), (tenant, message) => {
+      const value = message.data.length === 0 ? {} : codec.decode(message.data, message.headers?.get('Content-Type') || undefined);
+      return generation.store.listSessions(tenant, codec.validate(sessionsListRequestSchema, value ?? {}, 'sessions list request'));
+    }),
+    serve('sessions-history', historySubjects.anyHistory(), (_tenant, message) => {
+      const session = historySubjects.parse(message.subject);
+      if (!session) throw new InvalidInputError(`bad subject ${message.subject}: tenant and session id must match [A-Za-z0-9_-]{1,64}`);
+      const value = message.data.length === 0 ? {} : codec.decode(message.data, message.headers?.get('Content-Type') || undefined);
+      return history.page(session.tenant, session.sessionId, codec.validate(sessionHistoryRequestSchema, value ?? {}, 'session history request'));
+    }),
+  ];
+
+  // Per-tenant agent state: the tenant is the subject's, never the body's.
+  const body = (message: Msg) => (message.data.length === 0 ? {} : codec.decode(message.data, message.headers?.get('Content-Type') || undefined));
+  subscriptions.push(
+    serve('state-save', stateSubjects.any('save'), (tenant, message) => state.save(tenant, codec.validate(stateSaveSchema, body(message), 'state save request'))),
+    serve('state-load', stateSubjects.any('load'), (tenant, message) => state.load(tenant, codec.validate(stateKeySchema, body(message), 'state load request').key)),
+    serve('state-delete', stateSubjects.any('delete'), (tenant, message) => state.delete(tenant, codec.validate(stateKeySchema, body(message), 'state delete request').key)),
+  );
+
+  // Every instance rebuilds (no queue group) and answers once its new index has caught up.
+  subscriptions.push(
+    nc.subscribe(memorySubjects.rebuild(), {
+      callback: (_error, message) => {
+        const started = performance.now();
+        rebuild().then(
+          (reply) => {
+            if (message.reply) message.respond(codec.encode(reply), { headers: msgpackHeaders() });
+            registration.record('rebuild', { durationMs: performance.now() - started });
+          },
+          (err: unknown) => {
+            logger.error({ err }, 'memory rebuild failed; the previous index keeps serving');
+            if (message.reply) message.respond(codec.encode({ error: toErrorData(err) }), { headers: msgpackHeaders() });
+            registration.record('rebuild', { durationMs: performance.now() - started, error: String(err) });
+          },
+        );
+      },
+    }),
+  );
+
+  const memorySearch = defineTool({
+    name: 'memory_search',
+    description: 'Search what was said and found in earlier sessions of this tenant (messages, answers, tool results, summaries). Returns the best-matching snippets.',
+    parameters: z.object({ query: z.string().min(1).max(1_000).describe('what to look for'), k: z.int().min(1).max(20).optional().describe('how many snippets, default 5') }),
+    tier: 'read_only',
+    timeoutMs: 5_000,
+    idempotent: true,
+    execute: async ({ query, k }, context) => {
+      // How it ranked (the reply's mode and note) is for operators, not the model.
+      const { hits } = await searchOf(context.tenant, { query, k: k ?? 5 });
+      if (hits.length === 0) return 'Nothing in memory matches.';
+      return hits.map((hit) => `[session ${hit.sessionId}, ${hit.type}] ${hit.text}`).join('\n\n');
+    },
+  });
+  const tools: ToolWorker = createToolWorker({ nc, subjects, codec, logger, tools: [memorySearch], serviceName: `${MEMORY_SERVICE_NAME}-tools`, version: MEMORY_SERVICE_VERSION, description: 'agentbus memory tools' });
+  await tools.start();
+  await nc.flush();
+  logger.info({ prefix }, 'memory service started');
+
+  return {
+    caughtUp: startedWith.caughtUp,
+    id: registration.id,
+    size: () => generation.store.size(),
+    lastSeq: () => generation.lastSeq(),
+    vectors: () => generation.vectorizer.status(),
+    vectorsIdle: () => generation.vectorizer.idle(),
+    snapshot: async () => {
+      await generation.caughtUp;
+      await snapshots?.flush();
+    },
+    readAtStart: () => startedWith.indexed(),
+    async stop() {
+      await tools.stop();
+      await registration.stop();
+      for (const subscription of subscriptions) if (!subscription.isClosed()) subscription.unsubscribe();
+      // What was indexed since the last snapshot is kept for the next start (bounded: stopping must not hang).
+      if (caughtUp) await Promise.race([snapshots?.flush(), new Promise((resolve) => setTimeout(resolve, 5_000).unref())]);
+      snapshots?.stop();
+      stopping.abort();
+      generation.stop();
+      tombstones.stop();
+      refusals.close();
+    },
+  };
+}
+
+/** A loaded snapshot when it belongs to this log and does not claim more of it than there is; else undefined. */
+function usableSnapshot(snapshot: MemorySnapshot | undefined, lastSeq: number, created: string, logger: Logger): MemorySnapshot | undefined {
+  if (!snapshot) return undefined;
+  if (snapshot.logCreated !== created || snapshot.seq > lastSeq) {
+    logger.warn({ snapshotSeq: snapshot.seq, lastSeq, snapshotLog: snapshot.logCreated, log: created }, 'the memory snapshot is of another session log; reading the log from its start');
+    return undefined;
+  }
+  return snapshot;
+}
+
+export { createMemoryStore } from './tenant-memory.ts';
+export type { MemorySnapshot, MemoryStore } from './tenant-memory.ts';

@@ -1,0 +1,217 @@
+import { count, create, getByID, insert, remove, search, searchVector } from '@orama/orama';
+import type { AnyOrama } from '@orama/orama';
+import { stopwords as englishStopwords } from '@orama/stopwords/english';
+import type { MemoryEventType, MemoryHit, MemorySearchRequest } from '../../src/protocol/index.ts';
+
+/** One logged event memory indexes. */
+export interface MemoryEntry {
+  readonly sessionId: string;
+  readonly seq: number;
+  readonly type: MemoryEventType;
+  readonly text: string;
+  readonly ts: number;
+}
+
+/** One indexed chunk of an entry, as a snapshot keeps it; `vector` once it was embedded. */
+export interface IndexedChunk extends MemoryEntry {
+  readonly id: string;
+  readonly vector?: Float32Array;
+}
+
+/** A chunk whose text still waits for its embedding. */
+export interface PendingChunk {
+  readonly id: string;
+  readonly text: string;
+}
+
+/** The searchable memory of one tenant: full-text (BM25) always, vectors for the chunks that have one. */
+export interface TenantIndex {
+  /** Indexes an entry (cut into chunks) for full-text search; returns the chunks, to be embedded. */
+  add(entry: MemoryEntry): Promise<PendingChunk[]>;
+  /**
+   * Gives a chunk its embedding. A vector of another dimension than those before it (the embedding
+   * model changed) starts the vector index anew: chunks embedded by the old model lose theirs.
+   * Returns false when the chunk is gone (its session was forgotten meanwhile).
+   */
+  setVector(id: string, vector: Float32Array): Promise<boolean>;
+  /**
+   * Full-text search, fused with vector search by reciprocal rank when `queryVector` is given and
+   * chunks have vectors of its dimension.
+   */
+  search(request: MemorySearchRequest, queryVector?: Float32Array): Promise<{ hits: MemoryHit[]; hybrid: boolean }>;
+  /** Drops every entry of a session. */
+  forget(sessionId: string): Promise<void>;
+  /** Every chunk, with its vector when it has one, for a snapshot. */
+  chunks(): IndexedChunk[];
+  /** Indexes chunks a snapshot kept (their vectors too); returns those without a vector. */
+  restore(chunks: readonly IndexedChunk[]): Promise<PendingChunk[]>;
+  /** Chunks indexed. */
+  size(): number;
+  /** Chunks that have a vector. */
+  vectorCount(): number;
+}
+
+/** Longest text of one chunk; a longer event is cut into overlapping chunks of this size. */
+export const CHUNK_CHARS = 1_200;
+const CHUNK_OVERLAP = 200;
+const DEFAULT_K = 5;
+/** Reciprocal rank fusion's constant, as in Cormack et al. (2009) and the Oxydra design. */
+export const RRF_K = 60;
+/** Cosine similarity below which a chunk takes no part in the vector ranking. */
+export const VECTOR_FLOOR = 0.2;
+/** How deep each ranking goes before fusion, as a multiple of k. */
+const FUSION_DEPTH = 4;
+
+const TEXT_SCHEMA = { sessionId: 'enum', seq: 'number', type: 'enum', text: 'string', ts: 'number' } as const;
+
+/**
+ * A tenant's index on Orama: one database for full-text (BM25) over every chunk, and one for vectors,
+ * made when the first embedding arrives (its dimension is the model's). Each event's text is one chunk,
+ * or overlapping chunks of {@link CHUNK_CHARS} when longer; the chunks of one event share its sequence.
+ */
+export function createTenantIndex(): TenantIndex {
+  // English stop words (the, is, my, …) take no part: each is in most messages, ranks nothing, and costs BM25 a
+  // posting list as long as the index.
+  const text = create({ schema: TEXT_SCHEMA, components: { tokenizer: { stopWords: englishStopwords } } });
+  let vectors: { db: AnyOrama; dimensions: number } | undefined;
+  const bySession = new Map<string, Set<string>>();
+  const vectorOf = new Map<string, Float32Array>();
+  const sessionOf = (id: string) => id.slice(0, id.indexOf(':'));
+
+  const insertChunk = async (chunk: Omit<IndexedChunk, 'vector'>) => {
+    let ids = bySession.get(chunk.sessionId);
+    if (!ids) bySession.set(chunk.sessionId, (ids = new Set()));
+    // A redelivered event (the follower started again before a snapshot covered it) replaces what it put there.
+    if (ids.has(chunk.id)) await removeChunk(chunk.id);
+    ids.add(chunk.id);
+    await insert(text, { id: chunk.id, sessionId: chunk.sessionId, seq: chunk.seq, type: chunk.type, text: chunk.text, ts: chunk.ts });
+  };
+  const removeChunk = async (id: string) => {
+    await remove(text, id);
+    if (vectors && getByID(vectors.db, id)) await remove(vectors.db, id);
+    vectorOf.delete(id);
+  };
+  const setVector = async (id: string, vector: Float32Array): Promise<boolean> => {
+    const document = getByID(text, id) as { sessionId: string; type: string } | undefined;
+    if (!document) return false;
+    if (!vectors || vectors.dimensions !== vector.length) {
+      vectors = { db: create({ schema: { sessionId: 'enum', type: 'enum', vector: `vector[${vector.length}]` } as const }), dimensions: vector.length };
+      vectorOf.clear();
+    } else if (getByID(vectors.db, id)) {
+      await remove(vectors.db, id);
+    }
+    await insert(vectors.db, { id, sessionId: document.sessionId, type: document.type, vector: Array.from(vector) });
+    // Orama keeps the vector twice, as 32-bit floats in its index and as the inserted number array in the document:
+    // the document's copy (twice the bytes) goes, and the snapshot's comes from ours.
+    (getByID(vectors.db, id) as unknown as { vector: number[] | null }).vector = null;
+    vectorOf.set(id, vector);
+    return true;
+  };
+
+  return {
+    async add(entry) {
+      const pending: PendingChunk[] = [];
+      for (const [index, piece] of chunks(entry.text).entries()) {
+        const id = `${entry.sessionId}:${entry.seq}:${index}`;
+        await insertChunk({ ...entry, id, text: piece });
+        pending.push({ id, text: piece });
+      }
+      return pending;
+    },
+    setVector,
+    async search(request, queryVector) {
+      const k = request.k ?? DEFAULT_K;
+      const where: Record<string, unknown> = {};
+      if (request.sessionId) where['sessionId'] = { eq: request.sessionId };
+      if (request.types) where['type'] = { in: request.types };
+      const filter = Object.keys(where).length > 0 ? { where } : {};
+      const hybrid = queryVector !== undefined && vectors !== undefined && vectors.dimensions === queryVector.length;
+      const fullText = await search(text, { term: request.query, properties: ['text'], limit: hybrid ? k * FUSION_DEPTH : k, ...filter });
+      if (!hybrid) return { hits: fullText.hits.map((hit) => hitOf(hit.document as StoredChunk, hit.score)), hybrid: false };
+      const similar = await searchVector(vectors!.db, {
+        mode: 'vector',
+        vector: { value: Array.from(queryVector!), property: 'vector' },
+        // A floor that keeps unrelated chunks (and the cost of sorting them) out; fusion decides among the rest.
+        similarity: VECTOR_FLOOR,
+        limit: k * FUSION_DEPTH,
+        ...filter,
+      });
+      const fused = fuseByReciprocalRank([fullText.hits.map((hit) => String(hit.id)), similar.hits.map((hit) => String(hit.id))]);
+      const hits: MemoryHit[] = [];
+      for (const { id, score } of fused.slice(0, k)) {
+        const document = getByID(text, id) as StoredChunk | undefined;
+        if (document) hits.push(hitOf(document, score));
+      }
+      return { hits, hybrid: true };
+    },
+    async forget(sessionId) {
+      for (const id of bySession.get(sessionId) ?? []) await removeChunk(id);
+      bySession.delete(sessionId);
+    },
+    chunks() {
+      const all: IndexedChunk[] = [];
+      for (const ids of bySession.values()) {
+        for (const id of ids) {
+          const document = getByID(text, id) as StoredChunk | undefined;
+          if (!document) continue;
+          const vector = vectorOf.get(id);
+          all.push({ id, sessionId: document.sessionId, seq: document.seq, type: document.type, text: document.text, ts: document.ts, ...(vector ? { vector } : {}) });
+        }
+      }
+      return all;
+    },
+    async restore(saved) {
+      const pending: PendingChunk[] = [];
+      for (const chunk of saved) {
+        if (sessionOf(chunk.id) !== chunk.sessionId) continue;
+        await insertChunk(chunk);
+        if (chunk.vector) await setVector(chunk.id, chunk.vector);
+        else pending.push({ id: chunk.id, text: chunk.text });
+      }
+      return pending;
+    },
+    size: () => count(text),
+    vectorCount: () => vectorOf.size,
+  };
+}
+
+interface StoredChunk {
+  readonly sessionId: string;
+  readonly seq: number;
+  readonly type: MemoryEventType;
+  readonly text: string;
+  readonly ts: number;
+}
+
+function hitOf(document: StoredChunk, score: number): MemoryHit {
+  return { sessionId: String(document.sessionId), seq: document.seq, type: document.type, text: document.text, score, ts: document.ts };
+}
+
+/**
+ * Reciprocal rank fusion: each ranking gives a document 1 / (RRF_K + rank), ranks from 1; the sums decide.
+ * Ties keep the order of the first ranking that named the document.
+ */
+export function fuseByReciprocalRank(rankings: ReadonlyArray<readonly string[]>): Array<{ id: string; score: number }> {
+  const scores = new Map<string, number>();
+  for (const ranking of rankings) {
+    ranking.forEach((id, index) => scores.set(id, (scores.get(id) ?? 0) + 1 / (RRF_K + index + 1)));
+  }
+  return [...scores].map(([id, score]) => ({ id, score })).sort((a, b) => b.score - a.score);
+}
+
+/** Cuts a text into overlapping chunks at white space where it can. */
+export function chunks(text: string): string[] {
+  if (text.length <= CHUNK_CHARS) return [text];
+  const parts: string[] = [];
+  for (let start = 0; start < text.length; ) {
+    let end = Math.min(text.length, start + CHUNK_CHARS);
+    if (end < text.length) {
+      const space = text.lastIndexOf(' ', end);
+      if (space > start + CHUNK_CHARS / 2) end = space;
+    }
+    parts.push(text.slice(start, end));
+    if (end >= text.length) break;
+    start = Math.max(start + 1, end - CHUNK_OVERLAP);
+  }
+  return parts;
+}

@@ -1,0 +1,78 @@
+import { DeliverPolicy, jetstream } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/nats-core';
+import type { Logger } from '../../src/logging.ts';
+import { parseTombstoneKey, streamNames } from '../../src/protocol/index.ts';
+import { streamOnceThere } from './stream-once-there.ts';
+
+/** The deleted sessions this memory instance knows of, kept in step with the tombstones bucket. */
+export interface TombstoneWatch {
+  /** Resolves once every tombstone that was in the bucket when watching began has been handed on. */
+  readonly ready: Promise<void>;
+  /** True when the session was deleted. */
+  has(tenant: string, sessionId: string): boolean;
+  /** Tombstones known. */
+  size(): number;
+  stop(): void;
+}
+
+/** Options of {@link watchTombstones}. */
+export interface TombstoneWatchOptions {
+  readonly nc: NatsConnection;
+  /** Subject prefix; default `agentbus`. */
+  readonly prefix?: string;
+  readonly logger: Logger;
+  /** Hears each session deleted (those deleted before the watch began too), in order; awaited before the next. */
+  readonly onTombstone: (tenant: string, sessionId: string) => Promise<void> | void;
+  /** Stops waiting for the bucket to exist. */
+  readonly signal?: AbortSignal;
+  /** How often to look for the bucket while it does not exist yet; default 250 ms. */
+  readonly pollMs?: number;
+}
+
+/**
+ * Follows the `AGENTBUS_TOMBSTONES` bucket (keys `<tenant>.<sessionId>`) through an ordered consumer on its
+ * stream, from its first message: every memory instance hears every delete, whenever it started, and so
+ * forgets the session and refuses to index it again. A key deleted or purged by an operator lifts the
+ * tombstone. Waits for the bucket while it does not exist: the runtime creates it, memory may only read it.
+ */
+export async function watchTombstones(options: TombstoneWatchOptions): Promise<TombstoneWatch> {
+  const { nc, logger } = options;
+  const bucket = streamNames(options.prefix).tombstones;
+  const stream = `KV_${bucket}`;
+  const keyStart = `$KV.${bucket}.`.length;
+  const target = (await streamOnceThere(nc, stream, { logger, what: 'the tombstones bucket', ...(options.pollMs ? { pollMs: options.pollMs } : {}), ...(options.signal ? { signal: options.signal } : {}) })).lastSeq;
+  const consumer = await jetstream(nc).consumers.get(stream, { filter_subjects: `$KV.${bucket}.>`, deliver_policy: DeliverPolicy.All });
+  const messages = await consumer.consume();
+  const deleted = new Set<string>();
+  let resolveReady: () => void = () => undefined;
+  const ready = new Promise<void>((resolve) => {
+    resolveReady = resolve;
+  });
+  if (target === 0) resolveReady();
+  void (async () => {
+    for await (const message of messages) {
+      const key = message.subject.slice(keyStart);
+      const session = parseTombstoneKey(key);
+      const operation = message.headers?.get('KV-Operation');
+      if (!session) {
+        logger.warn({ subject: message.subject }, 'skipped a tombstone whose key is not <tenant>.<sessionId>');
+      } else if (operation === 'DEL' || operation === 'PURGE') {
+        deleted.delete(key);
+      } else if (!deleted.has(key)) {
+        deleted.add(key);
+        try {
+          await options.onTombstone(session.tenant, session.sessionId);
+        } catch (err) {
+          logger.warn({ err, ...session }, 'a deleted session could not be forgotten');
+        }
+      }
+      if (message.seq >= target) resolveReady();
+    }
+  })().catch((err: unknown) => logger.error({ err }, 'tombstone watch stopped'));
+  return {
+    ready,
+    has: (tenant, sessionId) => deleted.has(`${tenant}.${sessionId}`),
+    size: () => deleted.size,
+    stop: () => void messages.close(),
+  };
+}

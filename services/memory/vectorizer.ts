@@ -1,0 +1,157 @@
+import { ErrorCode, toErrorData } from '../../src/errors.ts';
+import type { Logger } from '../../src/logging.ts';
+
+/** What turns texts into vectors: the provider service's embed endpoint (see `src/bus/embed-client.ts`). */
+export interface Embedder {
+  embed(texts: string[], options?: { signal?: AbortSignal; timeoutMs?: number }): Promise<{ model: string; dimensions: number; vectors: number[][] }>;
+}
+
+/** Where the vectorizer puts an embedding; false when the chunk is gone. */
+export type VectorSink = (tenant: string, id: string, vector: Float32Array) => Promise<boolean>;
+
+/** Whether memory can rank by vectors now, and if not why. */
+export type VectorStatus = { readonly state: 'off'; readonly reason: string } | { readonly state: 'on'; readonly model: string; readonly dimensions: number } | { readonly state: 'waiting'; readonly reason: string };
+
+/** Embeds indexed chunks in the background, in batches, and query texts on demand. */
+export interface Vectorizer {
+  /** Queues chunks of a tenant for embedding. */
+  enqueue(tenant: string, chunks: ReadonlyArray<{ id: string; text: string }>): void;
+  /** A query's vector, or undefined when none can be had within `timeoutMs` (search is then full-text). */
+  embedQuery(text: string, timeoutMs: number, signal?: AbortSignal): Promise<Float32Array | undefined>;
+  /** Forgets what waits for a tenant's session, e.g. when it was deleted. */
+  drop(tenant: string, sessionId: string): void;
+  status(): VectorStatus;
+  /** Chunks waiting for their embedding. */
+  pending(): number;
+  /** Resolves once nothing waits (or vectors are off). */
+  idle(): Promise<void>;
+  stop(): void;
+}
+
+/** Options of {@link createVectorizer}. */
+export interface VectorizerOptions {
+  /** Undefined: no embedding model is configured, and search is full-text only. */
+  readonly embedder: Embedder | undefined;
+  /** Why there is no embedder; default 'no embedding provider configured'. */
+  readonly offReason?: string;
+  readonly sink: VectorSink;
+  readonly logger: Logger;
+  /** Texts per embed request; default 64. */
+  readonly batchSize?: number;
+  /** Longest wait of one batch; default 30 s. */
+  readonly timeoutMs?: number;
+  /** Wait after a failed batch, doubling up to 60 s; default 1 s. */
+  readonly retryMs?: number;
+}
+
+const QUERY_CACHE_SIZE = 256;
+
+/**
+ * Feeds the vector side of the index. A batch that fails for a reason that may pass (no provider yet, a
+ * timeout, rate limits) is tried again with backoff; one that cannot pass (the provider has no embedding
+ * model) turns vectors off for good, and search says `full-text`. Query vectors are cached.
+ */
+export function createVectorizer(options: VectorizerOptions): Vectorizer {
+  const { embedder, logger } = options;
+  const batchSize = options.batchSize ?? 64;
+  const queue: Array<{ tenant: string; id: string; text: string }> = [];
+  const queryCache = new Map<string, Float32Array>();
+  const controller = new AbortController();
+  let status: VectorStatus = embedder ? { state: 'waiting', reason: 'no embedding yet' } : { state: 'off', reason: options.offReason ?? 'no embedding provider configured' };
+  let running = false;
+  let retryMs = options.retryMs ?? 1_000;
+  let idleWaiters: Array<() => void> = [];
+
+  const settleIdle = () => {
+    if (queue.length > 0 && status.state !== 'off') return;
+    for (const resolve of idleWaiters) resolve();
+    idleWaiters = [];
+  };
+  const turnOff = (reason: string) => {
+    if (status.state !== 'off') logger.warn({ reason }, 'memory search is full-text only: no embeddings');
+    status = { state: 'off', reason };
+    queue.length = 0;
+    settleIdle();
+  };
+  const isPermanent = (code: string) => code === ErrorCode.invalidInput || code === 'unsupported';
+
+  const drain = async () => {
+    if (running || !embedder) return;
+    running = true;
+    try {
+      while (queue.length > 0 && status.state !== 'off' && !controller.signal.aborted) {
+        const batch = queue.slice(0, batchSize);
+        try {
+          const { model, dimensions, vectors } = await embedder.embed(
+            batch.map((item) => item.text),
+            { signal: controller.signal, timeoutMs: options.timeoutMs ?? 30_000 },
+          );
+          queue.splice(0, batch.length);
+          for (const [index, item] of batch.entries()) {
+            const vector = vectors[index];
+            if (vector) await options.sink(item.tenant, item.id, Float32Array.from(vector));
+          }
+          if (status.state !== 'on') logger.info({ model, dimensions }, 'memory search is hybrid: embeddings arrive');
+          status = { state: 'on', model, dimensions };
+          retryMs = options.retryMs ?? 1_000;
+        } catch (err) {
+          if (controller.signal.aborted) break;
+          const data = toErrorData(err);
+          if (isPermanent(data.code)) {
+            turnOff(`${data.code}: ${data.message}`);
+            break;
+          }
+          status = { state: 'waiting', reason: `${data.code}: ${data.message}` };
+          logger.warn({ err, retryInMs: retryMs, pending: queue.length }, 'embedding failed; trying again');
+          await new Promise((resolve) => setTimeout(resolve, retryMs).unref());
+          retryMs = Math.min(60_000, retryMs * 2);
+        }
+      }
+    } finally {
+      running = false;
+      settleIdle();
+    }
+  };
+
+  return {
+    enqueue(tenant, chunks) {
+      if (!embedder || status.state === 'off' || chunks.length === 0) return;
+      for (const chunk of chunks) queue.push({ tenant, id: chunk.id, text: chunk.text });
+      // A microtask later, so the events read in one go share batches.
+      queueMicrotask(() => void drain());
+    },
+    async embedQuery(text, timeoutMs, signal) {
+      if (!embedder || status.state === 'off') return undefined;
+      const cached = queryCache.get(text);
+      if (cached) return cached;
+      try {
+        const { model, dimensions, vectors } = await embedder.embed([text], { timeoutMs, ...(signal ? { signal } : {}) });
+        if (status.state === 'waiting' && queue.length === 0) status = { state: 'on', model, dimensions };
+        const vector = vectors[0] ? Float32Array.from(vectors[0]) : undefined;
+        if (vector) {
+          if (queryCache.size >= QUERY_CACHE_SIZE) queryCache.delete(queryCache.keys().next().value!);
+          queryCache.set(text, vector);
+        }
+        return vector;
+      } catch (err) {
+        logger.debug({ err }, 'query embedding failed; searching full-text only');
+        return undefined;
+      }
+    },
+    drop(tenant, sessionId) {
+      const prefix = `${sessionId}:`;
+      for (let index = queue.length - 1; index >= 0; index--) {
+        const item = queue[index]!;
+        if (item.tenant === tenant && item.id.startsWith(prefix)) queue.splice(index, 1);
+      }
+    },
+    status: () => status,
+    pending: () => queue.length,
+    idle: () => (queue.length === 0 || status.state === 'off' ? Promise.resolve() : new Promise((resolve) => idleWaiters.push(resolve))),
+    stop() {
+      controller.abort();
+      for (const resolve of idleWaiters) resolve();
+      idleWaiters = [];
+    },
+  };
+}

@@ -1,0 +1,33 @@
+import { describe, expect, it } from 'vitest';
+import { runtimeConfigFromEnv } from '../services/runtime/index.ts';
+import { memoryConfigFromEnv } from '../services/memory/config.ts';
+
+describe('runtime settings from the environment', () => {
+  it('reads recall: share, timeout and k, with defaults for what is not set', () => {
+    expect(runtimeConfigFromEnv({ AGENTBUS_RECALL_SHARE: '0.2' }).recall).toEqual({ share: 0.2, timeoutMs: 300, k: 5 });
+    expect(runtimeConfigFromEnv({ AGENTBUS_RECALL_SHARE: '0', AGENTBUS_RECALL_TIMEOUT_MS: '800', AGENTBUS_RECALL_K: '12' }).recall).toEqual({ share: 0, timeoutMs: 800, k: 12 });
+    expect(runtimeConfigFromEnv({}).recall).toBeUndefined();
+  });
+
+  it('names the variable of a bad value', () => {
+    expect(() => runtimeConfigFromEnv({ AGENTBUS_RECALL_SHARE: '0.9' })).toThrow(/AGENTBUS_RECALL_SHARE must be a share of the context window from 0 \(recall off\) to 0.5, got "0.9"/);
+    expect(() => runtimeConfigFromEnv({ AGENTBUS_RECALL_TIMEOUT_MS: 'soon' })).toThrow(/AGENTBUS_RECALL_TIMEOUT_MS/);
+    expect(() => runtimeConfigFromEnv({ AGENTBUS_RECALL_K: '0' })).toThrow(/AGENTBUS_RECALL_K must be a whole number from 1 to 50/);
+  });
+});
+
+describe('memory settings from the environment', () => {
+  it('embeds with the provider of the default model unless told otherwise, or not at all', () => {
+    expect(memoryConfigFromEnv({ AGENTBUS_MODEL: 'openai:gpt-5.4-mini' })).toMatchObject({ embedProvider: 'openai', fullTextReason: undefined });
+    expect(memoryConfigFromEnv({ AGENTBUS_MODEL: 'openai:x', AGENTBUS_EMBED_PROVIDER: 'ollama' }).embedProvider).toBe('ollama');
+    expect(memoryConfigFromEnv({ AGENTBUS_EMBED_PROVIDER: 'none', AGENTBUS_MODEL: 'openai:x' })).toMatchObject({ embedProvider: undefined, fullTextReason: 'AGENTBUS_EMBED_PROVIDER is none' });
+    expect(memoryConfigFromEnv({}).embedProvider).toBeUndefined();
+  });
+
+  it('reads snapshot settings, 0 events turning snapshots off, and names the variable of a bad value', () => {
+    expect(memoryConfigFromEnv({}).snapshots).toEqual({ everyEvents: 20_000, intervalMs: 60_000 });
+    expect(memoryConfigFromEnv({ AGENTBUS_MEMORY_SNAPSHOT_EVENTS: '0' }).snapshots).toBe(false);
+    expect(() => memoryConfigFromEnv({ AGENTBUS_MEMORY_SNAPSHOT_INTERVAL_MS: '-5' })).toThrow(/AGENTBUS_MEMORY_SNAPSHOT_INTERVAL_MS must be a whole number of at least 10, got "-5"/);
+    expect(() => memoryConfigFromEnv({ AGENTBUS_EMBED_PROVIDER: 'no such!' })).toThrow(/AGENTBUS_EMBED_PROVIDER must name a provider/);
+  });
+});
