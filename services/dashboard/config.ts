@@ -1,0 +1,35 @@
+import { InvalidInputError } from '../../src/errors.ts';
+
+/** The dashboard's default port. */
+export const DEFAULT_DASHBOARD_PORT = 4280;
+
+/** How the dashboard serves. */
+export interface DashboardConfig {
+  /** Address to bind; loopback unless told otherwise. */
+  readonly host: string;
+  /** 0 picks a free port. */
+  readonly port: number;
+  /** When set, every request must carry it. */
+  readonly token?: string;
+}
+
+/** Parses a port: an integer 0–65535 (0 = any free port). */
+export function parsePort(value: string, what: string): number {
+  const port = Number(value);
+  if (value.trim() === '' || !Number.isInteger(port) || port < 0 || port > 65_535) {
+    throw new InvalidInputError(`${what} must be a port number 0-65535 (0 picks a free one), got ${JSON.stringify(value)}`);
+  }
+  return port;
+}
+
+/**
+ * Reads the dashboard's settings: `AGENTBUS_DASHBOARD_PORT` (default 4280), `AGENTBUS_DASHBOARD_HOST`
+ * (default 127.0.0.1) and `AGENTBUS_DASHBOARD_TOKEN` (none by default).
+ */
+export function readDashboardConfig(env: NodeJS.ProcessEnv): DashboardConfig {
+  const port = env.AGENTBUS_DASHBOARD_PORT === undefined ? DEFAULT_DASHBOARD_PORT : parsePort(env.AGENTBUS_DASHBOARD_PORT, 'AGENTBUS_DASHBOARD_PORT');
+  const host = env.AGENTBUS_DASHBOARD_HOST?.trim() || '127.0.0.1';
+  const token = env.AGENTBUS_DASHBOARD_TOKEN?.trim();
+  if (token !== undefined && token !== '' && token.length < 8) throw new InvalidInputError('AGENTBUS_DASHBOARD_TOKEN must be at least 8 characters');
+  return { host, port, ...(token ? { token } : {}) };
+}
