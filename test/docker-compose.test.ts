@@ -15,6 +15,9 @@ import { createAgentbusClient } from '../src/client/index.ts';
 import { createCodec } from '../src/protocol/index.ts';
 import type { AgentEvent } from '../src/protocol/index.ts';
 import { freePort } from './helpers/nats-server.ts';
+import { PassThrough } from 'node:stream';
+import { createMemoryClient } from '../src/bus/memory-client.ts';
+import { main } from '../src/cli/main.ts';
 import { startServiceProcess } from './helpers/service-process.ts';
 import type { ServiceProcess } from './helpers/service-process.ts';
 import { collectEvents, describe as describeEvent, requestJson } from './helpers/stack.ts';
@@ -146,7 +149,9 @@ let nats: Awaited<ReturnType<typeof startComposeNats>>;
 let workspace: string;
 let client: NatsConnection;
 const processes = new Map<string, ServiceProcess>();
-const APP_SERVICES = ['runtime', 'provider', 'tools'] as const;
+const APP_SERVICES = ['runtime', 'provider', 'tools', 'memory', 'dashboard'] as const;
+/** A subject the dashboard user is refused on purpose below; any other violation of a service fails the last test. */
+const DASHBOARD_REFUSED = 'agentbus.default.sessions.dashboard-refused.prompt';
 
 /** Variables compose passes through from the host; this process's own (a developer's API key) must not leak in. */
 const passedThrough = new Map<string, string | undefined>();
@@ -179,12 +184,19 @@ beforeAll(async () => {
       expect(volumesOf(service).map((volume) => volume.target)).toContain(env['AGENTBUS_WORKSPACE']);
       env['AGENTBUS_WORKSPACE'] = workspace;
     }
+    // The dashboard's published port becomes any free one.
+    if (env['AGENTBUS_DASHBOARD_PORT'] !== undefined) env['AGENTBUS_DASHBOARD_PORT'] = '0';
+    // Memory writes its index snapshot within the test, with the permissions the conf gives it.
+    // and embeds through the provider service (its memory user may ask the embed endpoint).
+    if (name === 'memory') Object.assign(env, { AGENTBUS_MEMORY_SNAPSHOT_INTERVAL_MS: '500', AGENTBUS_EMBED_PROVIDER: 'scripted' });
     processes.set(name, startServiceProcess(entry!, env));
   }
   await Promise.all([
     processes.get('runtime')!.waitFor('runtime started'),
     processes.get('provider')!.waitFor('provider service started'),
     processes.get('tools')!.waitFor('tools service started'),
+    processes.get('dashboard')!.waitFor('dashboard started on'),
+    processes.get('memory')!.waitFor('memory caught up with the log'),
   ]);
   client = await connect({ servers: nats.url, user: 'client', pass: environmentOf(compose.services['nats']!)['CLIENT_PASSWORD']! });
 }, 60_000);
@@ -196,6 +208,22 @@ afterAll(async () => {
   if (workspace) await rm(workspace, { recursive: true, force: true });
   for (const [key, value] of passedThrough) if (value !== undefined) process.env[key] = value;
 });
+
+/** Resolves with the permission violation the server reports to `connection` for `subject`; rejects after 5 s without one. */
+function permissionViolation(connection: NatsConnection, subject: string): Promise<PermissionViolationError> {
+  return new Promise<PermissionViolationError>((resolvePromise, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no permission violation for ${subject}`)), 5000);
+    void (async () => {
+      for await (const status of connection.status()) {
+        if (status.type === 'error' && status.error instanceof PermissionViolationError && status.error.subject === subject) {
+          clearTimeout(timer);
+          resolvePromise(status.error);
+          return;
+        }
+      }
+    })();
+  });
+}
 
 describe('docker-compose.yml run as written, against deploy/nats/nats-server.conf', () => {
   it('answers a prompt from the client user: the scripted demo lists and reads the workspace, streams, and yields', async () => {
@@ -252,7 +280,132 @@ describe('docker-compose.yml run as written, against deploy/nats/nats-server.con
     expect(replayed.every((event) => event.type === 'assistant.delta' && event.sessionId === sessionId)).toBe(true);
   });
 
-  it('refuses the client what is not its to do: calling a tool directly, writing a log', async () => {
+  it('lets the client search memory and list sessions as the client user; the memory user cannot write a log', async () => {
+    const sessionId = `compose-memory-${Date.now()}`;
+    const events = collectEvents(client, 'default', sessionId);
+    await requestJson(client, `agentbus.default.sessions.${sessionId}.prompt`, { text: 'the password of the vault is not here, but the zeppelin is' });
+    await events.until((all) => all.some((event) => event.type === 'turn.ended'), 20_000);
+    events.stop();
+    const memory = createMemoryClient({ nc: client, codec });
+    await expect.poll(async () => (await memory.search('default', { query: 'zeppelin' })).hits.map((hit) => hit.sessionId), { timeout: 10_000 }).toContain(sessionId);
+    expect((await memory.listSessions('default', { limit: 500 })).sessions.map((session) => session.sessionId)).toContain(sessionId);
+    await processes.get('memory')!.waitFor('memory snapshot written', 10_000);
+    await expect.poll(async () => (await memory.search('default', { query: 'zeppelin' })).mode, { timeout: 10_000 }).toBe('hybrid');
+    const memoryUser = await connect({ servers: nats.url, name: 'deliberate-memory-intruder', user: 'memory', pass: environmentOf(compose.services['nats']!)['MEMORY_PASSWORD']! });
+    try {
+      const violation = new Promise<PermissionViolationError>((resolvePromise, reject) => {
+        const timer = setTimeout(() => reject(new Error('no permission violation for the memory user')), 5000);
+        void (async () => {
+          for await (const status of memoryUser.status()) {
+            if (status.type === 'error' && status.error instanceof PermissionViolationError) {
+              clearTimeout(timer);
+              resolvePromise(status.error);
+              return;
+            }
+          }
+        })();
+      });
+      memoryUser.publish(`agentbus.default.sessions.${sessionId}.log`, codec.encode({ forged: true }));
+      await expect(violation).resolves.toMatchObject({ operation: 'publish' });
+    } finally {
+      await memoryUser.close();
+    }
+  });
+
+  it('lets the client keep agent state through memory, and nobody touch the state bucket directly', async () => {
+    const state = createAgentbusClient({ nc: client }).state('default');
+    const { revision } = await state.save('compose/visits', { count: 1 });
+    expect(await state.load('compose/visits')).toMatchObject({ found: true, value: { count: 1 }, revision });
+    const natsEnv = environmentOf(compose.services['nats']!);
+    const dashboardUser = await connect({ servers: nats.url, name: 'deliberate-dashboard-state', user: 'dashboard', pass: natsEnv['DASHBOARD_PASSWORD']! });
+    try {
+      const attempts: Array<[NatsConnection, string]> = [
+        [dashboardUser, 'agentbus.default.state.save'],
+        [client, '$KV.AGENTBUS_STATE.default.compose/visits'],
+        [client, '$JS.API.DIRECT.GET.KV_AGENTBUS_STATE.$KV.AGENTBUS_STATE.default.compose/visits'],
+      ];
+      for (const [connection, subject] of attempts) {
+        const violation = permissionViolation(connection, subject);
+        connection.publish(subject, codec.encode({ key: 'compose/visits', value: 'forged' }));
+        await expect(violation).resolves.toMatchObject({ operation: 'publish', subject });
+      }
+    } finally {
+      await dashboardUser.close();
+    }
+    expect(await state.load('compose/visits')).toMatchObject({ value: { count: 1 } });
+  });
+
+  it('lets the operator user run agentbus memory rebuild, and nothing else', async () => {
+    const stdout = new PassThrough();
+    const stderr = new PassThrough();
+    let out = '';
+    stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    const env = { NATS_USER: 'operator', NATS_PASSWORD: environmentOf(compose.services['nats']!)['OPERATOR_PASSWORD']! };
+    const code = await main(['memory', 'rebuild', '--nats', nats.url, '--json'], { stdout, stderr, env, cwd: process.cwd(), stateDir: '/nonexistent/.agentbus', signal: new AbortController().signal });
+    expect(code).toBe(0);
+    expect(JSON.parse(out.trim())).toMatchObject({ entries: expect.any(Number), lastSeq: expect.any(Number) });
+    await processes.get('memory')!.waitFor('memory index rebuilt from the log');
+    const operator = await connect({ servers: nats.url, name: 'deliberate-operator-prompt', ...env, user: env.NATS_USER, pass: env.NATS_PASSWORD });
+    try {
+      const violation = new Promise<PermissionViolationError>((resolvePromise, reject) => {
+        const timer = setTimeout(() => reject(new Error('no permission violation for the operator user')), 5000);
+        void (async () => {
+          for await (const status of operator.status()) {
+            if (status.type === 'error' && status.error instanceof PermissionViolationError) {
+              clearTimeout(timer);
+              resolvePromise(status.error);
+              return;
+            }
+          }
+        })();
+      });
+      operator.publish('agentbus.default.sessions.operator-1.prompt', codec.encode({ text: 'hi' }));
+      await expect(violation).resolves.toMatchObject({ operation: 'publish' });
+    } finally {
+      await operator.close();
+    }
+  });
+
+  it('lets the client read a session\'s history and delete it; refuses the dashboard a delete, the client a purge or a tombstone, memory a purge', async () => {
+    const sessionId = `compose-delete-${Date.now()}`;
+    const events = collectEvents(client, 'default', sessionId);
+    await requestJson(client, `agentbus.default.sessions.${sessionId}.prompt`, { text: 'the stowaway is a cormorant' });
+    await events.until((all) => all.some((event) => event.type === 'turn.ended'), 20_000);
+    events.stop();
+    const sdk = createAgentbusClient({ nc: client });
+    const history = await sdk.history({ tenant: 'default', sessionId }, { limit: 500 });
+    expect(history.events.map((event) => event.type)).toContain('turn.ended');
+    await expect.poll(async () => (await sdk.listSessions('default', { limit: 500 })).sessions.map((session) => session.sessionId), { timeout: 10_000 }).toContain(sessionId);
+
+    // Wrong users first, while the session is there to be harmed.
+    const natsEnv = environmentOf(compose.services['nats']!);
+    const dashboardUser = await connect({ servers: nats.url, name: 'deliberate-dashboard-intruder', user: 'dashboard', pass: natsEnv['DASHBOARD_PASSWORD']! });
+    const memoryUser = await connect({ servers: nats.url, name: 'deliberate-memory-intruder', user: 'memory', pass: natsEnv['MEMORY_PASSWORD']! });
+    try {
+      const attempts: Array<[NatsConnection, string]> = [
+        [dashboardUser, `agentbus.default.sessions.${sessionId}.delete`],
+        [client, '$JS.API.STREAM.PURGE.AGENTBUS_LOG'],
+        [client, `$KV.AGENTBUS_TOMBSTONES.default.${sessionId}`],
+        [memoryUser, '$JS.API.STREAM.PURGE.AGENTBUS_LOG'],
+      ];
+      for (const [connection, subject] of attempts) {
+        const violation = permissionViolation(connection, subject);
+        connection.publish(subject, codec.encode({ filter: `agentbus.default.sessions.${sessionId}.log` }));
+        await expect(violation).resolves.toMatchObject({ operation: 'publish', subject });
+      }
+    } finally {
+      await dashboardUser.close();
+      await memoryUser.close();
+    }
+    expect((await sdk.history({ tenant: 'default', sessionId }, { limit: 500 })).events).toHaveLength(history.events.length);
+
+    expect(await sdk.deleteSession({ tenant: 'default', sessionId })).toEqual({ purged: history.events.length, alreadyDeleted: false });
+    await expect(sdk.history({ tenant: 'default', sessionId })).rejects.toMatchObject({ code: 'session_deleted' });
+    await expect.poll(async () => (await sdk.listSessions('default', { limit: 500 })).sessions.map((session) => session.sessionId), { timeout: 10_000 }).not.toContain(sessionId);
+    await expect(sdk.prompt({ tenant: 'default', sessionId }, { text: 'again?' })).rejects.toMatchObject({ code: 'session_deleted' });
+  });
+
+  it('refuses the client what is not its to do: calling a tool directly, writing a log, posing as a runtime node', async () => {
     const refused = (subject: string) =>
       new Promise<PermissionViolationError>((resolvePromise, reject) => {
         const timer = setTimeout(() => reject(new Error(`no permission violation for ${subject}`)), 5000);
@@ -266,10 +419,17 @@ describe('docker-compose.yml run as written, against deploy/nats/nats-server.con
           }
         })();
       });
-    for (const subject of ['agentbus.tools.read_file.call', 'agentbus.default.sessions.intruder.log']) {
+    // Nor read or overwrite memory's index snapshots, nor make every memory instance rebuild.
+    for (const subject of ['agentbus.tools.read_file.call', 'agentbus.default.sessions.intruder.log', '$JS.API.STREAM.INFO.OBJ_AGENTBUS_MEMORY', '$O.AGENTBUS_MEMORY.M.aW5kZXg=', 'agentbus.memory.rebuild']) {
       const violation = refused(subject);
       client.publish(subject, codec.encode({ v: 1, callId: 'x', name: 'read_file', args: { path: 'README.md' } }));
       await expect(violation).resolves.toMatchObject({ operation: 'publish', subject });
+    }
+    // Nor may it pose as a runtime node on $SRV (only the runtime user subscribes there), or answer for memory.
+    for (const subject of ['$SRV.PING.agentbus-runtime', 'agentbus.acme.sessions.list', 'agentbus.acme.memory.search']) {
+      const impostor = refused(subject);
+      client.subscribe(subject);
+      await expect(impostor).resolves.toMatchObject({ operation: 'subscription', subject });
     }
     expect(client.isClosed()).toBe(false);
   });
@@ -296,10 +456,59 @@ describe('docker-compose.yml run as written, against deploy/nats/nats-server.con
     expect(ended.data.reason, seen.map(describeEvent).join(', ')).toBe('yielded');
   });
 
-  it('gives the services every permission they use: the server refused only the client, above', () => {
-    const violations = nats.output().split('\n').filter((line) => /violation/i.test(line));
+  it('lets the dashboard read what it shows as the dashboard user: a session from the log, workers from $SRV, nodes from the leases', async () => {
+    const sessionId = `compose-dashboard-${Date.now()}`;
+    const events = collectEvents(client, 'default', sessionId);
+    await requestJson(client, `agentbus.default.sessions.${sessionId}.prompt`, { text: 'show me' });
+    await events.until((all) => all.some((event) => event.type === 'turn.ended'), 20_000);
+    events.stop();
+    const url = /dashboard started on (http:\/\/[^\s"]+)/.exec(processes.get('dashboard')!.output())![1]!.replace('0.0.0.0', '127.0.0.1');
+    const view = (await (await fetch(`${url}api/sessions/default/${sessionId}`)).json()) as { log: Array<{ type: string }>; path: Array<{ state: string }> };
+    expect(view.log?.map((event) => event.type), JSON.stringify(view)).toContain('turn.ended');
+    expect(view.path.at(-1)).toMatchObject({ state: 'Yielding' });
+    const ndjson = await (await fetch(`${url}api/sessions/default/${sessionId}/log.ndjson`)).text();
+    expect(ndjson.trim().split('\n')).toHaveLength(view.log.length);
+    const list = (await (await fetch(`${url}api/sessions`)).json()) as { sessions: Array<{ sessionId: string }> };
+    expect(list.sessions.map((entry) => entry.sessionId)).toContain(sessionId);
+    await expect
+      .poll(async () => {
+        const workers = (await (await fetch(`${url}api/workers`)).json()) as { services: Array<{ name: string }>; nodes: Array<{ sessions: number }> };
+        return { tools: workers.services.some((service) => service.name === 'agentbus-tools'), nodes: workers.nodes.length };
+      }, { timeout: 10_000 })
+      .toEqual({ tools: true, nodes: 1 });
+  });
+
+  it('refuses the dashboard user what is not its to do: prompting a session', async () => {
+    const natsEnv = environmentOf(compose.services['nats']!);
+    const dashboardUser = await connect({ servers: nats.url, user: 'dashboard', pass: natsEnv['DASHBOARD_PASSWORD']! });
+    try {
+      const refused = new Promise<PermissionViolationError>((resolvePromise, reject) => {
+        const timer = setTimeout(() => reject(new Error(`no permission violation for ${DASHBOARD_REFUSED}`)), 5000);
+        void (async () => {
+          for await (const status of dashboardUser.status()) {
+            if (status.type === 'error' && status.error instanceof PermissionViolationError && status.error.subject === DASHBOARD_REFUSED) {
+              clearTimeout(timer);
+              resolvePromise(status.error);
+              return;
+            }
+          }
+        })();
+      });
+      dashboardUser.publish(DASHBOARD_REFUSED, codec.encode({ text: 'the dashboard only watches' }));
+      await expect(refused).resolves.toMatchObject({ operation: 'publish', subject: DASHBOARD_REFUSED });
+    } finally {
+      await dashboardUser.close();
+    }
+  });
+
+  it('gives the services every permission they use: the server refused only the client and the deliberate dashboard and memory intruders, above', async () => {
+    const lines = () => nats.output().split('\n').filter((line) => /violation/i.test(line));
+    // The server logs a refusal a moment after it answers the client with it.
+    await expect.poll(() => lines().filter((line) => /"dashboard"/.test(line) && line.includes(DASHBOARD_REFUSED)).length, { timeout: 5000 }).toBe(1);
+    const violations = lines();
     expect(violations.filter((line) => /"client"/.test(line)).length).toBeGreaterThan(0);
-    expect(violations.filter((line) => !/"client"/.test(line))).toEqual([]);
+    const deliberate = (line: string) => line.includes(DASHBOARD_REFUSED) || line.includes('deliberate-memory-intruder') || line.includes('deliberate-dashboard-intruder') || line.includes('deliberate-dashboard-state') || line.includes('deliberate-operator-prompt');
+    expect(violations.filter((line) => !/"client"/.test(line) && !deliberate(line))).toEqual([]);
   });
 });
 

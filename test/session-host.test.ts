@@ -19,7 +19,7 @@ function slowLog(): { log: SessionLog; writes: string[][] } {
       await delay(5);
       events.forEach((_, index) => onStored(index, ++seq));
     },
-    read: async () => ({ events: [], lastSeq: 0 }),
+    read: async () => ({ events: [], lastSeq: 0, more: false }),
     lastSeq: async () => seq,
   };
   return { log, writes };

@@ -112,7 +112,7 @@ describe('session log', () => {
   it('reads only what was stored after a sequence, skipping and reporting what is not a valid event', async () => {
     const subject = 'agentbus.acme.sessions.after-1.log';
     const first = await log.append(userMessage('after-1', 'one'), 0);
-    expect(await log.read('acme', 'after-1', { after: first })).toEqual({ events: [], lastSeq: first });
+    expect(await log.read('acme', 'after-1', { after: first })).toEqual({ events: [], lastSeq: first, more: false });
     const junk = await publishRaw(subject, 'just text');
     const second = await log.append(userMessage('after-1', 'two'), junk);
     const elsewhere = await publishRaw(subject, codec.encode(userMessage('other', 'not this session')));
@@ -122,12 +122,12 @@ describe('session log', () => {
     expect(events.map((event) => [event.seq, event.type === 'user.message' && event.data.text])).toEqual([[second, 'two']]);
     expect(lastSeq).toBe(elsewhere);
     expect(warnings.map((line) => line.seq)).toEqual([junk, elsewhere]);
-    expect(await log.read('acme', 'after-1', { after: second })).toEqual({ events: [], lastSeq: elsewhere });
+    expect(await log.read('acme', 'after-1', { after: second })).toEqual({ events: [], lastSeq: elsewhere, more: false });
   });
 
   it('reads a log that holds only invalid messages as no events, through their last sequence', async () => {
     const junk = await publishRaw('agentbus.acme.sessions.s7.log', codec.encode([1, 2, 3]));
-    expect(await log.read('acme', 's7')).toEqual({ events: [], lastSeq: junk });
+    expect(await log.read('acme', 's7')).toEqual({ events: [], lastSeq: junk, more: false });
   });
 
   it('finds the last sequence of a session by a direct get, 0 for none', async () => {
@@ -141,6 +141,6 @@ describe('session log', () => {
   });
 
   it('reads an empty session as no events', async () => {
-    expect(await log.read('acme', 'nobody')).toEqual({ events: [], lastSeq: 0 });
+    expect(await log.read('acme', 'nobody')).toEqual({ events: [], lastSeq: 0, more: false });
   });
 });

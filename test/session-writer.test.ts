@@ -49,6 +49,7 @@ function fakeLog() {
       return {
         events: past.flatMap((message) => (message.event ? [{ ...message.event, seq: message.seq }] : [])),
         lastSeq: past.at(-1)?.seq ?? after,
+        more: false,
       };
     },
     lastSeq: async () => last(),

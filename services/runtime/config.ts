@@ -1,3 +1,6 @@
+import { DEFAULT_ADMISSION_LIMITS } from './admission.ts';
+import type { AdmissionLimits } from './admission.ts';
+
 /** Settings of the runtime service. */
 export interface RuntimeConfig {
   readonly prefix: string;
@@ -15,6 +18,13 @@ export interface RuntimeConfig {
   readonly leaseTtlMs: number;
   /** An idle session is dropped from memory after this long. */
   readonly idleMs: number;
+  /** Prompt size and message rates per tenant and per session; over them a message is refused. */
+  readonly admission: AdmissionLimits;
+  /**
+   * Recall from memory at a turn's first step: the share of the model's window its snippets may take (0: never
+   * ask), how long to wait for memory, and how many snippets to ask for.
+   */
+  readonly recall: { readonly share: number; readonly timeoutMs: number; readonly k: number };
 }
 
 /** Defaults of {@link RuntimeConfig}. */
@@ -32,4 +42,6 @@ export const DEFAULT_RUNTIME_CONFIG: Omit<RuntimeConfig, 'nodeId'> = {
   approvalTimeoutMs: 10 * 60_000,
   leaseTtlMs: 15_000,
   idleMs: 5 * 60_000,
+  admission: DEFAULT_ADMISSION_LIMITS,
+  recall: { share: 0.1, timeoutMs: 300, k: 5 },
 };

@@ -1,6 +1,7 @@
 import { hostname } from 'node:os';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { nuid } from '@nats-io/nats-core';
+import { createMemoryClient } from '../../src/bus/memory-client.ts';
 import { createProviderClient } from '../../src/bus/provider-client.ts';
 import { createToolClient } from '../../src/bus/tool-client.ts';
 import type { Logger } from '../../src/logging.ts';
@@ -8,15 +9,24 @@ import { createCodec, createSubjects } from '../../src/protocol/index.ts';
 import { createScrubber } from '../../src/scrub.ts';
 import { createTokenCounter } from '../../src/tokens.ts';
 import type { TokenCounter } from '../../src/tokens.ts';
+import { DEFAULT_ADMISSION_LIMITS } from './admission.ts';
+import type { AdmissionLimits, Rate } from './admission.ts';
 import { DEFAULT_RUNTIME_CONFIG } from './config.ts';
 import type { RuntimeConfig } from './config.ts';
+import { startNodeHealth } from './node-health.ts';
+import type { NodeHealthFigures } from './node-health.ts';
+import { createMemoryPort } from './recall.ts';
 import { startRuntime } from './runtime.ts';
 import type { Runtime } from './runtime.ts';
 
 export { startRuntime } from './runtime.ts';
 export type { Runtime, RuntimeDeps } from './runtime.ts';
+export { RUNTIME_SERVICE_NAME } from './node-health.ts';
+export type { NodeHealthFigures } from './node-health.ts';
 export { DEFAULT_RUNTIME_CONFIG } from './config.ts';
 export type { RuntimeConfig } from './config.ts';
+export { DEFAULT_ADMISSION_LIMITS } from './admission.ts';
+export type { AdmissionLimits, Rate } from './admission.ts';
 export type { ProviderPort, ToolPort, ToolInfo } from './ports.ts';
 
 /** Options of {@link startRuntimeService}: the connection, a logger, and any config to override. */
@@ -26,6 +36,16 @@ export interface RuntimeServiceOptions {
   readonly config?: Partial<RuntimeConfig>;
   /** Share one token counter between runtimes of a process (loading an encoding costs memory). */
   readonly tokens?: TokenCounter;
+  /**
+   * The node's connection cannot serve and a forced reconnect did not help. A process exits here (non-zero,
+   * so `agentbus up` or another supervisor starts it anew); by default it is only logged.
+   */
+  readonly onUnrecoverable?: (reason: string) => void;
+}
+
+/** A runtime node: the runtime and its health (also on `$SRV.STATS`). */
+export interface RuntimeNode extends Runtime {
+  health(): NodeHealthFigures;
 }
 
 /** A node id unique per process: host, pid and a random part. */
@@ -41,23 +61,52 @@ export function createNodeId(): string {
  * // … later
  * await runtime.stop();
  */
-export async function startRuntimeService(options: RuntimeServiceOptions): Promise<Runtime> {
+export async function startRuntimeService(options: RuntimeServiceOptions): Promise<RuntimeNode> {
   const config: RuntimeConfig = { ...DEFAULT_RUNTIME_CONFIG, nodeId: createNodeId(), ...options.config };
   const codec = createCodec();
   const subjects = createSubjects(config.prefix);
   const { nc, logger } = options;
-  return startRuntime({
+  const tokens = options.tokens ?? createTokenCounter();
+  // Loading the encoding and compiling the encoder hold the event loop for about half a second: now, not in
+  // the first turn's Preparing.
+  tokens.warmUp?.();
+  let runtime: Runtime | undefined;
+  const health = startNodeHealth({
     nc,
-    codec,
-    logger,
-    config,
-    provider: createProviderClient({ nc, subjects, codec, logger }),
-    tools: createToolClient({ nc, subjects, codec, logger }),
-    tokens: options.tokens ?? createTokenCounter(),
-    scrubber: createScrubber(),
-    newId: () => nuid.next(),
-    now: () => Date.now(),
+    logger: logger.child({ service: 'runtime', node: config.nodeId }),
+    prefix: config.prefix,
+    nodeId: config.nodeId,
+    sessions: () => runtime?.sessions() ?? 0,
+    onUnrecoverable: options.onUnrecoverable ?? (() => undefined),
   });
+  try {
+    runtime = await startRuntime({
+      nc,
+      codec,
+      logger,
+      config,
+      provider: createProviderClient({ nc, subjects, codec, logger }),
+      tools: createToolClient({ nc, subjects, codec, logger }),
+      memory: createMemoryPort(createMemoryClient({ nc, codec, prefix: config.prefix }), () => Date.now()),
+      tokens,
+      scrubber: createScrubber(),
+      newId: () => nuid.next(),
+      now: () => Date.now(),
+      onHandled: health.record,
+    });
+  } catch (err) {
+    await health.stop();
+    throw err;
+  }
+  const started = runtime;
+  return {
+    sessions: () => started.sessions(),
+    health: health.figures,
+    async stop() {
+      await started.stop();
+      await health.stop();
+    },
+  };
 }
 
 /** Reads runtime settings from the environment (`AGENTBUS_PREFIX`, `AGENTBUS_MODEL`, `AGENTBUS_MAX_STEPS`, …). */
@@ -80,5 +129,63 @@ export function runtimeConfigFromEnv(env: NodeJS.ProcessEnv): Partial<RuntimeCon
     if (!Number.isInteger(value) || value <= 0) throw new Error(`${name} must be a positive integer, got ${JSON.stringify(raw)}`);
     config[key] = value;
   }
+  const admission = admissionFromEnv(env);
+  if (admission) config.admission = admission;
+  const recall = recallFromEnv(env);
+  if (recall) config.recall = recall;
   return config;
+}
+
+/**
+ * Recall from `AGENTBUS_RECALL_SHARE` (the share of the context window recalled snippets may take, 0 to 0.5; 0 turns
+ * recall off), `AGENTBUS_RECALL_TIMEOUT_MS` and `AGENTBUS_RECALL_K` (snippets asked for, 1 to 50).
+ */
+function recallFromEnv(env: NodeJS.ProcessEnv): RuntimeConfig['recall'] | undefined {
+  const names = ['AGENTBUS_RECALL_SHARE', 'AGENTBUS_RECALL_TIMEOUT_MS', 'AGENTBUS_RECALL_K'];
+  if (names.every((name) => !env[name])) return undefined;
+  const number = (name: string, fallback: number, valid: (value: number) => boolean, what: string) => {
+    const raw = env[name];
+    if (!raw) return fallback;
+    const value = Number(raw);
+    if (!valid(value)) throw new Error(`${name} must be ${what}, got ${JSON.stringify(raw)}`);
+    return value;
+  };
+  const defaults = DEFAULT_RUNTIME_CONFIG.recall;
+  return {
+    share: number('AGENTBUS_RECALL_SHARE', defaults.share, (value) => value >= 0 && value <= 0.5, 'a share of the context window from 0 (recall off) to 0.5'),
+    timeoutMs: number('AGENTBUS_RECALL_TIMEOUT_MS', defaults.timeoutMs, (value) => Number.isInteger(value) && value > 0, 'a positive whole number of milliseconds'),
+    k: number('AGENTBUS_RECALL_K', defaults.k, (value) => Number.isInteger(value) && value >= 1 && value <= 50, 'a whole number from 1 to 50'),
+  };
+}
+
+/**
+ * Admission limits from `AGENTBUS_MAX_PROMPT_BYTES` (0: none beyond the codec's 1 MiB),
+ * `AGENTBUS_SESSION_RATE` and `AGENTBUS_TENANT_RATE` (`<per second>` or `<per second>:<burst>`; 0: no limit).
+ */
+function admissionFromEnv(env: NodeJS.ProcessEnv): AdmissionLimits | undefined {
+  const names = ['AGENTBUS_MAX_PROMPT_BYTES', 'AGENTBUS_SESSION_RATE', 'AGENTBUS_TENANT_RATE'];
+  if (names.every((name) => !env[name])) return undefined;
+  const defaults = DEFAULT_ADMISSION_LIMITS;
+  const rawBytes = env.AGENTBUS_MAX_PROMPT_BYTES;
+  let maxPromptBytes = defaults.maxPromptBytes;
+  if (rawBytes) {
+    maxPromptBytes = Number(rawBytes);
+    if (!Number.isInteger(maxPromptBytes) || maxPromptBytes < 0) throw new Error(`AGENTBUS_MAX_PROMPT_BYTES must be a whole number of bytes (0: no limit), got ${JSON.stringify(rawBytes)}`);
+  }
+  return {
+    maxPromptBytes,
+    sessionRate: rateFromEnv(env, 'AGENTBUS_SESSION_RATE', defaults.sessionRate),
+    tenantRate: rateFromEnv(env, 'AGENTBUS_TENANT_RATE', defaults.tenantRate),
+  };
+}
+
+function rateFromEnv(env: NodeJS.ProcessEnv, name: string, fallback: Rate): Rate {
+  const raw = env[name];
+  if (!raw) return fallback;
+  const match = /^(\d+(?:\.\d+)?)(?::(\d+))?$/.exec(raw.trim());
+  if (!match) throw new Error(`${name} must be <messages per second> or <messages per second>:<burst> (0: no limit), got ${JSON.stringify(raw)}`);
+  const perSecond = Number(match[1]);
+  const burst = match[2] === undefined ? Math.max(1, Math.ceil(perSecond * 2)) : Number(match[2]);
+  if (perSecond > 0 && burst < 1) throw new Error(`${name}: the burst must be at least 1, got ${JSON.stringify(raw)}`);
+  return { perSecond, burst };
 }

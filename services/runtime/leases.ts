@@ -40,6 +40,11 @@ export interface SessionLeases {
   setActive(tenant: string, sessionId: string, active: boolean): Promise<void>;
   /** Gives a held lease back. An active session's lease stays visible as an orphan to resume. */
   release(tenant: string, sessionId: string): Promise<void>;
+  /**
+   * Removes the session's lease for good (a deleted session): held or not, its key is purged, so no node
+   * finds it as an orphan to resume.
+   */
+  forget(tenant: string, sessionId: string): Promise<void>;
   /** Sessions whose lease expired or was released with work left. */
   orphans(): Promise<OrphanSession[]>;
   /** Renews every held lease; calls `onLost` for those another node took. */
@@ -74,8 +79,27 @@ export function createSessionLeases(deps: { kv: KV; codec: Codec; nodeId: string
     return undefined;
   };
 
+  // Claims of one key in flight: a second claim waits for the first instead of racing it. Raced, the loser
+  // (this same node) read the winner's fresh lease, failed its compare-and-set and deleted the winner's record,
+  // and its message (a second prompt sent at once to a new session) got no reply at all.
+  const claiming = new Map<string, Promise<boolean>>();
+
   async function claim(tenant: string, sessionId: string, options: { active?: boolean } = {}): Promise<boolean> {
     const key = keyOf(tenant, sessionId);
+    const mine = held.get(key);
+    // The common case, a held and fresh lease, stays synchronous.
+    if (mine && mine.expiresAt - now() > ttlMs / 3 && !claiming.has(key)) return true;
+    for (let inFlight = claiming.get(key); inFlight; inFlight = claiming.get(key)) await inFlight.catch(() => false);
+    const attempt = claimOnce(key, options);
+    claiming.set(key, attempt);
+    try {
+      return await attempt;
+    } finally {
+      if (claiming.get(key) === attempt) claiming.delete(key);
+    }
+  }
+
+  async function claimOnce(key: string, options: { active?: boolean }): Promise<boolean> {
     const mine = held.get(key);
     if (mine && mine.expiresAt - now() > ttlMs / 3) return true;
     if (!mine) {
@@ -172,6 +196,16 @@ export function createSessionLeases(deps: { kv: KV; codec: Codec; nodeId: string
       } catch (err) {
         deps.logger.warn({ err, key }, 'lease not released; it will expire');
       }
+    },
+    async forget(tenant, sessionId) {
+      const key = keyOf(tenant, sessionId);
+      const lease = held.get(key);
+      if (lease) {
+        // A renewal in flight would write the key again after the purge.
+        await lease.chain;
+        held.delete(key);
+      }
+      await kv.purge(key);
     },
     async orphans() {
       const found: OrphanSession[] = [];

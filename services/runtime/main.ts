@@ -7,7 +7,16 @@ import { runtimeConfigFromEnv, startRuntimeService } from './index.ts';
 const logger = createLogger({ name: 'runtime', level: process.env.LOG_LEVEL });
 const nc = await connectBus({ servers: process.env.NATS_URL ?? 'nats://127.0.0.1:4222', name: 'agentbus-runtime', logger, ...busCredentialsFromEnv(process.env) });
 try {
-  const runtime = await startRuntimeService({ nc, logger, config: runtimeConfigFromEnv(process.env) });
+  const runtime = await startRuntimeService({
+    nc,
+    logger,
+    config: runtimeConfigFromEnv(process.env),
+    // Alive but deaf helps no one: exit, and `agentbus up` (or the container's restart policy) starts a new node.
+    onUnrecoverable: (reason) => {
+      logger.fatal({ reason }, 'runtime node cannot serve; exiting');
+      process.exit(1);
+    },
+  });
   drainOnSignals(nc, logger, () => runtime.stop());
   notifyReady('runtime');
 } catch (err) {

@@ -2,6 +2,11 @@ import { fromPromise } from 'xstate';
 import { LogEventType } from '../../src/protocol/index.ts';
 import type { ToolSpec } from '../../src/protocol/index.ts';
 import { contextWindowOf } from '../../src/tokens.ts';
+import type { TokenCounter } from '../../src/tokens.ts';
+import type { ChatMessage, MemoryHit } from '../../src/protocol/index.ts';
+import type { ConversationView } from './conversation.ts';
+import { memoryUnavailable, recallSection } from './recall.ts';
+import type { SessionScope } from './session-scope.ts';
 import type { CompactInput, PrepareInput, PrepareOutput } from '../../machines/index.ts';
 import { buildContext } from './context-builder.ts';
 import type { PreparedContext } from './context-builder.ts';
@@ -15,7 +20,7 @@ import type { StepActorDeps } from './session-scope.ts';
  * tools, picks the step's model and builds the context; `compact` summarizes the older history when
  * `prepare` found it due, and appends `summary.created`.
  */
-export function createPrepareActors({ scopeOf, progress }: Pick<StepActorDeps, 'scopeOf' | 'progress'>) {
+export function createPrepareActors({ scopeOf, stepScope, progress }: Pick<StepActorDeps, 'scopeOf' | 'stepScope' | 'progress'>) {
   const prepare = fromPromise<PrepareOutput, PrepareInput>(async ({ input, signal, system }) => {
     const scope = scopeOf(system);
     const { services } = scope;
@@ -23,10 +28,13 @@ export function createPrepareActors({ scopeOf, progress }: Pick<StepActorDeps, '
     for (const text of services.takeSteers()) {
       await writer.append(LogEventType.userMessage, { turnId: input.turnId, step: input.step }, { text, steer: true });
     }
+    const history = transcript.conversation(input.turnId);
+    // Memory is asked at the turn's first step, beside tool discovery, and what it recalls stays for the turn.
+    const recalling = recallFor(scope, input, history, signal);
     const { tools } = await discoverTools(scope, signal);
     const specs: ToolSpec[] = tools.map(({ name, description, parameters }) => ({ name, description, parameters }));
-    const history = transcript.conversation(input.turnId);
     const toolTokens = services.toolTokens(specs);
+    const recallShare = services.memory ? config.recall.share : 0;
     const build = (model: string): PreparedContext => buildContext({
       model,
       history,
@@ -35,7 +43,8 @@ export function createPrepareActors({ scopeOf, progress }: Pick<StepActorDeps, '
       tokens: services.tokens,
       options: {
         systemPrompt: config.systemPrompt,
-        contextWindow: contextWindowOf(model),
+        // The share recall may take is kept out of the history's budget.
+        contextWindow: Math.floor(contextWindowOf(model) * (1 - recallShare)),
         maxOutputTokens: config.maxOutputTokens,
       },
     });
@@ -62,7 +71,9 @@ export function createPrepareActors({ scopeOf, progress }: Pick<StepActorDeps, '
     }
     scope.compactThroughSeq = prepared.compactThroughSeq;
     const [, ...fallbackModels] = stepChain(stepModel, input);
-    const request = fallbackModels.length > 0 ? { ...prepared.request, fallbackModels } : prepared.request;
+    const recalled = await recalling;
+    const messages = recalled ? withRecall(prepared.request.messages, recalled, Math.floor(contextWindowOf(stepModel) * recallShare), services.tokens) : prepared.request.messages;
+    const request = { ...prepared.request, messages, ...(fallbackModels.length > 0 ? { fallbackModels } : {}) };
     return { needsCompaction: prepared.needsCompaction && !input.compacted, request };
   });
 
@@ -110,4 +121,41 @@ export function createPrepareActors({ scopeOf, progress }: Pick<StepActorDeps, '
   });
 
   return { prepare, compact };
+
+  /**
+   * The snippets memory recalls for the turn's prompt: asked at its first step (a short timeout, the step's
+   * signal), kept for its later steps. Memory down or slow costs the step nothing but a live `error` event.
+   */
+  async function recallFor(scope: SessionScope, input: PrepareInput, history: ConversationView, signal: AbortSignal): Promise<readonly MemoryHit[] | undefined> {
+    const { services } = scope;
+    const { memory, config } = services;
+    if (!memory || config.recall.share <= 0) return undefined;
+    if (scope.recalled?.turnId === input.turnId) return scope.recalled.hits;
+    let query: string | undefined;
+    for (let index = history.length - 1; index >= 0 && query === undefined; index--) {
+      const message = history.message(index);
+      if (message.role === 'user') query = message.content;
+    }
+    let hits: readonly MemoryHit[] = [];
+    if (query?.trim()) {
+      try {
+        hits = await memory.recall(services.tenant, query, { signal, timeoutMs: config.recall.timeoutMs, k: config.recall.k });
+      } catch (err) {
+        if (signal.aborted) throw err;
+        const data = memoryUnavailable(err, config.recall.timeoutMs);
+        services.logger.warn({ err, turnId: input.turnId }, 'memory did not answer; the step goes on without it');
+        services.live.publish('error', stepScope(services, input), data);
+      }
+    }
+    scope.recalled = { turnId: input.turnId, hits };
+    return hits;
+  }
+}
+
+/** The request's messages with the recall section after the system prompt, when any snippet is left to add. */
+function withRecall(messages: readonly ChatMessage[], hits: readonly MemoryHit[], budget: number, tokens: TokenCounter): readonly ChatMessage[] {
+  const section = recallSection(hits, messages, budget, tokens);
+  if (!section) return messages;
+  const at = messages[0]?.role === 'system' ? 1 : 0;
+  return [...messages.slice(0, at), section, ...messages.slice(at)];
 }

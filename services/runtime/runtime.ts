@@ -4,7 +4,7 @@ import { Kvm } from '@nats-io/kv';
 import { createSessionLog } from '../../src/bus/session-log.ts';
 import { ensureStreams } from '../../src/bus/streams.ts';
 import { msgpackHeaders } from '../../src/bus/request.ts';
-import { AgentbusError, ErrorCode, LogConflictError, toErrorData } from '../../src/errors.ts';
+import { AgentbusError, ErrorCode, LogConflictError, SessionDeletedError, toErrorData } from '../../src/errors.ts';
 import type { Logger } from '../../src/logging.ts';
 import {
   SessionVerb,
@@ -12,19 +12,27 @@ import {
   createSubjects,
   decodeApprove,
   decodeCancel,
+  decodeDelete,
   decodePrompt,
   decodeSteer,
   streamNames,
 } from '../../src/protocol/index.ts';
-import type { Codec, CommandReply, PromptReply, ToolSpec } from '../../src/protocol/index.ts';
+import type { Codec, CommandReply, DeleteReply, PromptReply, ToolSpec } from '../../src/protocol/index.ts';
 import type { Scrubber } from '../../src/scrub.ts';
 import type { TokenCounter } from '../../src/tokens.ts';
 import type { RuntimeConfig } from './config.ts';
+import { createRefusalLog } from '../../src/refusal-log.ts';
+import { createAdmission } from './admission.ts';
 import { createLivePublisher } from './live-publisher.ts';
 import { createSessionLeases } from './leases.ts';
 import type { SessionLeases } from './leases.ts';
 import type { ProviderPort, ToolPort } from './ports.ts';
+import type { MemoryPort } from './recall.ts';
+import { createSessionDeleter } from './session-delete.ts';
+import type { SessionDeleter } from './session-delete.ts';
 import { openSession } from './session-host.ts';
+import { createRuntimeTombstones } from './tombstones.ts';
+import type { RuntimeTombstones } from './tombstones.ts';
 import { createSessionLogic } from './turn-actors.ts';
 import type { CommandResult, SessionHost, SessionHostDeps } from './session-host.ts';
 
@@ -44,15 +52,20 @@ export interface RuntimeDeps {
   readonly config: RuntimeConfig;
   readonly provider: ProviderPort;
   readonly tools: ToolPort;
+  /** Memory to recall from at a turn's first step; without it, turns recall nothing. */
+  readonly memory?: MemoryPort;
   readonly tokens: TokenCounter;
   readonly scrubber: Scrubber;
   readonly newId: () => string;
   readonly now: () => number;
+  /** Hears each message this node handled as the session's lease holder: how long it took, and its error. */
+  readonly onHandled?: (verb: SessionVerb, outcome: { durationMs: number; error?: string }) => void;
 }
 
 /**
- * Starts the runtime: ensures the streams, then serves `prompt`, `cancel`, `steer` and `approve` of every
- * session. Each session is hosted by the node that holds its lease; the others ignore its messages.
+ * Starts the runtime: ensures the streams and buckets, then serves `prompt`, `cancel`, `steer`, `approve` and
+ * `delete` of every session. Each session is hosted by the node that holds its lease; the others ignore its
+ * messages. A deleted session's id is refused (`session_deleted`) from then on.
  */
 export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
   const { nc, codec, config } = deps;
@@ -63,8 +76,12 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
   const log = createSessionLog({ nc, js: jetstream(nc), subjects, codec, stream: names.log, logger });
   const kv = await new Kvm(nc).create(streamNames(config.prefix).leases, { history: 1 });
   const leases: SessionLeases = createSessionLeases({ kv, codec, nodeId: config.nodeId, ttlMs: config.leaseTtlMs, now: deps.now, logger });
+  const tombstoneBucket = await new Kvm(nc).create(streamNames(config.prefix).tombstones, { history: 1 });
+  const tombstones: RuntimeTombstones = createRuntimeTombstones({ kv: tombstoneBucket, codec, nodeId: config.nodeId, now: deps.now });
   const envelopes = createEnvelopeFactory({ newId: deps.newId, now: deps.now });
   const toolTokenCache = new Map<string, number>();
+  const admission = createAdmission(config.admission, deps.now);
+  const refusals = createRefusalLog({ logger });
   const hostDeps: SessionHostDeps = {
     logic: createSessionLogic({ approvalTimeoutMs: config.approvalTimeoutMs }),
     log,
@@ -72,6 +89,7 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
     live: createLivePublisher({ nc, subjects, codec, envelopes }),
     provider: deps.provider,
     tools: deps.tools,
+    ...(deps.memory ? { memory: deps.memory } : {}),
     tokens: deps.tokens,
     toolTokens: (specs: readonly ToolSpec[]) => {
       const key = specs.map((spec) => spec.name).join(',');
@@ -97,7 +115,33 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
   const epoch = deps.now();
   const lastUsed = new Map<string, number>();
   const keyOf = (tenant: string, sessionId: string) => `${tenant}.${sessionId}`;
+  // Messages of each session being handled now (past the lease claim): a delete waits for none.
+  const inFlight = new Map<string, number>();
   let stopping = false;
+  const deleter: SessionDeleter = createSessionDeleter({
+    jsm,
+    streams: names,
+    subjects,
+    log,
+    tombstones,
+    leases,
+    hostedSession: async (tenant, sessionId) => {
+      const known = hosts.get(keyOf(tenant, sessionId));
+      return known === undefined ? undefined : Promise.resolve(known).catch(() => undefined);
+    },
+    othersInFlight: (tenant, sessionId) => (inFlight.get(keyOf(tenant, sessionId)) ?? 1) - 1,
+    drop: (tenant, sessionId) => {
+      hosts.delete(keyOf(tenant, sessionId));
+      lastUsed.delete(keyOf(tenant, sessionId));
+    },
+    logger,
+  });
+
+  /** Refuses a session that was deleted (its tombstone), before anything of it is opened. */
+  async function refuseDeleted(tenant: string, sessionId: string): Promise<void> {
+    deleter.refuseWhileDeleting(tenant, sessionId);
+    if (await tombstones.isDeleted(tenant, sessionId)) throw new SessionDeletedError(`session ${tenant}/${sessionId} was deleted`, { tenant, sessionId });
+  }
 
   /**
    * The session's host, opened on first use. `forPrompt`: the prompt's handler keeps the lease's `active`
@@ -108,14 +152,17 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
     lastUsed.set(key, deps.now() - epoch);
     const known = hosts.get(key);
     if (known) return Promise.resolve(known);
-    const opening = openSession(hostDeps, tenant, sessionId).then((opened) => {
-      if (hosts.get(key) === opening) hosts.set(key, opened);
-      // Watching now would write `active: false` between the prompt's claim and its logging, then `true` again.
-      if (!options.forPrompt) watchActivity(opened);
-      return opened;
-    });
+    const opening = refuseDeleted(tenant, sessionId)
+      .then(() => openSession(hostDeps, tenant, sessionId))
+      .then((opened) => {
+        if (hosts.get(key) === opening) hosts.set(key, opened);
+        // Watching now would write `active: false` between the prompt's claim and its logging, then `true` again.
+        if (!options.forPrompt) watchActivity(opened);
+        return opened;
+      });
     opening.catch((err: unknown) => {
-      logger.error({ err, tenant, sessionId }, 'session could not be opened');
+      // A deleted session is refused, not broken: its refusal is logged as any other.
+      if (!(err instanceof SessionDeletedError)) logger.error({ err, tenant, sessionId }, 'session could not be opened');
       if (hosts.get(key) === opening) hosts.delete(key);
     });
     hosts.set(key, opening);
@@ -161,7 +208,7 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
     }
   }
 
-  function reply(message: Msg, body: PromptReply | CommandReply) {
+  function reply(message: Msg, body: PromptReply | CommandReply | DeleteReply) {
     if (message.reply) message.respond(codec.encode(body), { headers: msgpackHeaders() });
   }
 
@@ -177,35 +224,62 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
       return;
     }
     const { tenant, sessionId } = parsed;
+    // A tenant over its rate is refused before its messages cost a lease lookup. Every node sees every message
+    // and keeps the same buckets, so they agree (a request takes the first reply).
+    const tenantRefusal = admission.tenant(tenant);
+    if (tenantRefusal) {
+      refusals.refused({ ...tenantRefusal, tenant, sessionId, verb });
+      reply(message, verb === SessionVerb.prompt ? { accepted: false, sessionId, error: tenantRefusal } : { ok: false, error: tenantRefusal });
+      return;
+    }
     // Only the lease holder acts; every other node stays silent.
     // A prompt's claim marks the lease active in the same write (active before the prompt is logged).
     if (!(await leases.claim(tenant, sessionId, verb === SessionVerb.prompt ? { active: true } : {}))) return;
     const contentType = message.headers?.get('Content-Type') || undefined;
+    const started = performance.now();
+    const key = keyOf(tenant, sessionId);
+    inFlight.set(key, (inFlight.get(key) ?? 0) + 1);
     try {
+      const refusal = admission.session(tenant, sessionId);
+      if (refusal) throw new AgentbusError(refusal.code, refusal.message, { retryable: refusal.retryable });
+      if (verb !== SessionVerb.delete) deleter.refuseWhileDeleting(tenant, sessionId);
       switch (verb) {
         case SessionVerb.prompt: {
           const prompt = decodePrompt(codec, message.data, contentType);
+          const tooLarge = admission.promptSize(Buffer.byteLength(prompt.text, 'utf8'));
+          if (tooLarge) throw new AgentbusError(tooLarge.code, tooLarge.message);
           const session = await host(tenant, sessionId, { forPrompt: true });
           // Active before the prompt is logged: if this node dies now, another one resumes the turn.
           await leases.setActive(tenant, sessionId, true);
           const { turnId } = await session.prompt(prompt);
           watchActivity(session);
           reply(message, { accepted: true, sessionId, turnId });
+          deps.onHandled?.(verb, { durationMs: performance.now() - started });
           return;
         }
         case SessionVerb.cancel: {
           const cancel = decodeCancel(codec, message.data, contentType);
           replyCommand(message, (await existingHost(tenant, sessionId)).cancel(cancel.reason));
+          deps.onHandled?.(verb, { durationMs: performance.now() - started });
           return;
         }
         case SessionVerb.steer: {
           const steer = decodeSteer(codec, message.data, contentType);
           replyCommand(message, (await existingHost(tenant, sessionId)).steer(steer.text));
+          deps.onHandled?.(verb, { durationMs: performance.now() - started });
           return;
         }
         case SessionVerb.approve: {
           const decision = decodeApprove(codec, message.data, contentType);
           replyCommand(message, await (await existingHost(tenant, sessionId)).approve(decision));
+          deps.onHandled?.(verb, { durationMs: performance.now() - started });
+          return;
+        }
+        case SessionVerb.delete: {
+          decodeDelete(codec, message.data, contentType);
+          const { purged, alreadyDeleted } = await deleter.delete(tenant, sessionId);
+          reply(message, alreadyDeleted ? { ok: true, purged, alreadyDeleted } : { ok: true, purged });
+          deps.onHandled?.(verb, { durationMs: performance.now() - started });
           return;
         }
       }
@@ -214,23 +288,40 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
       // the session is opened again from its log rather than refusing every later message too.
       const hosted = openedHost(tenant, sessionId);
       if (err instanceof LogConflictError && hosted) await giveUp(hosted);
-      // A refused message must not leave a lease behind for a session this node does not host.
-      if (!hosts.has(keyOf(tenant, sessionId))) await leases.release(tenant, sessionId);
       const error = toErrorData(err);
-      logger.warn({ err, tenant, sessionId, verb }, 'message refused');
-      if (verb === SessionVerb.prompt) {
+      const deleted = error.code === ErrorCode.sessionDeleted;
+      // A refused message must not leave a lease behind for a session this node does not host; a deleted
+      // session's must not even stay as a released one (an orphan to resume).
+      if (deleted) await leases.forget(tenant, sessionId).catch((cause: unknown) => logger.warn({ err: cause, tenant, sessionId }, 'lease of a deleted session not removed'));
+      else if (!hosts.has(key) && deleter.phase(tenant, sessionId) === undefined) await leases.release(tenant, sessionId);
+      // Bad input is expected, and a flood of it must not become a flood of log lines (nor of stacks).
+      if (err instanceof AgentbusError && err.code !== ErrorCode.internal) refusals.refused({ ...error, tenant, sessionId, verb });
+      else logger.warn({ err, tenant, sessionId, verb }, 'message refused');
+      if (verb === SessionVerb.prompt && !deleted) {
         // The claim marked the lease active for this prompt; without a turn to run it is not.
         if (!openedHost(tenant, sessionId)?.busy()) void leases.setActive(tenant, sessionId, false).catch((cause: unknown) => logger.warn({ err: cause }, 'lease activity not recorded'));
       }
       reply(message, verb === SessionVerb.prompt ? { accepted: false, sessionId, error } : { ok: false, error });
-      publishError(tenant, sessionId, error, message.subject);
+      deps.onHandled?.(verb, { durationMs: performance.now() - started, error: `${error.code}: ${error.message}` });
+      // A session sending too fast is not told again on its live subjects: that would feed the flood. Nothing
+      // is written under a deleted session's subjects again.
+      if (error.code !== ErrorCode.rateLimited && !deleted) publishError(tenant, sessionId, error, message.subject);
+    } finally {
+      const left = (inFlight.get(key) ?? 1) - 1;
+      if (left > 0) inFlight.set(key, left);
+      else inFlight.delete(key);
     }
   }
 
-  /** The host of a session that exists; a command to one that never had a prompt is refused, not created. */
+  /**
+   * The host of a session that exists; a command to one that never had a prompt is refused, not created, and
+   * one to a deleted session says so.
+   */
   async function existingHost(tenant: string, sessionId: string): Promise<SessionHost> {
-    if (!hosts.has(keyOf(tenant, sessionId)) && (await log.lastSeq(tenant, sessionId)) === 0) {
-      throw new AgentbusError(ErrorCode.notFound, `session ${tenant}/${sessionId} does not exist`);
+    if (!hosts.has(keyOf(tenant, sessionId))) {
+      const [deleted, lastSeq] = await Promise.all([tombstones.isDeleted(tenant, sessionId), log.lastSeq(tenant, sessionId)]);
+      if (deleted) throw new SessionDeletedError(`session ${tenant}/${sessionId} was deleted`, { tenant, sessionId });
+      if (lastSeq === 0) throw new AgentbusError(ErrorCode.notFound, `session ${tenant}/${sessionId} does not exist`);
     }
     return host(tenant, sessionId);
   }
@@ -269,7 +360,10 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
       if (stopping) return;
       if (!(await leases.claim(orphan.tenant, orphan.sessionId))) continue;
       logger.info(orphan, 'resuming a session another node left');
-      await host(orphan.tenant, orphan.sessionId).catch(() => undefined);
+      await host(orphan.tenant, orphan.sessionId).catch(async (err: unknown) => {
+        // A session deleted meanwhile has nothing to resume, and its lease must not stay behind.
+        if (err instanceof SessionDeletedError) await leases.forget(orphan.tenant, orphan.sessionId);
+      });
     }
   }
 
@@ -282,6 +376,7 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
         if (opening) void Promise.resolve(opening).then((opened) => opened.stop());
         logger.warn({ tenant, sessionId }, 'lease taken by another node; session stopped here');
       });
+      admission.prune();
       await passivateIdle();
       await adoptOrphans();
     })().catch((err: unknown) => logger.warn({ err }, 'runtime maintenance failed'));
@@ -294,6 +389,7 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
     async stop() {
       stopping = true;
       clearInterval(maintenance);
+      refusals.close();
       for (const subscription of subscriptions) subscription.unsubscribe();
       for (const [, opening] of hosts) {
         const opened = await Promise.resolve(opening).catch(() => undefined);

@@ -118,6 +118,7 @@ class HostedSession implements SessionHost {
       live: deps.live,
       provider: deps.provider,
       tools: deps.tools,
+      ...(deps.memory ? { memory: deps.memory } : {}),
       tokens: deps.tokens,
       toolTokens: deps.toolTokens,
       scrubber: deps.scrubber,

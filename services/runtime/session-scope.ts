@@ -1,5 +1,6 @@
 import type { AnyActorRef } from 'xstate';
 import type { StepScope } from '../../machines/index.ts';
+import type { MemoryHit } from '../../src/protocol/index.ts';
 import type { ToolInfo } from './ports.ts';
 import type { EscalationReason } from './model-escalation.ts';
 import type { SessionServices } from './session-services.ts';
@@ -20,6 +21,8 @@ export interface SessionScope {
    * prepared (a resumed turn starts in ToolExecution) and once the turn is finished.
    */
   tools: Map<string, ToolInfo> | undefined;
+  /** What memory recalled for a turn, asked once at its first step and kept for its later ones. */
+  recalled: { readonly turnId: string; readonly hits: readonly MemoryHit[] } | undefined;
 }
 
 /** What a step's actors are given by `createSessionLogic`, to find their session and speak for their step. */

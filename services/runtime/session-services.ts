@@ -5,6 +5,7 @@ import type { ToolSpec } from '../../src/protocol/index.ts';
 import type { RuntimeConfig } from './config.ts';
 import type { LivePublisher } from './live-publisher.ts';
 import type { ProviderPort, ToolPort } from './ports.ts';
+import type { MemoryPort } from './recall.ts';
 import type { SessionWriter } from './session-writer.ts';
 import type { Transcript } from './transcript.ts';
 
@@ -13,6 +14,8 @@ export interface RuntimeServices {
   readonly live: LivePublisher;
   readonly provider: ProviderPort;
   readonly tools: ToolPort;
+  /** Memory to recall from; none in tests and setups without it. */
+  readonly memory?: MemoryPort;
   readonly tokens: TokenCounter;
   /** Tokens of a tool list, cached by the runtime. */
   readonly toolTokens: (specs: readonly ToolSpec[]) => number;

@@ -50,7 +50,7 @@ export function createSessionLogic(options: { approvalTimeoutMs: number }): Sess
   return {
     machine: provideMachines(createActors(scopeOf), options.approvalTimeoutMs),
     bind(system, services) {
-      scopes.set(system, { services, compactThroughSeq: 0, escalations: undefined, tools: undefined });
+      scopes.set(system, { services, compactThroughSeq: 0, escalations: undefined, tools: undefined, recalled: undefined });
     },
   };
 }
@@ -67,7 +67,7 @@ function createActors(scopeOf: StepActorDeps['scopeOf']) {
       ...(toolNames ? { toolNames } : {}),
     });
 
-  const { prepare, compact } = createPrepareActors({ scopeOf, progress });
+  const { prepare, compact } = createPrepareActors({ scopeOf, stepScope, progress });
   const stream = createStreamActor({ scopeOf, stepScope, progress });
   const { executeTools, requestApproval } = createToolActors({ scopeOf, progress });
 

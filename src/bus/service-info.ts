@@ -85,6 +85,8 @@ export interface EndpointStats {
   readonly last_error: string;
   readonly processing_time: number;
   readonly average_processing_time: number;
+  /** Service-specific data of the endpoint, when the service gives any. */
+  readonly data?: Record<string, unknown>;
 }
 
 /** The answer of `$SRV.STATS`. */
@@ -97,4 +99,9 @@ export interface ServiceStats {
   /** ISO 8601 time in UTC when the service started. */
   readonly started: string;
   readonly endpoints: readonly EndpointStats[];
+  /**
+   * What the service says of its own health beyond the spec's figures (agentbus services: event-loop delay,
+   * connection state, readiness); clients that do not know it ignore it.
+   */
+  readonly data?: Record<string, unknown>;
 }

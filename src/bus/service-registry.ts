@@ -66,6 +66,10 @@ export interface ServiceRegistrationOptions {
   readonly logger?: Logger;
   readonly newId?: () => string;
   readonly now?: () => number;
+  /** Health figures sent as the `data` of every STATS answer. */
+  readonly statsData?: () => Record<string, unknown>;
+  /** Extra data of an endpoint's stats (the spec's `data`), asked at every `$SRV.STATS`: e.g. a provider's circuit state. */
+  readonly endpointData?: (endpoint: string) => Record<string, unknown> | undefined;
 }
 
 const DEFAULT_QUEUE_GROUP = 'q';
@@ -143,7 +147,9 @@ export function createServiceRegistration(
     started,
     endpoints: endpoints.map((endpoint): EndpointStats => {
       const counter = counters.get(endpoint.name)!;
+      const data = options.endpointData?.(endpoint.name);
       return {
+        ...(data === undefined ? {} : { data }),
         name: endpoint.name,
         subject: endpoint.subject,
         queue_group: endpoint.queue_group,
@@ -154,6 +160,7 @@ export function createServiceRegistration(
         average_processing_time: counter.numRequests === 0 ? 0 : Math.round(counter.processingNanos / counter.numRequests),
       };
     }),
+    ...(options.statsData ? { data: options.statsData() } : {}),
   });
 
   // The services API speaks JSON, so that `nats micro ls` and other clients read it.

@@ -30,6 +30,21 @@ export interface SessionLogRead {
    * messages after it were skipped. The next append expects this sequence.
    */
   readonly lastSeq: number;
+  /** True when the read stopped at its `limit` or `maxBytes` before the session's last message. */
+  readonly more: boolean;
+}
+
+/** Options of {@link SessionLog.read}. */
+export interface SessionLogReadOptions {
+  readonly signal?: AbortSignal;
+  /** Longest wait for the whole read; default 30 s. */
+  readonly timeoutMs?: number;
+  /** Only what was stored past this sequence. */
+  readonly after?: number;
+  /** Stop once this many valid events are read (a page). */
+  readonly limit?: number;
+  /** Stop before the messages read pass this many bytes (at least one message is read). */
+  readonly maxBytes?: number;
 }
 
 /** The durable log of sessions: appends with a single writer per session, and reads back. */
@@ -52,9 +67,10 @@ export interface SessionLog {
    * that is not a valid log event of this session (malformed bytes, wrong shape, another session's event)
    * is skipped and logged at warn: anyone who may publish there must not be able to stop the session.
    * With `after`, only what was stored past that sequence, up to the session's last message now: what a
-   * writer whose append was refused looks at (its `lastSeq` is `after` when nothing is).
+   * writer whose append was refused looks at (its `lastSeq` is `after` when nothing is). With `limit` or
+   * `maxBytes`, a page: `more` says the log goes on past `lastSeq`.
    */
-  read(tenant: string, sessionId: string, options?: { signal?: AbortSignal; timeoutMs?: number; after?: number }): Promise<SessionLogRead>;
+  read(tenant: string, sessionId: string, options?: SessionLogReadOptions): Promise<SessionLogRead>;
   /** The sequence of the session's last event, 0 when it has none. */
   lastSeq(tenant: string, sessionId: string): Promise<number>;
 }
@@ -192,23 +208,30 @@ export function createSessionLog(deps: {
       const timeoutMs = options.timeoutMs ?? 30_000;
       const after = options.after ?? 0;
       const signal = options.signal ? AbortSignal.any([options.signal, AbortSignal.timeout(timeoutMs)]) : AbortSignal.timeout(timeoutMs);
+      const limit = options.limit ?? Number.POSITIVE_INFINITY;
+      const maxBytes = options.maxBytes ?? Number.POSITIVE_INFINITY;
       const last = await lastSeq(tenant, sessionId);
-      if (last <= after) return { events: [], lastSeq: after };
+      if (last <= after) return { events: [], lastSeq: after, more: false };
       const consumer = await js.consumers.get(stream, {
         filter_subjects: subjects.log(tenant, sessionId),
         ...(after === 0 ? { deliver_policy: DeliverPolicy.All } : { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: after + 1 }),
       });
       const events: LogEvent[] = [];
       let through = after;
-      const messages = await consumer.consume();
+      let bytes = 0;
+      // A page pulls no more than it may hand out.
+      const messages = await consumer.consume(Number.isFinite(limit) ? { max_messages: Math.min(limit, 100) } : {});
       const stop = () => void messages.stop();
       signal.addEventListener('abort', stop, { once: true });
       try {
         for await (const message of messages) {
+          bytes += message.data.byteLength;
+          // The message that would pass the byte bound is left for the next page, unless it is the page's first.
+          if (bytes > maxBytes && through > after) break;
           const event = eventOf(message, tenant, sessionId);
           if (event) events.push(event);
           through = message.seq;
-          if (message.seq >= last) break;
+          if (message.seq >= last || events.length >= limit) break;
         }
       } finally {
         signal.removeEventListener('abort', stop);
@@ -218,7 +241,7 @@ export function createSessionLog(deps: {
         if (options.signal?.aborted) throw abortReason(options.signal);
         throw new TimeoutError(`reading the log of ${tenant}/${sessionId} took over ${timeoutMs} ms`, timeoutMs);
       }
-      return { events, lastSeq: through };
+      return { events, lastSeq: through, more: through < last };
     },
 
     lastSeq,

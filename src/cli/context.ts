@@ -8,6 +8,8 @@ export interface CliContext {
   readonly stateDir: string;
   /** Aborted on SIGINT/SIGTERM. */
   readonly signal: AbortSignal;
+  /** Where a command asks for confirmation (`agentbus rm`); without it, or when it is not a terminal, none is asked. */
+  readonly stdin?: NodeJS.ReadableStream & { readonly isTTY?: boolean };
 }
 
 /** A usage mistake: printed with the usage line, exit code 2. */

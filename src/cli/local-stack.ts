@@ -27,6 +27,8 @@ export interface LocalStackOptions {
   readonly env: NodeJS.ProcessEnv;
   readonly logLevel?: string;
   readonly onLog?: (service: ServiceName, line: string) => void;
+  /** Hears each restart of a service that exited on its own. */
+  readonly onRestart?: (service: ServiceName, code: number | null, attempt: number) => void;
   /** Told once which default model the stack uses, and whether that is the offline scripted one. */
   readonly onNotice?: (message: string) => void;
   readonly signal?: AbortSignal;
@@ -47,11 +49,13 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       AGENTBUS_SCRIPT: options.script ?? options.env.AGENTBUS_SCRIPT ?? DEMO_SCRIPT,
       AGENTBUS_WORKSPACE: options.env.AGENTBUS_WORKSPACE ?? options.workspace,
       LOG_LEVEL: options.logLevel ?? options.env.LOG_LEVEL ?? 'info',
+      ...(options.env.AGENTBUS_DASHBOARD_PORT === undefined ? {} : { AGENTBUS_DASHBOARD_PORT: options.env.AGENTBUS_DASHBOARD_PORT }),
     };
     const services = await startServiceStack({
       services: options.services,
       env,
       ...(options.onLog ? { onLog: options.onLog } : {}),
+      ...(options.onRestart ? { onRestart: options.onRestart } : {}),
       ...(options.signal ? { signal: options.signal } : {}),
     });
     return {

@@ -4,8 +4,13 @@ import { UsageError } from './context.ts';
 import type { CliContext } from './context.ts';
 import { NatsServerMissingError } from './embedded-nats.ts';
 import { stateDir } from './state-dir.ts';
+import { MEMORY_USAGE, runMemory } from './memory.ts';
+import { runRm, RM_USAGE } from './rm.ts';
+import { runSessions, SESSIONS_USAGE } from './sessions.ts';
+import { runShow, SHOW_USAGE } from './show.ts';
 import { runTail, TAIL_USAGE } from './tail.ts';
 import { runUp, UP_USAGE } from './up.ts';
+import { runViz, VIZ_USAGE } from './viz.ts';
 
 const HELP = `agentbus — an actor-model runtime for LLM agents on a NATS message bus
 
@@ -16,9 +21,19 @@ Usage:
       Send a prompt, stream the answer to stdout and progress to stderr; exit 0 when the turn yielded.
   ${TAIL_USAGE}
       Follow the events of every session of a tenant, or of one session.
+  ${MEMORY_USAGE}
+      Make every memory instance rebuild its index from the session log.
+  ${SESSIONS_USAGE}
+      List a tenant's sessions, oldest first (needs the memory service).
+  ${SHOW_USAGE}
+      Print a session's messages in order: user, assistant, tool calls and results (needs the memory service).
+  ${RM_USAGE}
+      Delete a session: its log, its memory and its lease; its id is refused from then on.
+  ${VIZ_USAGE}
+      Print a machine's diagram (default: the turn machine, as Mermaid), drawn from its own definition.
   agentbus help | --help | --version
 
-Environment: NATS_URL, AGENTBUS_PREFIX, AGENTBUS_SCRIPT, AGENTBUS_MODEL, AGENTBUS_WORKSPACE, LOG_LEVEL.
+Environment: NATS_URL, AGENTBUS_PREFIX, AGENTBUS_SCRIPT, AGENTBUS_MODEL, AGENTBUS_WORKSPACE, AGENTBUS_DASHBOARD_PORT, LOG_LEVEL.
 `;
 
 function version(): string {
@@ -32,7 +47,7 @@ function processContext(): CliContext {
   const stop = () => controller.abort(new Error('interrupted'));
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
-  return { stdout: process.stdout, stderr: process.stderr, env: process.env, cwd: process.cwd(), stateDir: stateDir(), signal: controller.signal };
+  return { stdout: process.stdout, stderr: process.stderr, stdin: process.stdin, env: process.env, cwd: process.cwd(), stateDir: stateDir(), signal: controller.signal };
 }
 
 /** Runs the CLI with `argv` (without node and script); resolves with the exit code. */
@@ -46,6 +61,16 @@ export async function main(argv: string[], context: CliContext = processContext(
         return await runAsk(rest, context);
       case 'tail':
         return await runTail(rest, context);
+      case 'sessions':
+        return await runSessions(rest, context);
+      case 'show':
+        return await runShow(rest, context);
+      case 'rm':
+        return await runRm(rest, context);
+      case 'viz':
+        return await runViz(rest, context);
+      case 'memory':
+        return await runMemory(rest, context);
       case '--version':
       case '-v':
         context.stdout.write(`${version()}\n`);

@@ -1,26 +1,34 @@
 import { parseArgs } from 'node:util';
-import { PLANNED_SERVICES, ServiceName } from './service-stack.ts';
+import { ServiceName } from './service-stack.ts';
 import { removeStackFile, readStackFile, writeStackFile } from './state-dir.ts';
 import { startLocalStack } from './local-stack.ts';
 import { UsageError } from './context.ts';
 import type { CliContext } from './context.ts';
 
-export const UP_USAGE = 'agentbus up [--nats URL] [--services runtime,provider,tools] [--script FILE] [--workspace DIR]';
+export const UP_USAGE = 'agentbus up [--nats URL] [--services runtime,provider,tools,memory,dashboard] [--script FILE] [--workspace DIR] [--dashboard-port PORT]';
 
 const ALL_SERVICES: readonly ServiceName[] = Object.values(ServiceName);
 
-/** Parses `--services a,b`: known names, no duplicates; planned ones get a clear word. */
+/** Parses `--services a,b`: known names, no duplicates. */
 export function parseServices(value: string | undefined): ServiceName[] {
   if (value === undefined) return [...ALL_SERVICES];
   const names = value.split(',').map((name) => name.trim()).filter((name) => name !== '');
   if (names.length === 0) throw new UsageError('--services needs at least one service name');
   const result: ServiceName[] = [];
   for (const name of names) {
-    if (PLANNED_SERVICES.has(name)) throw new UsageError(`the ${name} service is not part of this build yet; available: ${ALL_SERVICES.join(', ')}`);
     if (!(ALL_SERVICES as readonly string[]).includes(name)) throw new UsageError(`unknown service "${name}"; available: ${ALL_SERVICES.join(', ')}`);
     if (!result.includes(name as ServiceName)) result.push(name as ServiceName);
   }
   return result;
+}
+
+/** Checks `--dashboard-port` / `AGENTBUS_DASHBOARD_PORT`: a port 0-65535, 0 for any free one. */
+export function parseDashboardPort(value: string): number {
+  const port = Number(value);
+  if (value.trim() === '' || !Number.isInteger(port) || port < 0 || port > 65_535) {
+    throw new UsageError(`--dashboard-port must be a port number 0-65535 (0 picks a free one), got ${JSON.stringify(value)}`);
+  }
+  return port;
 }
 
 /** `agentbus up`: runs the services (and an embedded nats-server) until SIGINT/SIGTERM. */
@@ -32,11 +40,14 @@ export async function runUp(argv: string[], context: CliContext): Promise<number
       services: { type: 'string' },
       script: { type: 'string' },
       workspace: { type: 'string' },
+      'dashboard-port': { type: 'string' },
     },
     strict: true,
     allowPositionals: false,
   });
   const services = parseServices(values.services);
+  const dashboardPort = values['dashboard-port'] ?? context.env.AGENTBUS_DASHBOARD_PORT;
+  if (dashboardPort !== undefined) parseDashboardPort(dashboardPort);
   const url = values.nats ?? context.env.NATS_URL;
   if (!url) {
     const running = await readStackFile(context.stateDir);
@@ -49,13 +60,16 @@ export async function runUp(argv: string[], context: CliContext): Promise<number
     services,
     ...(values.script ? { script: values.script } : {}),
     workspace: values.workspace ?? context.cwd,
-    env: context.env,
+    env: dashboardPort === undefined ? context.env : { ...context.env, AGENTBUS_DASHBOARD_PORT: dashboardPort },
     onLog: (service, line) => log(`[${service}] ${humanLogLine(line)}`),
+    onRestart: (service, code, attempt) => log(`the ${service} service exited (code ${code}); starting it again (restart ${attempt} within a minute)`),
     onNotice: (message) => context.stderr.write(`agentbus: ${message}\n`),
     signal: context.signal,
   });
   if (stack.embedded) await writeStackFile(context.stateDir, { url: stack.url, pid: process.pid, startedAt: new Date().toISOString() });
   log(`agentbus is up on ${stack.url}${stack.embedded ? ' (embedded nats-server, data in .agentbus/)' : ''}: ${services.join(', ')}`);
+  const dashboard = stack.services.urls.get(ServiceName.dashboard);
+  if (dashboard) log(`dashboard: ${dashboard}`);
   log(`try: npx agentbus ask "What is in this folder?"   ·   watch: npx agentbus tail   ·   stop: Ctrl-C`);
   const stopped = new Promise<'signal'>((resolve) => context.signal.addEventListener('abort', () => resolve('signal'), { once: true }));
   const outcome = await Promise.race([stopped, stack.services.exited]);
@@ -63,7 +77,7 @@ export async function runUp(argv: string[], context: CliContext): Promise<number
   await stack.stop();
   if (stack.embedded) await removeStackFile(context.stateDir, process.pid);
   if (outcome === 'signal') return 0;
-  log(`the ${outcome.service} service exited (code ${outcome.code}); stopped everything`);
+  log(`the ${outcome.service} service keeps exiting (last code ${outcome.code}); stopped everything`);
   return 1;
 }
 

@@ -54,6 +54,23 @@ export { logEventSchema } from './log-schemas.ts';
 export { liveEventSchema } from './live-schemas.ts';
 export { decodeSessionEvent } from './session-event.ts';
 export type { EventMessage } from './session-event.ts';
-export { decodePrompt, decodeSteer, decodeCancel, decodeApprove } from './ingress.ts';
+export { decodePrompt, decodeSteer, decodeCancel, decodeApprove, decodeDelete } from './ingress.ts';
 export { ErrorCode, toErrorData, fromErrorData } from '../errors.ts';
 export type { ErrorData } from '../errors.ts';
+export { MemoryEventType, createMemorySubjects, memorySearchRequestSchema, sessionsListRequestSchema } from './memory.ts';
+export type { MemoryHit, MemoryRebuildReply, MemorySearchReply, MemorySearchRequest, MemorySubjects, SessionSummary, SessionsListReply, SessionsListRequest } from './memory.ts';
+export {
+  DEFAULT_HISTORY_LIMIT,
+  MAX_HISTORY_LIMIT,
+  createHistorySubjects,
+  deleteSessionSchema,
+  parseTombstoneKey,
+  sessionHistoryRequestSchema,
+  tombstoneKey,
+  tombstoneSchema,
+} from './sessions-data.ts';
+export type { DeleteReply, HistorySubjects, SessionHistoryReply, SessionHistoryRequest, Tombstone } from './sessions-data.ts';
+export { MAX_EMBED_INPUTS, MAX_EMBED_INPUT_CHARS, embedRequestSchema } from './embed.ts';
+export type { EmbedReply, EmbedRequest } from './embed.ts';
+export { MAX_STATE_VALUE_BYTES, STATE_KEY_PATTERN, StateVerb, createStateSubjects, stateKeySchema, stateSaveSchema } from './state.ts';
+export type { StateDeleteReply, StateLoadReply, StateSaveReply, StateSaveRequest, StateSubjects } from './state.ts';

@@ -114,6 +114,8 @@ export interface CancelAck {
   readonly v: 1;
   readonly id: string;
   readonly cancelled: boolean;
+  /** Why a cancel that could not be read was refused (`id` is then empty): every callee that hears it says so. */
+  readonly error?: { readonly code: string; readonly message: string; readonly retryable: boolean };
 }
 
 /** A request to `agentbus.provider.<provider>.generate`. */

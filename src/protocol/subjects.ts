@@ -6,12 +6,14 @@ export const DEFAULT_PREFIX = 'agentbus';
 /** A tenant or session id: one subject token of `[A-Za-z0-9_-]{1,64}`. */
 export const TOKEN_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
 
-/** What a client may send to a session. */
+/** What a client may send to a session (the runtime node holding its lease answers). */
 export const SessionVerb = {
   prompt: 'prompt',
   cancel: 'cancel',
   steer: 'steer',
   approve: 'approve',
+  /** Deletes the session: its log, its memory, its lease; its id is refused from then on. */
+  delete: 'delete',
 } as const;
 export type SessionVerb = (typeof SessionVerb)[keyof typeof SessionVerb];
 
@@ -47,6 +49,8 @@ export interface Subjects {
   toolQueue(name: string): string;
   providerGenerate(provider: string): string;
   providerCancel(provider: string): string;
+  /** `agentbus.provider.<provider>.embed`: texts in, one vector each out (request/reply, the provider's queue group). */
+  providerEmbed(provider: string): string;
   providerQueue(provider: string): string;
   /** Parses a session subject into its parts, or returns undefined. */
   parseSession(subject: string): { tenant: string; sessionId: string; rest: string } | undefined;
@@ -80,6 +84,7 @@ export function createSubjects(prefix: string = DEFAULT_PREFIX): Subjects {
     toolQueue: (name) => `${prefix}.tools.${name}`,
     providerGenerate: (provider) => `${prefix}.provider.${assertToken(provider, 'provider')}.generate`,
     providerCancel: (provider) => `${prefix}.provider.${assertToken(provider, 'provider')}.cancel`,
+    providerEmbed: (provider) => `${prefix}.provider.${assertToken(provider, 'provider')}.embed`,
     providerQueue: (provider) => `${prefix}.provider.${provider}`,
     parseSession(subject) {
       const tokens = subject.split('.');
@@ -91,8 +96,11 @@ export function createSubjects(prefix: string = DEFAULT_PREFIX): Subjects {
   };
 }
 
-/** Stream names derived from the prefix, so two prefixes never share a stream. */
-export function streamNames(prefix: string = DEFAULT_PREFIX): { log: string; live: string; leases: string } {
+/**
+ * Stream names derived from the prefix, so two prefixes never share a stream. `leases` and `tombstones` are
+ * key-value buckets (streams `KV_<name>`).
+ */
+export function streamNames(prefix: string = DEFAULT_PREFIX): { log: string; live: string; leases: string; tombstones: string } {
   const base = prefix.toUpperCase().replace(/[^A-Z0-9_-]/g, '_');
-  return { log: `${base}_LOG`, live: `${base}_LIVE`, leases: `${base}_LEASES` };
+  return { log: `${base}_LOG`, live: `${base}_LIVE`, leases: `${base}_LEASES`, tombstones: `${base}_TOMBSTONES` };
 }

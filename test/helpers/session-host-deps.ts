@@ -16,7 +16,7 @@ export function memoryLog(): SessionLog {
   return {
     append: async () => ++seq,
     appendGroup: async (events, _expectedSeq, onStored) => events.forEach((_, index) => onStored(index, ++seq)),
-    read: async () => ({ events: [], lastSeq: 0 }),
+    read: async () => ({ events: [], lastSeq: 0, more: false }),
     lastSeq: async () => seq,
   };
 }
