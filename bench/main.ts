@@ -10,6 +10,11 @@ import { createTokenCounter } from '../src/tokens.ts';
 import { createAgentbusClient } from './lib/agentbus-client.ts';
 import { measureContextPrep } from './lib/context-prep.ts';
 import { measureCpu } from './lib/cpu.ts';
+import { readLoopDelays } from './lib/event-loop.ts';
+import { measureDashboard } from './lib/dashboard-load.ts';
+import { measureMemory } from './lib/memory-load.ts';
+import type { MemoryFigure } from './lib/memory-load.ts';
+import type { DashboardFigure } from './lib/dashboard-load.ts';
 import type { CpuShare } from './lib/cpu.ts';
 import { closedLoop } from './lib/load.ts';
 import type { LoadResult } from './lib/load.ts';
@@ -35,6 +40,7 @@ if (process.argv.includes('--render')) {
 const plan = quick
   ? { c1Ms: 1_500, c200Ms: 2_500, busC1Ms: 4_000, busC200Ms: 6_000, warmMs: 500, roundTrips: 400, firstDelta: 40, scalingMs: 2_500, heapSessions: 2_000, prepIterations: 20 }
   : { c1Ms: 5_000, c200Ms: 8_000, busC1Ms: 15_000, busC200Ms: 25_000, warmMs: 1_500, roundTrips: 3_000, firstDelta: 200, scalingMs: 8_000, heapSessions: 10_000, prepIterations: 100 };
+const dashboardMs = quick ? 3_000 : 10_000;
 const began = performance.now();
 const log = (text: string) => process.stderr.write(`[${((performance.now() - began) / 1000).toFixed(1)}s] ${text}\n`);
 const logger = pino({ level: 'warn' });
@@ -95,6 +101,8 @@ const start = (entry: string, extra: Record<string, string> = {}, flags: string[
 const nc = await connect({ servers: server.url, name: 'bench-driver' });
 let results: BenchResults | undefined;
 let cpuAt200: CpuShare | undefined;
+let dashboard: DashboardFigure | undefined;
+let memory: MemoryFigure | undefined;
 try {
   const provider = start('services/provider/main.ts', { AGENTBUS_SCRIPT: scriptPath });
   const tools = start('bench/lib/tool-worker-main.ts');
@@ -115,8 +123,28 @@ try {
     before: () => (cpuMeter = measureCpu(pids, machine.cores)),
     after: (result) => (cpuAt200 = cpuMeter?.stop(result.sessions)),
   });
+  const loopDelays = await readLoopDelays(nc);
+  for (const delay of loopDelays) log(`event-loop delay of ${delay.service} under the load at 200: p99 ${delay.p99Ms.toFixed(1)} ms, max ${delay.maxMs.toFixed(1)} ms`);
   if (cpuAt200) log(`CPU per session at 200: ${Object.entries(cpuAt200.perSessionMs).map(([name, ms]) => `${name} ${ms.toFixed(2)} ms`).join(', ')} → ceiling ${cpuAt200.ceilingPerSecond.toFixed(0)}/s`);
   rows.unshift({ key: 'agentbus', name: 'agentbus (runtime, provider, tools as processes; durable log)', versions: [], ...agentbusPair });
+
+  // The dashboard's own CPU while 100 sessions stream, with a browser-like client on its event stream.
+  const dashboardProcess = start('services/dashboard/main.ts', { AGENTBUS_DASHBOARD_PORT: '0' });
+  await dashboardProcess.waitFor('dashboard started on');
+  const dashboardUrl = /dashboard started on (http:\/\/[^\s"]+)/.exec(dashboardProcess.output())![1]!;
+  const dashTag = tag();
+  dashboard = await measureDashboard({
+    nc,
+    url: dashboardUrl,
+    pid: dashboardProcess.child.pid,
+    tenant: 'bench',
+    sessionId: (index) => `${dashTag}${index}`,
+    session: (index) => client.runTurn(`${dashTag}${index}`),
+    concurrency: 100,
+    durationMs: dashboardMs,
+  });
+  await dashboardProcess.stop();
+  log(`dashboard at 100 concurrent: ${dashboard.cpuPercentOfCore?.toFixed(1) ?? 'n/a'}% of a core, ${dashboard.cpuMsPerSession?.toFixed(3) ?? 'n/a'} ms per session, ${dashboard.messagesPerSecond.toFixed(1)} messages/s to the browser (${dashboard.followedDeltas} deltas of the followed session in ${dashboard.followedMessages} messages)`);
 
   // Sequential sessions, each seen whole: latency and how many log events it appended.
   const sequential: Array<{ ms: number; logEvents: number }> = [];
@@ -201,6 +229,10 @@ try {
   log(`heap: ${(heap.bytesPerIdleSession / 1024).toFixed(2)} KB per idle session, ${(heap.bytesPerSessionAfterPassivation / 1024).toFixed(2)} KB after passivation`);
   client.close();
 
+  // Memory: indexing against the log's append rate, and search at 10,000 and 100,000 indexed messages (quick: fewer),
+  // embedding with the scripted provider still running.
+  memory = await measureMemory({ nc, url: server.url, sizes: quick ? [2_000, 10_000] : [10_000, 100_000], searches: quick ? 100 : 300, log });
+
   const meanEvents = sequential.reduce((total, s) => total + s.logEvents, 0) / sequential.length;
   const sequentialLatency = summarize(sequential.map((s) => s.ms));
   // The bus operations one session waits for, one after another (see bench/README.md).
@@ -217,6 +249,9 @@ try {
     sequential: { latencyMs: sequentialLatency, logEventsPerSession: meanEvents, ops, floorMs },
     firstDelta,
     ...(cpuAt200 ? { cpuAt200 } : {}),
+    loopDelays,
+    ...(dashboard ? { dashboard } : {}),
+    ...(memory ? { memory } : {}),
     scaling: scaling.map((entry) => ({ ...entry, linear: scaling[0]!.callsPerSecond * entry.workers, ratioToLinear: entry.callsPerSecond / (scaling[0]!.callsPerSecond * entry.workers) })),
     scalingSetup: { toolDelayMs: 50, slotsPerWorker: slots, outstandingPerWorker: 4 * slots },
     heap,

@@ -1,5 +1,8 @@
 import type { ContextPrepResult } from './context-prep.ts';
+import type { ServiceLoopDelay } from './event-loop.ts';
 import type { CpuShare } from './cpu.ts';
+import type { DashboardFigure } from './dashboard-load.ts';
+import type { MemoryFigure } from './memory-load.ts';
 import type { LoadResult } from './load.ts';
 import type { MachineInfo } from './machine.ts';
 import type { RoundTrips } from './raw-bus.ts';
@@ -27,6 +30,12 @@ export interface BenchResults {
   readonly firstDelta: { bus: Summary; provider: Summary };
   /** CPU per agentbus session at concurrency 200, by process (Linux only). */
   readonly cpuAt200?: CpuShare;
+  /** Event-loop delay of each service that reports one on `$SRV.STATS`, right after the load at 200. */
+  readonly loopDelays?: readonly ServiceLoopDelay[];
+  /** The dashboard's own CPU while 100 sessions stream, and what its browser stream carried. */
+  readonly dashboard?: DashboardFigure;
+  /** Memory's indexing rate against the log's append rate, and its search latency by index size. */
+  readonly memory?: MemoryFigure;
   readonly scaling: ReadonlyArray<{ workers: number; callsPerSecond: number; linear: number; ratioToLinear: number; latencyMs: Summary }>;
   readonly scalingSetup: { toolDelayMs: number; slotsPerWorker: number; outstandingPerWorker: number };
   readonly heap: {
@@ -128,6 +137,25 @@ function figuresTable(results: BenchResults): string[] {
     lines.push(
       `| CPU per agentbus session at 200 concurrent (ms) | ${fixed(cpu.totalMs)} = ${parts} | ceiling on ${results.machine.cores} cores: ${fixed(cpu.ceilingPerSecond, 0)} sessions/s | ${fixed(bus / cpu.ceilingPerSecond)}× |`,
     );
+  }
+  for (const delay of results.loopDelays ?? []) {
+    lines.push(`| event-loop delay of ${delay.service} under the load at 200, p99 / max (ms) | ${fixed(delay.p99Ms, 1)} / ${fixed(delay.maxMs, 1)} | 100 ms: where a node stops reading its socket in time | ${fixed(delay.maxMs / 100)}× |`);
+  }
+  if (results.dashboard) {
+    const dash = results.dashboard;
+    lines.push(
+      `| dashboard CPU while ${dash.concurrency} sessions stream (% of one core; ms per session) | ${dash.cpuPercentOfCore === undefined ? 'n/a' : fixed(dash.cpuPercentOfCore, 1)}%; ${dash.cpuMsPerSession === undefined ? 'n/a' : fixed(dash.cpuMsPerSession, 3)} ms (${dash.sessions} sessions in ${fixed(dash.seconds, 1)} s) | a browser following one session got ${fixed(dash.messagesPerSecond, 1)} messages/s; that session's ${dash.followedDeltas} deltas came in ${dash.followedMessages} messages | ${dash.followedDeltas > 0 ? fixed(dash.followedMessages / dash.followedDeltas) : 'n/a'}× |`,
+    );
+  }
+  if (results.memory) {
+    const memory = results.memory;
+    lines.push(
+      `| memory indexing while catching up (log events/s) | ${fixed(memory.indexPerSecond, 0)} full text; ${memory.embedPerSecond === undefined ? 'no' : fixed(memory.embedPerSecond, 0)} chunks/s embedded (scripted) | the log's append rate ${fixed(memory.appendPerSecond, 0)}/s (pipelined, as the runtime appends) | ${fixed(memory.indexPerSecond / memory.appendPerSecond)}× |`,
+    );
+    for (const search of memory.searches) {
+      lines.push(`| memory search at ${search.indexed} indexed messages, ${search.mode}, p50 / p99 (ms) | ${fixed(search.latencyMs.p50)} / ${fixed(search.latencyMs.p99)} | raw request/reply ${fixed(rt.request.p50, 3)} | ${fixed(search.latencyMs.p50 / rt.request.p50, 1)}× |`);
+    }
+    if (memory.heapBytes !== undefined) lines.push(`| memory's heap at ${memory.searches.at(-1)?.indexed ?? 0} indexed messages (MB) | ${mb(memory.heapBytes)} | | |`);
   }
   const setup = results.scalingSetup;
   for (const entry of results.scaling) {
