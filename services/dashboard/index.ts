@@ -88,6 +88,7 @@ export async function startDashboardService(options: DashboardServiceOptions): P
   const leases = createLeasesWatcher({
     nc: options.nc,
     bucket: names.leases,
+    nodesBucket: names.nodes,
     codec,
     logger,
     onChange: (lease) => fleet.setNode(lease.tenant, lease.sessionId, lease.node === '' ? undefined : lease.node),

@@ -1,5 +1,5 @@
 import { Kvm } from '@nats-io/kv';
-import type { KV } from '@nats-io/kv';
+import type { KvWatchEntry } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/nats-core';
 import type { Logger } from '../../src/logging.ts';
 import type { Codec } from '../../src/protocol/index.ts';
@@ -8,38 +8,72 @@ import type { Codec } from '../../src/protocol/index.ts';
 export interface LeaseView {
   readonly tenant: string;
   readonly sessionId: string;
-  /** The node that holds it; empty once released. */
+  /** The node that holds it (while that node is alive); empty once released. */
   readonly node: string;
-  readonly expiresAt: number;
   /** A turn runs or waits. */
   readonly active: boolean;
 }
 
-/** A runtime node and the sessions it holds now. */
+/** A live runtime node and the sessions it holds now. */
 export interface RuntimeNodeView {
   readonly node: string;
-  /** Leases held and not expired. */
   readonly sessions: number;
   /** Of those, sessions with a turn running or queued. */
   readonly active: number;
 }
 
-/** A running watch of the leases bucket. */
+/** A running watch of the leases and nodes buckets. */
 export interface LeasesWatcher {
   lease(tenant: string, sessionId: string): LeaseView | undefined;
+  /** Nodes whose heartbeat is current, with the sessions each holds. */
   nodes(): RuntimeNodeView[];
   /** Grows on every change. */
   readonly version: number;
   stop(): void;
 }
 
+/** Watches one bucket made by the runtime: until it exists, tries again every `retryMs`. */
+function watchBucket(deps: { nc: NatsConnection; bucket: string; logger: Logger; retryMs: number; onEntry: (entry: KvWatchEntry) => void }): { stop(): void } {
+  let stopped = false;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  let watch: { stop(): void } | undefined;
+  const start = async () => {
+    if (stopped) return;
+    let iterator: Awaited<ReturnType<Awaited<ReturnType<Kvm['open']>>['watch']>>;
+    try {
+      const kv = await new Kvm(deps.nc).open(deps.bucket);
+      await kv.status();
+      iterator = await kv.watch();
+    } catch (err) {
+      deps.logger.debug({ err, bucket: deps.bucket }, 'bucket not there yet');
+      timer = setTimeout(() => void start(), deps.retryMs);
+      return;
+    }
+    watch = iterator;
+    if (stopped) iterator.stop();
+    void (async () => {
+      for await (const entry of iterator) deps.onEntry(entry);
+    })().catch((err: unknown) => deps.logger.warn({ err, bucket: deps.bucket }, 'bucket watch stopped'));
+  };
+  void start();
+  return {
+    stop() {
+      stopped = true;
+      clearTimeout(timer);
+      watch?.stop();
+    },
+  };
+}
+
 /**
- * Watches the `AGENTBUS_LEASES` bucket (read only). The bucket is made by the runtime: until it exists the
- * watcher tries again every `retryMs`. `onChange` hears every lease written.
+ * Watches the `AGENTBUS_LEASES` bucket (who holds which session) and the `AGENTBUS_NODES` bucket (each runtime
+ * node's heartbeat), read only. A node is shown while its heartbeat is current; a dead node's leases stay in
+ * the bucket until another node takes them, and are not counted. `onChange` hears every lease written.
  */
 export function createLeasesWatcher(deps: {
   nc: NatsConnection;
   bucket: string;
+  nodesBucket: string;
   codec: Codec;
   logger: Logger;
   now?: () => number;
@@ -48,67 +82,78 @@ export function createLeasesWatcher(deps: {
 }): LeasesWatcher {
   const now = deps.now ?? Date.now;
   const leases = new Map<string, LeaseView>();
+  /** Node id → when its last heartbeat was seen (this process's clock) and how long it is good for. */
+  const heartbeats = new Map<string, { at: number; ttlMs: number }>();
   let version = 0;
-  let stopped = false;
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  let watch: { stop(): void } | undefined;
 
-  const decode = (key: string, bytes: Uint8Array): LeaseView | undefined => {
+  const decodeLease = (key: string, bytes: Uint8Array): LeaseView | undefined => {
     const dot = key.indexOf('.');
     if (dot < 0) return undefined;
     try {
-      const value = deps.codec.decode(bytes) as { node?: unknown; expiresAt?: unknown; active?: unknown } | undefined;
-      if (!value || typeof value.node !== 'string' || typeof value.expiresAt !== 'number') return undefined;
-      return { tenant: key.slice(0, dot), sessionId: key.slice(dot + 1), node: value.node, expiresAt: value.expiresAt, active: value.active === true };
+      const value = deps.codec.decode(bytes) as { node?: unknown; active?: unknown } | undefined;
+      if (!value || typeof value.node !== 'string') return undefined;
+      return { tenant: key.slice(0, dot), sessionId: key.slice(dot + 1), node: value.node, active: value.active === true };
     } catch (err) {
       deps.logger.debug({ err, key }, 'unreadable lease');
       return undefined;
     }
   };
 
-  const start = async () => {
-    if (stopped) return;
-    let kv: KV;
-    try {
-      kv = await new Kvm(deps.nc).open(deps.bucket);
-      await kv.status();
-    } catch (err) {
-      deps.logger.debug({ err, bucket: deps.bucket }, 'leases bucket not there yet');
-      timer = setTimeout(() => void start(), deps.retryMs ?? 2000);
-      return;
-    }
-    const iterator = await kv.watch();
-    watch = iterator;
-    if (stopped) iterator.stop();
-    void (async () => {
-      for await (const entry of iterator) {
-        if (entry.operation !== 'PUT') {
-          leases.delete(entry.key);
-        } else {
-          const lease = decode(entry.key, entry.value);
-          if (!lease) continue;
-          // Released leases stay in the bucket; only held ones matter here, so memory follows the sessions hosted.
-          if (lease.node === '') leases.delete(entry.key);
-          else leases.set(entry.key, lease);
-          deps.onChange?.(lease);
-        }
-        version += 1;
+  const leaseWatch = watchBucket({
+    nc: deps.nc,
+    bucket: deps.bucket,
+    logger: deps.logger,
+    retryMs: deps.retryMs ?? 2000,
+    onEntry: (entry) => {
+      if (entry.operation !== 'PUT') {
+        leases.delete(entry.key);
+      } else {
+        const lease = decodeLease(entry.key, entry.value);
+        if (!lease) return;
+        // Released leases stay in the bucket; only held ones matter here, so memory follows the sessions hosted.
+        if (lease.node === '') leases.delete(entry.key);
+        else leases.set(entry.key, lease);
+        deps.onChange?.(lease);
       }
-    })().catch((err: unknown) => deps.logger.warn({ err }, 'leases watch stopped'));
-  };
-  void start();
+      version += 1;
+    },
+  });
+  const nodeWatch = watchBucket({
+    nc: deps.nc,
+    bucket: deps.nodesBucket,
+    logger: deps.logger,
+    retryMs: deps.retryMs ?? 2000,
+    onEntry: (entry) => {
+      if (entry.operation !== 'PUT') {
+        heartbeats.delete(entry.key);
+      } else {
+        let ttlMs = 2000;
+        try {
+          const value = deps.codec.decode(entry.value) as { ttlMs?: unknown } | undefined;
+          if (typeof value?.ttlMs === 'number' && value.ttlMs > 0) ttlMs = value.ttlMs;
+        } catch {
+          // An unreadable heartbeat still says the node was there.
+        }
+        // The bucket as it was when the watch began carries the server's time of each write; later ones are now.
+        heartbeats.set(entry.key, { at: entry.isUpdate ? now() : entry.created.getTime(), ttlMs });
+      }
+      version += 1;
+    },
+  });
 
   return {
     lease: (tenant, sessionId) => leases.get(`${tenant}.${sessionId}`),
     nodes() {
-      const byNode = new Map<string, { sessions: number; active: number }>();
       const at = now();
+      const byNode = new Map<string, { sessions: number; active: number }>();
+      for (const [node, heartbeat] of heartbeats) {
+        if (at - heartbeat.at <= heartbeat.ttlMs) byNode.set(node, { sessions: 0, active: 0 });
+      }
       for (const lease of leases.values()) {
-        if (lease.node === '' || lease.expiresAt <= at) continue;
-        const entry = byNode.get(lease.node) ?? { sessions: 0, active: 0 };
+        const entry = byNode.get(lease.node);
+        if (!entry) continue;
         entry.sessions += 1;
         if (lease.active) entry.active += 1;
-        byNode.set(lease.node, entry);
       }
       return [...byNode.entries()].map(([node, counts]) => ({ node, ...counts })).sort((a, b) => a.node.localeCompare(b.node));
     },
@@ -116,9 +161,8 @@ export function createLeasesWatcher(deps: {
       return version;
     },
     stop() {
-      stopped = true;
-      clearTimeout(timer);
-      watch?.stop();
+      leaseWatch.stop();
+      nodeWatch.stop();
     },
   };
 }
