@@ -405,7 +405,7 @@ describe('docker-compose.yml run as written, against deploy/nats/nats-server.con
     await expect(sdk.prompt({ tenant: 'default', sessionId }, { text: 'again?' })).rejects.toMatchObject({ code: 'session_deleted' });
   });
 
-  it('refuses the client what is not its to do: calling a tool directly, writing a log, posing as a runtime node', async () => {
+  it('refuses the client what is not its to do: calling a tool directly, writing a log, posing as a runtime node or forging its heartbeat', async () => {
     const refused = (subject: string) =>
       new Promise<PermissionViolationError>((resolvePromise, reject) => {
         const timer = setTimeout(() => reject(new Error(`no permission violation for ${subject}`)), 5000);
@@ -419,8 +419,9 @@ describe('docker-compose.yml run as written, against deploy/nats/nats-server.con
           }
         })();
       });
-    // Nor read or overwrite memory's index snapshots, nor make every memory instance rebuild.
-    for (const subject of ['agentbus.tools.read_file.call', 'agentbus.default.sessions.intruder.log', '$JS.API.STREAM.INFO.OBJ_AGENTBUS_MEMORY', '$O.AGENTBUS_MEMORY.M.aW5kZXg=', 'agentbus.memory.rebuild']) {
+    // Nor read or overwrite memory's index snapshots, nor make every memory instance rebuild, nor forge a runtime
+    // node's heartbeat (keeping a dead node's sessions from being taken over) or delete one (making a live node's taken).
+    for (const subject of ['agentbus.tools.read_file.call', 'agentbus.default.sessions.intruder.log', '$JS.API.STREAM.INFO.OBJ_AGENTBUS_MEMORY', '$O.AGENTBUS_MEMORY.M.aW5kZXg=', 'agentbus.memory.rebuild', '$KV.AGENTBUS_NODES.some-node']) {
       const violation = refused(subject);
       client.publish(subject, codec.encode({ v: 1, callId: 'x', name: 'read_file', args: { path: 'README.md' } }));
       await expect(violation).resolves.toMatchObject({ operation: 'publish', subject });

@@ -16,6 +16,15 @@ describe('runtime settings from the environment', () => {
   });
 });
 
+describe('node identity and failover settings from the environment', () => {
+  it('takes a stable node id and a lease TTL, and refuses a bad one by name', () => {
+    expect(runtimeConfigFromEnv({ AGENTBUS_NODE_ID: 'node-a', AGENTBUS_LEASE_TTL_MS: '1500' })).toMatchObject({ nodeId: 'node-a', leaseTtlMs: 1500 });
+    expect(runtimeConfigFromEnv({}).nodeId).toBeUndefined();
+    expect(() => runtimeConfigFromEnv({ AGENTBUS_NODE_ID: 'a.b' })).toThrow(/AGENTBUS_NODE_ID must match \[A-Za-z0-9_-\]\{1,64\}, got "a.b"/);
+    expect(() => runtimeConfigFromEnv({ AGENTBUS_LEASE_TTL_MS: '0' })).toThrow(/AGENTBUS_LEASE_TTL_MS must be a positive integer/);
+  });
+});
+
 describe('memory settings from the environment', () => {
   it('embeds with the provider of the default model unless told otherwise, or not at all', () => {
     expect(memoryConfigFromEnv({ AGENTBUS_MODEL: 'openai:gpt-5.4-mini' })).toMatchObject({ embedProvider: 'openai', fullTextReason: undefined });

@@ -38,4 +38,19 @@ describe('session host', () => {
     expect(writes.flat().filter((type) => type === 'session.created')).toHaveLength(1);
     host.stop();
   });
+
+  it('logs the request a prompt came from, and recognises it when a kept copy is handled after a takeover', async () => {
+    const { log, writes } = slowLog();
+    const host = await openSession(sessionHostDeps({ log }), 'acme', 'dedupe-1');
+    const first = await host.prompt({ text: 'one' }, { requestId: '_INBOX.abc.1' });
+    // The same request again, as a node that took the session over hands it on: the turn already logged answers.
+    expect(await host.prompt({ text: 'one' }, { requestId: '_INBOX.abc.1', dedupe: true })).toEqual(first);
+    expect(writes.flat().filter((type) => type === 'user.message')).toHaveLength(1);
+    // Another request, or the same one not marked as kept, is a prompt of its own.
+    const other = await host.prompt({ text: 'one' }, { requestId: '_INBOX.abc.2', dedupe: true });
+    expect(other.turnId).not.toBe(first.turnId);
+    await host.prompt({ text: 'one' }, { requestId: '_INBOX.abc.1' });
+    expect(writes.flat().filter((type) => type === 'user.message')).toHaveLength(3);
+    host.stop();
+  });
 });

@@ -4,7 +4,10 @@ import type { AdmissionLimits } from './admission.ts';
 /** Settings of the runtime service. */
 export interface RuntimeConfig {
   readonly prefix: string;
-  /** Node id, unique per process; names the lease owner. */
+  /**
+   * Node id; names the lease owner and the node's heartbeat. Unique among live nodes. A new one per process
+   * by default; a stable one (`AGENTBUS_NODE_ID`) lets a restarted node take its own sessions back at once.
+   */
   readonly nodeId: string;
   readonly defaultModel: string;
   readonly maxSteps: number;
@@ -15,6 +18,10 @@ export interface RuntimeConfig {
   readonly toolTimeoutMs: number;
   readonly maxToolOutputChars: number;
   readonly approvalTimeoutMs: number;
+  /**
+   * How long a node's heartbeat may be silent before the other nodes find it dead and take its sessions
+   * (`AGENTBUS_LEASE_TTL_MS`). It beats four times per TTL. Failover takes about this long.
+   */
   readonly leaseTtlMs: number;
   /** An idle session is dropped from memory after this long. */
   readonly idleMs: number;
@@ -40,7 +47,7 @@ export const DEFAULT_RUNTIME_CONFIG: Omit<RuntimeConfig, 'nodeId'> = {
   toolTimeoutMs: 60_000,
   maxToolOutputChars: 100_000,
   approvalTimeoutMs: 10 * 60_000,
-  leaseTtlMs: 15_000,
+  leaseTtlMs: 2_000,
   idleMs: 5 * 60_000,
   admission: DEFAULT_ADMISSION_LIMITS,
   recall: { share: 0.1, timeoutMs: 300, k: 5 },

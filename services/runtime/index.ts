@@ -115,6 +115,10 @@ export function runtimeConfigFromEnv(env: NodeJS.ProcessEnv): Partial<RuntimeCon
   if (env.AGENTBUS_PREFIX) config.prefix = env.AGENTBUS_PREFIX;
   if (env.AGENTBUS_MODEL) config.defaultModel = env.AGENTBUS_MODEL;
   if (env.AGENTBUS_SYSTEM_PROMPT) config.systemPrompt = env.AGENTBUS_SYSTEM_PROMPT;
+  if (env.AGENTBUS_NODE_ID) {
+    if (!/^[A-Za-z0-9_-]{1,64}$/.test(env.AGENTBUS_NODE_ID)) throw new Error(`AGENTBUS_NODE_ID must match [A-Za-z0-9_-]{1,64}, got ${JSON.stringify(env.AGENTBUS_NODE_ID)}`);
+    config.nodeId = env.AGENTBUS_NODE_ID;
+  }
   const numbers: Array<[string, 'maxSteps' | 'toolTimeoutMs' | 'providerTimeoutMs' | 'leaseTtlMs' | 'idleMs']> = [
     ['AGENTBUS_MAX_STEPS', 'maxSteps'],
     ['AGENTBUS_TOOL_TIMEOUT_MS', 'toolTimeoutMs'],

@@ -2,15 +2,15 @@ import { JetStreamApiError } from '@nats-io/jetstream';
 import type { KV } from '@nats-io/kv';
 import type { Codec } from '../../src/protocol/index.ts';
 import type { Logger } from '../../src/logging.ts';
+import type { NodeLiveness } from './node-liveness.ts';
 
 const WRONG_LAST_SEQUENCE = 10071;
 
 /** A lease as stored in the KV bucket, one key per session (`<tenant>.<sessionId>`). */
 interface LeaseValue {
-  /** Owner node id; empty once released. */
+  /** Owner node id; empty once released. The lease is the owner's while that node is alive ({@link NodeLiveness}). */
   readonly node: string;
-  readonly expiresAt: number;
-  /** True while the session has a turn running or queued: a node that finds it expired resumes it. */
+  /** True while the session has a turn running or queued: a node that finds its owner dead resumes it. */
   readonly active: boolean;
 }
 
@@ -20,22 +20,29 @@ export interface OrphanSession {
   readonly sessionId: string;
 }
 
+/** The outcome of a claim: held by this node, or the live node that holds it. */
+export type ClaimResult = { readonly held: true } | { readonly held: false; readonly owner: string };
+
+const HELD: ClaimResult = { held: true };
+
 /**
- * Which node hosts which session. A node acts on a session only while it holds its lease; leases are
- * renewed while held and expire when a node dies, so another node can claim and resume the session.
- * Compare-and-set on the KV revision makes every claim race have one winner. Expiry compares node clocks,
- * so keep them in sync (NTP) to well within the lease TTL.
+ * Which node hosts which session. A node acts on a session only while it holds its lease. A lease names its
+ * node and stays that node's for as long as the node is alive (its heartbeat, {@link NodeLiveness}): leases are
+ * not renewed one by one, so a dead node's sessions are all free the moment it is found dead, whatever their
+ * number. Compare-and-set on the KV revision makes every claim race have one winner, and the log's expected
+ * last sequence stays the last defence of a single writer.
  */
 export interface SessionLeases {
   /**
-   * True when this node holds (or just took) the session's lease. `active: true` writes the lease active in
-   * the same KV write that takes or renews it (a prompt's claim). A lease held and still fresh is not written
-   * at all, so its flag is left as it is: follow with `setActive`, which writes only when the flag changes.
+   * Takes the session's lease when it is free, released, or its node is dead; `held: false` with the owner
+   * when a live node holds it. `active: true` writes the lease active in the same KV write that takes it (a
+   * prompt's claim). A lease this node holds while its heartbeat is current is not read or written at all, so
+   * its flag is left as it is: follow with `setActive`, which writes only when the flag changes.
    */
-  claim(tenant: string, sessionId: string, options?: { active?: boolean }): Promise<boolean>;
+  claim(tenant: string, sessionId: string, options?: { active?: boolean }): Promise<ClaimResult>;
   /**
-   * Records whether a held session has work, so a node that finds its lease expired resumes it. Written
-   * through at once: mark a session active before logging its prompt.
+   * Records whether a held session has work, so a node that finds this one dead resumes it. Written through at
+   * once: mark a session active before logging its prompt.
    */
   setActive(tenant: string, sessionId: string, active: boolean): Promise<void>;
   /** Gives a held lease back. An active session's lease stays visible as an orphan to resume. */
@@ -45,34 +52,32 @@ export interface SessionLeases {
    * finds it as an orphan to resume.
    */
   forget(tenant: string, sessionId: string): Promise<void>;
-  /** Sessions whose lease expired or was released with work left. */
+  /**
+   * Active sessions with nobody to run them: released with work left, or held by a dead node, or by this
+   * node's own id in an earlier life (a restarted node with a stable `AGENTBUS_NODE_ID` takes its own back at once).
+   */
   orphans(): Promise<OrphanSession[]>;
-  /** Renews every held lease; calls `onLost` for those another node took. */
-  renewAll(onLost: (tenant: string, sessionId: string) => void): Promise<void>;
+  /** Reads every held lease back (after this node lapsed); calls `onLost` for those another node took. */
+  verifyAll(onLost: (tenant: string, sessionId: string) => void): Promise<void>;
 }
 
 /** Creates the lease manager of one node over a KV bucket. */
-export function createSessionLeases(deps: { kv: KV; codec: Codec; nodeId: string; ttlMs: number; now: () => number; logger: Logger }): SessionLeases {
-  const { kv, codec, nodeId, ttlMs, now } = deps;
+export function createSessionLeases(deps: { kv: KV; codec: Codec; liveness: NodeLiveness; logger: Logger }): SessionLeases {
+  const { kv, codec, liveness } = deps;
+  const nodeId = liveness.nodeId;
   interface HeldLease {
     revision: number;
-    expiresAt: number;
     active: boolean;
     /** Writes of one lease run one after another, so compare-and-set never races itself; undefined when none runs. */
     chain: Promise<void> | undefined;
   }
   const held = new Map<string, HeldLease>();
   const keyOf = (tenant: string, sessionId: string) => `${tenant}.${sessionId}`;
-  const encode = (active: boolean, node = nodeId): { value: LeaseValue; bytes: Uint8Array } => {
-    const value = { node, expiresAt: node === '' ? 0 : now() + ttlMs, active };
-    return { value, bytes: codec.encode(value) };
-  };
+  const encode = (active: boolean, node = nodeId): Uint8Array => codec.encode({ node, active } satisfies LeaseValue);
   const decode = (bytes: Uint8Array): LeaseValue | undefined => {
     try {
       const value = codec.decode(bytes) as Partial<LeaseValue> | undefined;
-      if (value && typeof value.node === 'string' && typeof value.expiresAt === 'number') {
-        return { node: value.node, expiresAt: value.expiresAt, active: value.active === true };
-      }
+      if (value && typeof value.node === 'string') return { node: value.node, active: value.active === true };
     } catch (err) {
       deps.logger.warn({ err }, 'unreadable lease');
     }
@@ -82,14 +87,13 @@ export function createSessionLeases(deps: { kv: KV; codec: Codec; nodeId: string
   // Claims of one key in flight: a second claim waits for the first instead of racing it. Raced, the loser
   // (this same node) read the winner's fresh lease, failed its compare-and-set and deleted the winner's record,
   // and its message (a second prompt sent at once to a new session) got no reply at all.
-  const claiming = new Map<string, Promise<boolean>>();
+  const claiming = new Map<string, Promise<ClaimResult>>();
 
-  async function claim(tenant: string, sessionId: string, options: { active?: boolean } = {}): Promise<boolean> {
+  async function claim(tenant: string, sessionId: string, options: { active?: boolean } = {}): Promise<ClaimResult> {
     const key = keyOf(tenant, sessionId);
-    const mine = held.get(key);
-    // The common case, a held and fresh lease, stays synchronous.
-    if (mine && mine.expiresAt - now() > ttlMs / 3 && !claiming.has(key)) return true;
-    for (let inFlight = claiming.get(key); inFlight; inFlight = claiming.get(key)) await inFlight.catch(() => false);
+    // The common case, a lease held while this node is current, stays synchronous.
+    if (held.has(key) && liveness.selfCurrent() && !claiming.has(key)) return HELD;
+    for (let inFlight = claiming.get(key); inFlight; inFlight = claiming.get(key)) await inFlight.catch(() => undefined);
     const attempt = claimOnce(key, options);
     claiming.set(key, attempt);
     try {
@@ -99,74 +103,80 @@ export function createSessionLeases(deps: { kv: KV; codec: Codec; nodeId: string
     }
   }
 
-  async function claimOnce(key: string, options: { active?: boolean }): Promise<boolean> {
+  async function claimOnce(key: string, options: { active?: boolean }): Promise<ClaimResult> {
     const mine = held.get(key);
-    if (mine && mine.expiresAt - now() > ttlMs / 3) return true;
+    if (mine && liveness.selfCurrent()) return HELD;
     if (!mine) {
       // Most claims are of sessions nobody holds: try to create the key first, one KV write instead of a get and a write.
-      const { value, bytes } = encode(options.active === true);
       try {
-        const revision = await kv.create(key, bytes);
-        held.set(key, { revision, expiresAt: value.expiresAt, active: value.active, chain: undefined });
-        return true;
+        const revision = await kv.create(key, encode(options.active === true));
+        held.set(key, { revision, active: options.active === true, chain: undefined });
+        return HELD;
       } catch {
         // The key exists (or existed): read it and take it over if it is free.
       }
     }
     const entry = await kv.get(key);
     const current = entry && entry.operation === 'PUT' ? decode(entry.value) : undefined;
-    if (current && current.node !== '' && current.node !== nodeId && current.expiresAt > now()) return false;
-    const { value, bytes } = encode(options.active === true || (mine?.active ?? current?.active ?? false));
-    try {
-      const revision = entry?.operation === 'PUT' ? await kv.update(key, bytes, entry.revision) : await kv.create(key, bytes);
+    if (current && current.node !== '' && current.node !== nodeId && (await liveness.isAlive(current.node))) {
       if (mine) {
-        // Renewals chained on this lease keep working on the same object.
-        mine.revision = revision;
-        mine.expiresAt = value.expiresAt;
-        mine.active = value.active;
-      } else {
-        held.set(key, { revision, expiresAt: value.expiresAt, active: value.active, chain: undefined });
+        deps.logger.warn({ key, owner: current.node }, 'lease lost');
+        held.delete(key);
       }
-      return true;
+      return { held: false, owner: current.node };
+    }
+    // Still ours, untouched (this node only lagged): nothing to write unless the flag must change.
+    if (mine && current?.node === nodeId && entry!.revision === mine.revision && (mine.active || options.active !== true)) return HELD;
+    const active = options.active === true || (mine?.active ?? current?.active ?? false);
+    try {
+      const revision = entry?.operation === 'PUT' ? await kv.update(key, encode(active), entry.revision) : await kv.create(key, encode(active));
+      if (mine) {
+        // Writes chained on this lease keep working on the same object.
+        mine.revision = revision;
+        mine.active = active;
+      } else {
+        held.set(key, { revision, active, chain: undefined });
+      }
+      return HELD;
     } catch (err) {
       if (!isRevisionConflict(err) && !/exists/i.test((err as Error).message ?? '')) {
-        // A timeout or a reconnect: a lease still held stays held; renewal sorts it out.
+        // A timeout or a reconnect: a lease still held stays held.
         deps.logger.info({ err, key }, 'lease claim not written this time');
-        return mine !== undefined;
+        return mine ? HELD : { held: false, owner: current?.node ?? '' };
       }
       // Someone else won the race.
       held.delete(key);
-      return false;
+      const winner = await kv.get(key).catch(() => null);
+      const value = winner && winner.operation === 'PUT' ? decode(winner.value) : undefined;
+      return { held: false, owner: value?.node ?? '' };
     }
   }
 
-  /** Renews a held lease with its `active` flag: `held`, `lost` when another node took it, `gone` once released. */
+  /** Writes a held lease's `active` flag: `held`, `lost` when another node took it, `gone` once released. */
   function write(key: string, lease: HeldLease): Promise<'held' | 'lost' | 'gone'> {
     const attempt = (lease.chain ?? Promise.resolve()).then(async (): Promise<'held' | 'lost' | 'gone'> => {
-      if (held.get(key) !== lease) return 'gone';
-      const { value, bytes } = encode(lease.active);
-      try {
-        lease.revision = await kv.update(key, bytes, lease.revision);
-        lease.expiresAt = value.expiresAt;
-        return 'held';
-      } catch (err) {
-        if (!isRevisionConflict(err)) {
-          // A timeout or a reconnect is not a lost lease: keep it and try again at the next renewal. If it
-          // expired meanwhile and another node took it, that write fails on the revision and says so.
-          deps.logger.info({ err, key }, 'lease not renewed this time');
+      // A lost reply (a reconnect) may have applied an update: then the key holds our own write, and we write again.
+      for (let tries = 0; tries < 3; tries += 1) {
+        if (held.get(key) !== lease) return 'gone';
+        try {
+          lease.revision = await kv.update(key, encode(lease.active), lease.revision);
           return 'held';
-        }
-        // An update whose reply was lost (a reconnect) may have been applied: then the key holds our own write.
-        const current = await kv.get(key).catch(() => null);
-        const mine = current && current.operation === 'PUT' ? decode(current.value) : undefined;
-        if (current && mine?.node === nodeId) {
+        } catch (err) {
+          if (!isRevisionConflict(err)) {
+            deps.logger.info({ err, key }, 'lease not written this time');
+            return 'held';
+          }
+          const current = await kv.get(key).catch(() => null);
+          const value = current && current.operation === 'PUT' ? decode(current.value) : undefined;
+          if (!current || value?.node !== nodeId) {
+            deps.logger.warn({ err, key, owner: value?.node }, 'lease lost');
+            held.delete(key);
+            return 'lost';
+          }
           lease.revision = current.revision;
-          return 'held';
         }
-        deps.logger.warn({ err, key }, 'lease lost');
-        held.delete(key);
-        return 'lost';
       }
+      return 'held';
     });
     const chain: Promise<void> = attempt.then(() => {
       if (lease.chain === chain) lease.chain = undefined;
@@ -191,17 +201,17 @@ export function createSessionLeases(deps: { kv: KV; codec: Codec; nodeId: string
       await lease.chain;
       held.delete(key);
       try {
-        if (lease.active) await kv.update(key, encode(true, '').bytes, lease.revision);
+        if (lease.active) await kv.update(key, encode(true, ''), lease.revision);
         else await kv.delete(key, { previousSeq: lease.revision });
       } catch (err) {
-        deps.logger.warn({ err, key }, 'lease not released; it will expire');
+        deps.logger.warn({ err, key }, 'lease not released; it is free once this node is gone');
       }
     },
     async forget(tenant, sessionId) {
       const key = keyOf(tenant, sessionId);
       const lease = held.get(key);
       if (lease) {
-        // A renewal in flight would write the key again after the purge.
+        // A write in flight would write the key again after the purge.
         await lease.chain;
         held.delete(key);
       }
@@ -215,16 +225,25 @@ export function createSessionLeases(deps: { kv: KV; codec: Codec; nodeId: string
         const entry = await kv.get(key);
         if (!entry || entry.operation !== 'PUT') continue;
         const value = decode(entry.value);
-        if (!value?.active || (value.node !== '' && value.expiresAt > now())) continue;
+        if (!value?.active) continue;
+        if (value.node !== '' && value.node !== nodeId && (await liveness.isAlive(value.node))) continue;
         const [tenant, sessionId] = key.split('.');
         if (tenant && sessionId) found.push({ tenant, sessionId });
       }
       return found;
     },
-    async renewAll(onLost) {
+    async verifyAll(onLost) {
       await Promise.all(
         [...held].map(async ([key, lease]) => {
-          if ((await write(key, lease)) !== 'lost') return;
+          const current = await kv.get(key);
+          const value = current && current.operation === 'PUT' ? decode(current.value) : undefined;
+          if (current && value?.node === nodeId) {
+            if (current.revision !== lease.revision) lease.revision = current.revision;
+            return;
+          }
+          if (held.get(key) !== lease) return;
+          held.delete(key);
+          deps.logger.warn({ key, owner: value?.node }, 'lease lost while this node was silent');
           const [tenant, sessionId] = key.split('.');
           if (tenant && sessionId) onLost(tenant, sessionId);
         }),

@@ -25,8 +25,8 @@ export function createPrepareActors({ scopeOf, stepScope, progress }: Pick<StepA
     const scope = scopeOf(system);
     const { services } = scope;
     const { writer, transcript, config } = services;
-    for (const text of services.takeSteers()) {
-      await writer.append(LogEventType.userMessage, { turnId: input.turnId, step: input.step }, { text, steer: true });
+    for (const { text, requestId } of services.takeSteers()) {
+      await writer.append(LogEventType.userMessage, { turnId: input.turnId, step: input.step }, { text, steer: true, ...(requestId ? { requestId } : {}) });
     }
     const history = transcript.conversation(input.turnId);
     // Memory is asked at the turn's first step, beside tool discovery, and what it recalls stays for the turn.

@@ -26,6 +26,8 @@ import { createAdmission } from './admission.ts';
 import { createLivePublisher } from './live-publisher.ts';
 import { createSessionLeases } from './leases.ts';
 import type { SessionLeases } from './leases.ts';
+import { startNodeLiveness } from './node-liveness.ts';
+import { createParkedMessages } from './parked-messages.ts';
 import type { ProviderPort, ToolPort } from './ports.ts';
 import type { MemoryPort } from './recall.ts';
 import { createSessionDeleter } from './session-delete.ts';
@@ -74,9 +76,15 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
   const jsm = await jetstreamManager(nc);
   const names = await ensureStreams(jsm, { prefix: config.prefix });
   const log = createSessionLog({ nc, js: jetstream(nc), subjects, codec, stream: names.log, logger });
-  const kv = await new Kvm(nc).create(streamNames(config.prefix).leases, { history: 1 });
-  const leases: SessionLeases = createSessionLeases({ kv, codec, nodeId: config.nodeId, ttlMs: config.leaseTtlMs, now: deps.now, logger });
-  const tombstoneBucket = await new Kvm(nc).create(streamNames(config.prefix).tombstones, { history: 1 });
+  const buckets = streamNames(config.prefix);
+  const kv = await new Kvm(nc).create(buckets.leases, { history: 1 });
+  // Heartbeats of the runtime nodes: a key no node rewrote for ten minutes (a node long gone) ages out.
+  const nodesBucket = await new Kvm(nc).create(buckets.nodes, { history: 1, ttl: 10 * 60_000 });
+  const liveness = await startNodeLiveness({ kv: nodesBucket, codec, nodeId: config.nodeId, ttlMs: config.leaseTtlMs, logger });
+  const leases: SessionLeases = createSessionLeases({ kv, codec, liveness, logger });
+  // Kept past the time it takes to find a node dead, with room for a holder that died while handling one.
+  const parked = createParkedMessages({ keepMs: 2 * config.leaseTtlMs + 2_000, maxBytes: 64 * 1024 * 1024 });
+  const tombstoneBucket = await new Kvm(nc).create(buckets.tombstones, { history: 1 });
   const tombstones: RuntimeTombstones = createRuntimeTombstones({ kv: tombstoneBucket, codec, nodeId: config.nodeId, now: deps.now });
   const envelopes = createEnvelopeFactory({ newId: deps.newId, now: deps.now });
   const toolTokenCache = new Map<string, number>();
@@ -107,6 +115,14 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
     newId: deps.newId,
     now: deps.now,
     giveUp: (session) => void giveUp(session),
+    // While this node's heartbeat is current nobody can have taken its sessions; otherwise (it was paused or
+    // cut off) a write first reads the lease back, and one another node took is refused before the log is asked.
+    writeGuard: (tenant, sessionId) => {
+      if (liveness.selfCurrent()) return undefined;
+      return leases.claim(tenant, sessionId).then((claimed) => {
+        if (!claimed.held) throw new LogConflictError(sessionId, -1, { retryable: true });
+      });
+    },
   };
 
   // An opened session is kept as itself, not as the promise that opened it: one object less per idle session.
@@ -216,7 +232,25 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
     hostDeps.live.publish('error', { tenant, sessionId }, { ...error, subject });
   }
 
-  async function handle(verb: SessionVerb, message: Msg): Promise<void> {
+  /**
+   * Stops hosting a session another node took while this one was silent (paused, or cut off): its host must
+   * not write again; the log's expected sequence would refuse it anyway.
+   */
+  function dropLost(tenant: string, sessionId: string) {
+    const key = keyOf(tenant, sessionId);
+    const opening = hosts.get(key);
+    if (!opening) return;
+    hosts.delete(key);
+    lastUsed.delete(key);
+    void Promise.resolve(opening).then((opened) => opened.stop(), () => undefined);
+    logger.warn({ tenant, sessionId }, 'lease taken by another node; session stopped here');
+  }
+
+  /**
+   * Handles one message of a session. `replayed`: a message this node kept while the session's holder was
+   * alive, handled now that the holder was found dead (see {@link createParkedMessages}).
+   */
+  async function handle(verb: SessionVerb, message: Msg, replayed = false): Promise<void> {
     const parsed = subjects.parseSession(message.subject);
     if (!parsed) {
       const error = { code: 'invalid_input', message: `bad session subject ${message.subject}: tenant and session id must match [A-Za-z0-9_-]{1,64}`, retryable: false };
@@ -226,15 +260,20 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
     const { tenant, sessionId } = parsed;
     // A tenant over its rate is refused before its messages cost a lease lookup. Every node sees every message
     // and keeps the same buckets, so they agree (a request takes the first reply).
-    const tenantRefusal = admission.tenant(tenant);
+    const tenantRefusal = replayed ? undefined : admission.tenant(tenant);
     if (tenantRefusal) {
       refusals.refused({ ...tenantRefusal, tenant, sessionId, verb });
       reply(message, verb === SessionVerb.prompt ? { accepted: false, sessionId, error: tenantRefusal } : { ok: false, error: tenantRefusal });
       return;
     }
-    // Only the lease holder acts; every other node stays silent.
+    // Only the lease holder acts; every other node keeps the message until it knows the holder lived on.
     // A prompt's claim marks the lease active in the same write (active before the prompt is logged).
-    if (!(await leases.claim(tenant, sessionId, verb === SessionVerb.prompt ? { active: true } : {}))) return;
+    const claimed = await leases.claim(tenant, sessionId, verb === SessionVerb.prompt ? { active: true } : {});
+    if (!claimed.held) {
+      dropLost(tenant, sessionId);
+      if (!replayed && claimed.owner !== '' && !stopping) parked.park(claimed.owner, verb, message);
+      return;
+    }
     const contentType = message.headers?.get('Content-Type') || undefined;
     const started = performance.now();
     const key = keyOf(tenant, sessionId);
@@ -251,7 +290,8 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
           const session = await host(tenant, sessionId, { forPrompt: true });
           // Active before the prompt is logged: if this node dies now, another one resumes the turn.
           await leases.setActive(tenant, sessionId, true);
-          const { turnId } = await session.prompt(prompt);
+          // The request's reply subject identifies it: a replayed prompt the dead holder had logged is not run twice.
+          const { turnId } = await session.prompt(prompt, { ...(message.reply ? { requestId: message.reply } : {}), dedupe: replayed });
           watchActivity(session);
           reply(message, { accepted: true, sessionId, turnId });
           deps.onHandled?.(verb, { durationMs: performance.now() - started });
@@ -265,7 +305,7 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
         }
         case SessionVerb.steer: {
           const steer = decodeSteer(codec, message.data, contentType);
-          replyCommand(message, (await existingHost(tenant, sessionId)).steer(steer.text));
+          replyCommand(message, (await existingHost(tenant, sessionId)).steer(steer.text, { ...(message.reply ? { requestId: message.reply } : {}), dedupe: replayed }));
           deps.onHandled?.(verb, { durationMs: performance.now() - started });
           return;
         }
@@ -305,7 +345,8 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
       deps.onHandled?.(verb, { durationMs: performance.now() - started, error: `${error.code}: ${error.message}` });
       // A session sending too fast is not told again on its live subjects: that would feed the flood. Nothing
       // is written under a deleted session's subjects again.
-      if (error.code !== ErrorCode.rateLimited && !deleted) publishError(tenant, sessionId, error, message.subject);
+      // A replayed message's refusal (a cancel the dead holder had done) is for its requester alone.
+      if (error.code !== ErrorCode.rateLimited && !deleted && !replayed) publishError(tenant, sessionId, error, message.subject);
     } finally {
       const left = (inFlight.get(key) ?? 1) - 1;
       if (left > 0) inFlight.set(key, left);
@@ -358,7 +399,7 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
   async function adoptOrphans() {
     for (const orphan of await leases.orphans()) {
       if (stopping) return;
-      if (!(await leases.claim(orphan.tenant, orphan.sessionId))) continue;
+      if (!(await leases.claim(orphan.tenant, orphan.sessionId)).held) continue;
       logger.info(orphan, 'resuming a session another node left');
       await host(orphan.tenant, orphan.sessionId).catch(async (err: unknown) => {
         // A session deleted meanwhile has nothing to resume, and its lease must not stay behind.
@@ -367,20 +408,29 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
     }
   }
 
+  // A node found dead: the messages kept for it are handled by whichever node takes each session, and its
+  // sessions with work left are resumed.
+  liveness.onDead((node) => {
+    for (const { verb, message } of parked.take(node)) {
+      void handle(verb, message, true).catch((err: unknown) => logger.error({ err }, 'kept message handling failed'));
+    }
+    void adoptOrphans().catch((err: unknown) => logger.warn({ err }, 'could not look for orphaned sessions'));
+  });
+  // This node was silent past the TTL: the leases others took are theirs now.
+  liveness.onSelfLapse(() => leases.verifyAll(dropLost));
+
+  let ticks = 0;
   const maintenance = setInterval(() => {
     void (async () => {
-      await leases.renewAll((tenant, sessionId) => {
-        const key = keyOf(tenant, sessionId);
-        const opening = hosts.get(key);
-        hosts.delete(key);
-        if (opening) void Promise.resolve(opening).then((opened) => opened.stop());
-        logger.warn({ tenant, sessionId }, 'lease taken by another node; session stopped here');
-      });
+      ticks += 1;
       admission.prune();
+      const dropped = parked.prune();
+      if (dropped > 0) logger.warn({ dropped }, 'messages kept for other nodes dropped for room; if their holder died, they go unanswered');
       await passivateIdle();
-      await adoptOrphans();
+      // Orphans are mostly found when their node is (onDead); this sweep catches sessions given up or released with work.
+      if (ticks % 2 === 0) await adoptOrphans();
     })().catch((err: unknown) => logger.warn({ err }, 'runtime maintenance failed'));
-  }, Math.max(250, Math.floor(config.leaseTtlMs / 3)));
+  }, Math.max(500, config.leaseTtlMs));
   void adoptOrphans().catch((err: unknown) => logger.warn({ err }, 'could not look for orphaned sessions'));
 
   logger.info({ prefix: config.prefix }, 'runtime started');
@@ -400,6 +450,8 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
         await leases.release(opened.tenant, opened.sessionId);
       }
       hosts.clear();
+      // Last: the others take what this node released (and the messages they kept for it) at once.
+      await liveness.stop();
     },
   };
 }

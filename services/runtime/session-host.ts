@@ -2,7 +2,7 @@ import { createActor } from 'xstate';
 import type { Actor, InspectionEvent } from 'xstate';
 import type { SessionLog } from '../../src/bus/session-log.ts';
 import { ErrorCode, LogEventType, TurnEndReason } from '../../src/protocol/index.ts';
-import type { Approve, EnvelopeFactory, ErrorData, Prompt } from '../../src/protocol/index.ts';
+import type { Approve, EnvelopeFactory, ErrorData, LogEvent, Prompt } from '../../src/protocol/index.ts';
 import type { Logger } from '../../src/logging.ts';
 import type { PlannedCall, QueuedTurn } from '../../machines/index.ts';
 import type { RuntimeConfig } from './config.ts';
@@ -12,8 +12,14 @@ import { createSessionWriter } from './session-writer.ts';
 import type { SessionWriter } from './session-writer.ts';
 import { createTranscript } from './transcript.ts';
 import type { Transcript, UnfinishedTurn } from './transcript.ts';
-import type { RuntimeServices, SessionServices } from './session-services.ts';
+import type { PendingSteer, RuntimeServices, SessionServices } from './session-services.ts';
 import type { SessionLogic } from './turn-actors.ts';
+
+/** Which request a prompt or steer came from, and whether one already logged must be recognised. */
+export interface RequestOptions {
+  readonly requestId?: string;
+  readonly dedupe?: boolean;
+}
 
 /** The answer to a command sent to a session. */
 export type CommandResult = { ok: true; turnId?: string } | { ok: false; error: ErrorData };
@@ -22,10 +28,15 @@ export type CommandResult = { ok: true; turnId?: string } | { ok: false; error: 
 export interface SessionHost {
   readonly tenant: string;
   readonly sessionId: string;
-  /** Appends the prompt as `user.message` (after `session.created` for a new session) and queues its turn. */
-  prompt(prompt: Prompt): Promise<{ turnId: string }>;
+  /**
+   * Appends the prompt as `user.message` (after `session.created` for a new session) and queues its turn.
+   * `requestId` is logged with it; with `dedupe`, a prompt whose request is in the log already is not logged
+   * again, and its turn is the answer (a message kept by another node, handled after its holder died).
+   */
+  prompt(prompt: Prompt, options?: RequestOptions): Promise<{ turnId: string }>;
   cancel(reason?: string): CommandResult;
-  steer(text: string): CommandResult;
+  /** Injects `text` at the running turn's next step; `requestId` and `dedupe` as for {@link prompt}. */
+  steer(text: string, options?: RequestOptions): CommandResult;
   approve(decision: Approve): Promise<CommandResult>;
   /** True while a turn runs or waits. */
   busy(): boolean;
@@ -47,6 +58,11 @@ export interface SessionHostDeps extends RuntimeServices {
    * lets the session be opened again from its log. Without it the host stops itself.
    */
   readonly giveUp?: (session: SessionHost) => void;
+  /**
+   * Called before each write to a session's log: rejects (with a `LogConflictError`) when the session is no
+   * longer this node's, e.g. after the node was paused past its lease and another took it (see the writer).
+   */
+  readonly writeGuard?: (tenant: string, sessionId: string) => Promise<void> | undefined;
 }
 
 const noActiveTurn = (sessionId: string): CommandResult => ({
@@ -62,7 +78,8 @@ const noActiveTurn = (sessionId: string): CommandResult => ({
 export async function openSession(deps: SessionHostDeps, tenant: string, sessionId: string, options: { signal?: AbortSignal } = {}): Promise<SessionHost> {
   const { events, lastSeq } = await deps.log.read(tenant, sessionId, options.signal ? { signal: options.signal } : {});
   const transcript = createTranscript(events, deps.tokens);
-  const writer = createSessionWriter({ tenant, sessionId, log: deps.log, envelopes: deps.envelopes, transcript, readSeq: lastSeq });
+  const guard = deps.writeGuard;
+  const writer = createSessionWriter({ tenant, sessionId, log: deps.log, envelopes: deps.envelopes, transcript, readSeq: lastSeq, ...(guard ? { beforeWrite: () => guard(tenant, sessionId) } : {}) });
   const queue = await resumeQueue(deps, transcript.unfinishedTurns(), writer, options.signal);
   const host = new HostedSession(deps, tenant, sessionId, transcript, writer);
   if (queue.length > 0) host.startActor(queue);
@@ -84,7 +101,7 @@ class HostedSession implements SessionHost {
   private actor: SessionActor | undefined;
   private stopped = false;
   private logger: Logger | undefined;
-  private steers: string[] | undefined;
+  private steers: PendingSteer[] | undefined;
   /** True while the `session.created` of a new session is on its way: a second prompt must not add another. */
   private creating = false;
   private idleWaiters: Set<(idle: boolean) => void> | undefined;
@@ -202,6 +219,12 @@ class HostedSession implements SessionHost {
     });
   }
 
+  /** The `user.message` logged for a request, if any: a scan of the log read, for the rare message handled after a takeover. */
+  private loggedRequest(requestId: string | undefined): LogEvent | undefined {
+    if (requestId === undefined) return undefined;
+    return this.transcript.events.findLast((event) => event.type === LogEventType.userMessage && event.data.requestId === requestId);
+  }
+
   private running(): boolean {
     return this.actor?.getSnapshot().value === 'running';
   }
@@ -210,19 +233,22 @@ class HostedSession implements SessionHost {
     return this.actor?.getSnapshot().context.current?.turnId;
   }
 
-  async prompt(prompt: Prompt): Promise<{ turnId: string }> {
+  async prompt(prompt: Prompt, options: RequestOptions = {}): Promise<{ turnId: string }> {
+    const logged = options.dedupe ? this.loggedRequest(options.requestId) : undefined;
+    if (logged?.turnId) return { turnId: logged.turnId };
+    const data = options.requestId ? { ...prompt, requestId: options.requestId } : prompt;
     const turnId = this.deps.newId();
     if (!this.creating && this.transcript.events.length === 0) {
       // A new session: `session.created` and the prompt go out as one group, the first expecting the log empty.
       this.creating = true;
       const created = this.writer.append(LogEventType.sessionCreated, {}, { createdBy: this.deps.config.nodeId });
       try {
-        await Promise.all([created, this.writer.append(LogEventType.userMessage, { turnId }, prompt)]);
+        await Promise.all([created, this.writer.append(LogEventType.userMessage, { turnId }, data)]);
       } finally {
         this.creating = false;
       }
     } else {
-      await this.writer.append(LogEventType.userMessage, { turnId }, prompt);
+      await this.writer.append(LogEventType.userMessage, { turnId }, data);
     }
     const turn = queuedTurn(this.deps.config, turnId, prompt);
     if (this.stopped) return { turnId };
@@ -238,9 +264,10 @@ class HostedSession implements SessionHost {
     return turnId ? { ok: true, turnId } : { ok: true };
   }
 
-  steer(text: string): CommandResult {
+  steer(text: string, options: RequestOptions = {}): CommandResult {
     if (!this.running()) return noActiveTurn(this.sessionId);
-    (this.steers ??= []).push(text);
+    const logged = options.dedupe ? this.loggedRequest(options.requestId) : undefined;
+    if (!logged) (this.steers ??= []).push(options.requestId ? { text, requestId: options.requestId } : { text });
     const turnId = this.currentTurnId();
     return turnId ? { ok: true, turnId } : { ok: true };
   }

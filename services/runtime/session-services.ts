@@ -27,11 +27,17 @@ export interface RuntimeServices {
 }
 
 /** Everything one session's actors use; made by the session host. */
+/** A steering message waiting for the next step, and the request that sent it (its reply subject), if any. */
+export interface PendingSteer {
+  readonly text: string;
+  readonly requestId?: string;
+}
+
 export interface SessionServices extends RuntimeServices {
   readonly tenant: string;
   readonly sessionId: string;
   readonly writer: SessionWriter;
   readonly transcript: Transcript;
-  /** Steering messages received since the last step began; taking them empties the list. */
-  readonly takeSteers: () => string[];
+  /** Steering messages received since the last step began (with their request's id); taking them empties the list. */
+  readonly takeSteers: () => PendingSteer[];
 }

@@ -43,6 +43,11 @@ interface SessionWriterDeps {
    * transcript's last event when the log's last messages were invalid and skipped.
    */
   readonly readSeq?: number;
+  /**
+   * Called before each write; a rejection (a `LogConflictError`: the session is another node's now) fails the
+   * write. Returns undefined when there is nothing to wait for (the common case costs no await).
+   */
+  readonly beforeWrite?: () => Promise<void> | undefined;
 }
 
 /** Creates the writer of one session. */
@@ -221,6 +226,8 @@ class SerialWriter implements SessionWriter {
       });
       const expectedSeq = this.expectedSeq();
       try {
+        const guard = deps.beforeWrite?.();
+        if (guard) await guard;
         if (pending.length === 1) record(pending[0]!, await deps.log.append(envelopes[pending[0]!]!, expectedSeq));
         else await deps.log.appendGroup(pending.map((index) => envelopes[index]!), expectedSeq, (position, seq) => record(pending[position]!, seq));
         return;

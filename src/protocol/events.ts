@@ -75,6 +75,11 @@ export interface EventDataMap {
     readonly metadata?: Record<string, unknown>;
     /** True for a message injected into a running turn by `steer`. */
     readonly steer?: boolean;
+    /**
+     * The request that sent it (its reply subject), when it was a request: a node that takes over a session
+     * whose holder died hands it the messages it kept, and one found here is not run twice.
+     */
+    readonly requestId?: string;
   };
   'assistant.message': {
     readonly text: string;

@@ -22,6 +22,7 @@ const userMessage = z.object({
   maxCost: z.number().positive().optional(),
   metadata: z.record(z.string(), z.unknown()).optional(),
   steer: z.boolean().optional(),
+  requestId: z.string().max(1024).optional(),
 });
 
 const assistantMessage = z.object({
