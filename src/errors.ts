@@ -19,6 +19,11 @@ export const ErrorCode = {
   busy: 'busy',
   /** The callee cannot do this at all, as configured (e.g. a provider with no embedding model). */
   unsupported: 'unsupported',
+  /**
+   * A side-effecting call that was running when its runtime node died, and is not run again because its tool
+   * is not idempotent: it may or may not have taken effect.
+   */
+  interrupted: 'interrupted',
   internal: 'internal',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];

@@ -100,9 +100,9 @@ afterAll(async () => {
 });
 
 /** Starts nodes a and b (and the tools worker with a fresh gate), and runs a first turn on `sessionId`. */
-async function twoNodesWithSession(sessionId: string, env: Record<string, string> = {}) {
+async function twoNodesWithSession(sessionId: string, env: Record<string, string> = {}, extraTools = [bump, gate.tool]) {
   // A tools worker for each test: it serves this test's gate.
-  const tools = await startToolsService({ nc: services, logger: silentLogger(), extraTools: [bump, gate.tool] });
+  const tools = await startToolsService({ nc: services, logger: silentLogger(), extraTools });
   stopTools = () => tools.stop();
   const nodes = { 'node-a': runtimeNode('node-a', env), 'node-b': runtimeNode('node-b', env) };
   await Promise.all(Object.values(nodes).map((node) => node.waitFor('runtime started')));
@@ -167,6 +167,24 @@ describe('failover between runtime nodes', () => {
     await events.until((seen) => seen.filter((event) => event.type === 'turn.ended').length === 2, 15_000);
     expect(events.events.filter((event) => event.type === 'turn.ended').at(-1)).toMatchObject({ data: { reason: 'cancelled' } });
     await check(['cancel-kept']);
+    events.stop();
+  }, 60_000);
+
+  it('does not run a side effect twice: a non-idempotent call running when its node died ends interrupted, and the turn goes on', async () => {
+    // Here `bump` blocks until opened, and is not idempotent.
+    const bumpGate = createGateTool('bump', { idempotent: false });
+    gate.open();
+    const { events, holder, nodes } = await twoNodesWithSession('interrupted', {}, [bumpGate.tool, gate.tool]);
+    expect(await requestJson(client, `agentbus.${TENANT}.sessions.interrupted.prompt`, { text: 'bump, then hold' })).toMatchObject({ accepted: true });
+    await expect.poll(() => bumpGate.effects.length, { timeout: 10_000 }).toBe(1);
+    await nodes[holder]!.stop('SIGKILL');
+    await events.until((seen) => seen.filter((event) => event.type === 'turn.ended').length === 2, 15_000);
+    bumpGate.open();
+    expect(bumpGate.effects).toHaveLength(1);
+    const result = events.events.find((event) => event.type === 'tool.result' && event.data.name === 'bump');
+    expect(result).toMatchObject({ data: { isError: true, error: { code: 'interrupted' } } });
+    expect(events.events.filter((event) => event.type === 'turn.ended').at(-1)).toMatchObject({ data: { reason: 'yielded', text: 'all done' } });
+    await check(['interrupted']);
     events.stop();
   }, 60_000);
 

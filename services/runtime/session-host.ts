@@ -2,7 +2,7 @@ import { createActor } from 'xstate';
 import type { Actor, InspectionEvent } from 'xstate';
 import type { SessionLog } from '../../src/bus/session-log.ts';
 import { ErrorCode, LogEventType, TurnEndReason } from '../../src/protocol/index.ts';
-import type { Approve, EnvelopeFactory, ErrorData, LogEvent, Prompt } from '../../src/protocol/index.ts';
+import type { Approve, EnvelopeFactory, ErrorData, EventDataMap, LogEvent, Prompt } from '../../src/protocol/index.ts';
 import type { Logger } from '../../src/logging.ts';
 import type { PlannedCall, QueuedTurn } from '../../machines/index.ts';
 import type { RuntimeConfig } from './config.ts';
@@ -327,7 +327,7 @@ async function resumeQueue(
 ): Promise<QueuedTurn[]> {
   if (unfinished.length === 0) return [];
   const tools = await deps.tools.listTools(signal ? { signal } : {});
-  const tierOf = new Map(tools.map((tool) => [tool.name, tool.tier]));
+  const byName = new Map(tools.map((tool) => [tool.name, tool]));
   const queue: QueuedTurn[] = [];
   for (const turn of unfinished) {
     const base = queuedTurn(deps.config, turn.turnId, turn.prompt);
@@ -340,7 +340,20 @@ async function resumeQueue(
       await writer.append(LogEventType.turnEnded, { turnId: turn.turnId, step: turn.lastStep }, { reason: TurnEndReason.yielded, text: turn.text, ...ending });
       continue;
     }
-    const pendingCalls: PlannedCall[] = turn.openCalls.map((call) => ({ ...call, tier: tierOf.get(call.name) ?? 'unknown' }));
+    // Calls run in order, a side-effecting or privileged one alone: only the first open call can have been
+    // running when the node died. Run it again (same effectId) only when that is safe, a read-only or
+    // idempotent tool. A side effect that may have happened is not made twice: the call ends `interrupted`,
+    // and the model is told so. (A privileged call not yet approved never started.)
+    const pendingCalls: PlannedCall[] = [];
+    for (const [index, call] of turn.openCalls.entries()) {
+      const tool = byName.get(call.name);
+      const started = index === 0 && (tool?.tier === 'side_effecting' || (tool?.tier === 'privileged' && turn.decisions[call.id]?.approved === true));
+      if (started && !tool.idempotent) {
+        await writer.append(LogEventType.toolResult, { turnId: turn.turnId, step: turn.lastStep }, interruptedResult(call));
+        continue;
+      }
+      pendingCalls.push({ ...call, tier: tool?.tier ?? 'unknown' });
+    }
     if (pendingCalls.length === 0 && turn.lastStep >= base.maxSteps) {
       await writer.append(LogEventType.turnEnded, { turnId: turn.turnId, step: turn.lastStep }, { reason: TurnEndReason.budgetExceeded, ...ending });
       continue;
@@ -357,4 +370,10 @@ async function resumeQueue(
     });
   }
   return queue;
+}
+
+/** The result of a non-idempotent side-effecting call that was running when its node died. */
+function interruptedResult(call: { readonly id: string; readonly name: string }): EventDataMap['tool.result'] {
+  const message = `the call to ${call.name} was running when its runtime node stopped; it may or may not have taken effect, and it is not run again because the tool is not idempotent`;
+  return { toolCallId: call.id, name: call.name, output: message, isError: true, error: { code: ErrorCode.interrupted, message, retryable: false }, durationMs: 0 };
 }

@@ -13,8 +13,8 @@ export interface GateTool {
   open(): void;
 }
 
-/** Creates a {@link GateTool} named `name`. */
-export function createGateTool(name: string): GateTool {
+/** Creates a {@link GateTool} named `name`; idempotent unless told otherwise. */
+export function createGateTool(name: string, options: { idempotent?: boolean } = {}): GateTool {
   const effects: string[] = [];
   let aborted = 0;
   let open: () => void = () => {};
@@ -27,7 +27,7 @@ export function createGateTool(name: string): GateTool {
     parameters: z.object({}),
     tier: 'side_effecting',
     timeoutMs: 60_000,
-    idempotent: true,
+    idempotent: options.idempotent ?? true,
     execute: async (_args, { effectId, signal }) => {
       effects.push(effectId);
       await Promise.race([
