@@ -1,5 +1,6 @@
 import { InvalidInputError } from '../../src/errors.ts';
 import { isToken } from '../../src/protocol/index.ts';
+import { replicasFromEnv } from '../../src/bus/streams.ts';
 
 /** The memory service's settings, from its environment. */
 export interface MemoryConfig {
@@ -9,6 +10,8 @@ export interface MemoryConfig {
   readonly fullTextReason: string | undefined;
   readonly queryEmbedTimeoutMs: number;
   readonly snapshots: false | { readonly everyEvents: number; readonly intervalMs: number };
+  /** Copies of the state bucket and the snapshot store in a NATS cluster (`AGENTBUS_REPLICAS`); default 1. */
+  readonly replicas: number;
 }
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -32,6 +35,7 @@ export function memoryConfigFromEnv(env: Env): MemoryConfig {
     fullTextReason: provider === 'none' ? 'AGENTBUS_EMBED_PROVIDER is none' : provider === undefined ? 'neither AGENTBUS_EMBED_PROVIDER nor AGENTBUS_MODEL names a provider' : undefined,
     queryEmbedTimeoutMs: integer(env, 'AGENTBUS_MEMORY_QUERY_EMBED_TIMEOUT_MS', 200, 1),
     snapshots: everyEvents === 0 ? false : { everyEvents, intervalMs: integer(env, 'AGENTBUS_MEMORY_SNAPSHOT_INTERVAL_MS', 60_000, 10) },
+    replicas: replicasFromEnv(env) ?? 1,
   };
 }
 

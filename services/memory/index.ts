@@ -55,6 +55,8 @@ export interface MemoryServiceOptions {
   readonly queryEmbedTimeoutMs?: number;
   /** Index snapshots in the object store (default on): events that call for one, and the longest wait. */
   readonly snapshots?: false | { readonly everyEvents?: number; readonly intervalMs?: number };
+  /** Copies of the state bucket and the snapshot store in a NATS cluster; default 1. */
+  readonly replicas?: number;
 }
 
 /** A running memory service. */
@@ -109,11 +111,11 @@ export async function startMemoryService(options: MemoryServiceOptions): Promise
   });
   await tombstones.ready;
   const history = createSessionHistory({ nc, codec, subjects, stream, logger, tombstones });
-  const state = await openStateStore({ nc, codec });
+  const state = await openStateStore({ nc, codec, replicas: options.replicas ?? 1 });
   const stateSubjects = createStateSubjects(prefix);
   const historySubjects = createHistorySubjects(prefix);
 
-  const snapshotStore = options.snapshots === false ? undefined : createSnapshotStore({ nc, logger });
+  const snapshotStore = options.snapshots === false ? undefined : createSnapshotStore({ nc, logger, replicas: options.replicas ?? 1 });
   const log = await streamOnceThere(nc, stream, { logger, what: 'the session log stream', signal: stopping.signal });
   const loaded = await snapshotStore?.load();
   const saved = usableSnapshot(loaded, log.lastSeq, log.created, logger);

@@ -26,6 +26,7 @@ try {
     queryEmbedTimeoutMs: config.queryEmbedTimeoutMs,
     ...(config.fullTextReason ? { fullTextReason: config.fullTextReason } : {}),
     snapshots: config.snapshots,
+    replicas: config.replicas,
   });
   health = startServiceHealth({
     nc,

@@ -31,6 +31,8 @@ export interface SnapshotStoreOptions {
   readonly nc: NatsConnection;
   readonly logger: Logger;
   readonly bucket?: string;
+  /** Copies of the store in a NATS cluster; default 1. */
+  readonly replicas?: number;
 }
 
 /**
@@ -44,7 +46,7 @@ export function createSnapshotStore(options: SnapshotStoreOptions): SnapshotStor
   const bucket = options.bucket ?? SNAPSHOT_BUCKET;
   let opened: Promise<ObjectStore> | undefined;
   const store = () =>
-    (opened ??= new Objm(options.nc).create(bucket, { storage: StorageType.File, description: 'agentbus memory: index snapshots' }).catch((err: unknown) => {
+    (opened ??= new Objm(options.nc).create(bucket, { storage: StorageType.File, replicas: options.replicas ?? 1, description: 'agentbus memory: index snapshots' }).catch((err: unknown) => {
       opened = undefined;
       throw err;
     }));

@@ -25,9 +25,9 @@ const WRONG_LAST_SEQUENCE = 10071;
  * at most {@link MAX_STATE_VALUE_BYTES}. A save with `expectedRevision` is a compare-and-set (0: only when the
  * key has no value), answered with `conflict` when another save came first.
  */
-export async function openStateStore(options: { nc: NatsConnection; codec: Codec; bucket?: string }): Promise<StateStore> {
+export async function openStateStore(options: { nc: NatsConnection; codec: Codec; bucket?: string; replicas?: number }): Promise<StateStore> {
   const { codec } = options;
-  const kv: KV = await new Kvm(options.nc).create(options.bucket ?? STATE_BUCKET, { history: 1, description: 'agentbus: per-tenant agent state' });
+  const kv: KV = await new Kvm(options.nc).create(options.bucket ?? STATE_BUCKET, { history: 1, replicas: options.replicas ?? 1, description: 'agentbus: per-tenant agent state' });
   const keyOf = (tenant: string, key: string) => `${tenant}.${key}`;
   const conflict = (key: string, expected: number, cause: unknown) =>
     new AgentbusError(ErrorCode.conflict, `state ${key} is not at revision ${expected}${expected === 0 ? ' (it has a value)' : ''}: load it and save again`, { cause, retryable: true });

@@ -3,6 +3,7 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import { nuid } from '@nats-io/nats-core';
 import { createMemoryClient } from '../../src/bus/memory-client.ts';
 import { createProviderClient } from '../../src/bus/provider-client.ts';
+import { replicasFromEnv } from '../../src/bus/streams.ts';
 import { createToolClient } from '../../src/bus/tool-client.ts';
 import type { Logger } from '../../src/logging.ts';
 import { createCodec, createSubjects } from '../../src/protocol/index.ts';
@@ -119,6 +120,8 @@ export function runtimeConfigFromEnv(env: NodeJS.ProcessEnv): Partial<RuntimeCon
     if (!/^[A-Za-z0-9_-]{1,64}$/.test(env.AGENTBUS_NODE_ID)) throw new Error(`AGENTBUS_NODE_ID must match [A-Za-z0-9_-]{1,64}, got ${JSON.stringify(env.AGENTBUS_NODE_ID)}`);
     config.nodeId = env.AGENTBUS_NODE_ID;
   }
+  const replicas = replicasFromEnv(env);
+  if (replicas !== undefined) config.replicas = replicas;
   const numbers: Array<[string, 'maxSteps' | 'toolTimeoutMs' | 'providerTimeoutMs' | 'leaseTtlMs' | 'idleMs']> = [
     ['AGENTBUS_MAX_STEPS', 'maxSteps'],
     ['AGENTBUS_TOOL_TIMEOUT_MS', 'toolTimeoutMs'],

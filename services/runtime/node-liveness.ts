@@ -92,7 +92,7 @@ export async function startNodeLiveness(options: NodeLivenessOptions): Promise<N
     if (known?.dead) return;
     if (known) known.dead = true;
     else seen.set(node, { at: -Infinity, revision: 0, dead: true });
-    logger.warn({ node: node, why }, 'runtime node found dead; its sessions are free to take');
+    logger.warn({ peer: node, why }, 'runtime node found dead; its sessions are free to take');
     for (const listener of deadListeners) listener(node);
   };
 
@@ -161,7 +161,7 @@ export async function startNodeLiveness(options: NodeLivenessOptions): Promise<N
       return alive;
     } catch (err) {
       // Unsure (not connected): the node keeps its sessions until a read can tell.
-      logger.info({ err, node }, 'node liveness not checked this time');
+      logger.info({ err, peer: node }, 'node liveness not checked this time');
       return true;
     }
   }
@@ -175,7 +175,7 @@ export async function startNodeLiveness(options: NodeLivenessOptions): Promise<N
         if (known && entry.revision <= known.revision) continue;
         // The watch's first entries are the bucket as it was: a key there is not a sign of life by itself.
         if (!entry.isUpdate && !known) continue;
-        if (known?.dead) logger.info({ node: entry.key }, 'runtime node heard again');
+        if (known?.dead) logger.info({ peer: entry.key }, 'runtime node heard again');
         seen.set(entry.key, { at: clock(), revision: entry.revision, dead: false });
       } else if (entry.isUpdate) {
         declareDead(entry.key, 'it stopped');

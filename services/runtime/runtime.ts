@@ -74,17 +74,18 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
   const logger = deps.logger.child({ service: 'runtime', node: config.nodeId });
   const subjects = createSubjects(config.prefix);
   const jsm = await jetstreamManager(nc);
-  const names = await ensureStreams(jsm, { prefix: config.prefix });
+  const names = await ensureStreams(jsm, { prefix: config.prefix, replicas: config.replicas });
   const log = createSessionLog({ nc, js: jetstream(nc), subjects, codec, stream: names.log, logger });
   const buckets = streamNames(config.prefix);
-  const kv = await new Kvm(nc).create(buckets.leases, { history: 1 });
+  const replicas = config.replicas;
+  const kv = await new Kvm(nc).create(buckets.leases, { history: 1, replicas });
   // Heartbeats of the runtime nodes: a key no node rewrote for ten minutes (a node long gone) ages out.
-  const nodesBucket = await new Kvm(nc).create(buckets.nodes, { history: 1, ttl: 10 * 60_000 });
+  const nodesBucket = await new Kvm(nc).create(buckets.nodes, { history: 1, ttl: 10 * 60_000, replicas });
   const liveness = await startNodeLiveness({ kv: nodesBucket, codec, nodeId: config.nodeId, ttlMs: config.leaseTtlMs, logger });
   const leases: SessionLeases = createSessionLeases({ kv, codec, liveness, logger });
   // Kept past the time it takes to find a node dead, with room for a holder that died while handling one.
   const parked = createParkedMessages({ keepMs: 2 * config.leaseTtlMs + 2_000, maxBytes: 64 * 1024 * 1024 });
-  const tombstoneBucket = await new Kvm(nc).create(buckets.tombstones, { history: 1 });
+  const tombstoneBucket = await new Kvm(nc).create(buckets.tombstones, { history: 1, replicas });
   const tombstones: RuntimeTombstones = createRuntimeTombstones({ kv: tombstoneBucket, codec, nodeId: config.nodeId, now: deps.now });
   const envelopes = createEnvelopeFactory({ newId: deps.newId, now: deps.now });
   const toolTokenCache = new Map<string, number>();

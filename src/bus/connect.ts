@@ -4,6 +4,7 @@ import type { Logger } from '../logging.ts';
 
 /** Options of a bus connection. */
 export interface BusConnectOptions {
+  /** A server URL, several comma-separated (a cluster), or a list. */
   readonly servers: string | string[];
   /** Connection name, shown by `nats server report connections`. */
   readonly name: string;
@@ -36,7 +37,8 @@ export function busCredentialsFromEnv(env: NodeJS.ProcessEnv): Pick<BusConnectOp
  */
 export async function connectBus(options: BusConnectOptions): Promise<NatsConnection> {
   const nc = await connect({
-    servers: options.servers,
+    // `NATS_URL` may list a cluster's servers, comma-separated.
+    servers: typeof options.servers === 'string' ? options.servers.split(',').map((url) => url.trim()).filter(Boolean) : options.servers,
     name: options.name,
     maxReconnectAttempts: -1,
     reconnectTimeWait: 500,

@@ -9,6 +9,8 @@ export interface StreamSettings {
   readonly liveMaxAgeMs?: number;
   /** Dedupe window of `Nats-Msg-Id` on the log. Default 2 minutes. */
   readonly duplicateWindowMs?: number;
+  /** Copies of each stream in a NATS cluster (`AGENTBUS_REPLICAS`, 1 to 5); default 1, for a single server. */
+  readonly replicas?: number;
 }
 
 const NANOS_PER_MS = 1_000_000;
@@ -28,6 +30,7 @@ export async function ensureStreams(jsm: JetStreamManager, settings: StreamSetti
     discard: DiscardPolicy.Old,
     duplicate_window: (settings.duplicateWindowMs ?? 120_000) * NANOS_PER_MS,
     allow_direct: true,
+    num_replicas: settings.replicas ?? 1,
   });
   await ensureStream(jsm, {
     name: names.live,
@@ -38,6 +41,7 @@ export async function ensureStreams(jsm: JetStreamManager, settings: StreamSetti
     max_age: (settings.liveMaxAgeMs ?? 300_000) * NANOS_PER_MS,
     max_bytes: 256 * 1024 * 1024,
     duplicate_window: 10_000 * NANOS_PER_MS,
+    num_replicas: settings.replicas ?? 1,
   });
   return names;
 }
@@ -55,4 +59,16 @@ async function ensureStream(jsm: JetStreamManager, config: Partial<StreamConfig>
       if (!(addError instanceof Error) || !/already in use|exists/i.test(addError.message)) throw addError;
     }
   }
+}
+
+/**
+ * `AGENTBUS_REPLICAS`: copies of each stream and bucket in a NATS cluster, 1 to 5 (JetStream's range);
+ * undefined when not set. A bad value is an error that names the variable.
+ */
+export function replicasFromEnv(env: Readonly<Record<string, string | undefined>>): number | undefined {
+  const raw = env.AGENTBUS_REPLICAS?.trim();
+  if (!raw) return undefined;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < 1 || value > 5) throw new Error(`AGENTBUS_REPLICAS must be a whole number from 1 to 5, got ${JSON.stringify(raw)}`);
+  return value;
 }

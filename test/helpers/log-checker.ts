@@ -57,5 +57,18 @@ export function checkLogs(logs: ReadonlyArray<readonly LogEvent[]>, effectRuns: 
 /** Reads each session's whole log back from `AGENTBUS_LOG`. */
 export async function readLogs(nc: NatsConnection, tenant: string, sessionIds: readonly string[]): Promise<LogEvent[][]> {
   const log = createSessionLog({ nc, js: jetstream(nc), subjects: createSubjects('agentbus'), codec: createCodec(), stream: streamNames().log, logger: silentLogger() });
-  return Promise.all(sessionIds.map(async (sessionId) => [...(await log.read(tenant, sessionId)).events]));
+  // A read just after a fault (a cluster that lost the stream's leader) may time out while the stream settles.
+  const read = async (sessionId: string): Promise<LogEvent[]> => {
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        return [...(await log.read(tenant, sessionId)).events];
+      } catch (error) {
+        if (attempt >= 5) throw error;
+        await new Promise((resolve) => setTimeout(resolve, 1000));
+      }
+    }
+  };
+  const logs: LogEvent[][] = [];
+  for (const sessionId of sessionIds) logs.push(await read(sessionId));
+  return logs;
 }
