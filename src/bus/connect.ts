@@ -11,6 +11,12 @@ export interface BusConnectOptions {
   readonly user?: string;
   readonly pass?: string;
   readonly token?: string;
+  /**
+   * The prefix of every reply subject made on the connection (nats.js' `inboxPrefix`: requests, JetStream
+   * consumers and watchers, agentbus' reply mux), so that the user's permissions can let it subscribe to its own
+   * replies only: `_INBOX_runtime` for the runtime ({@link ServiceInboxPrefix}). Default `_INBOX`.
+   */
+  readonly inboxPrefix?: string;
   /** Give up the first connect after this long; reconnects after a first success never give up. */
   readonly connectTimeoutMs?: number;
 }
@@ -26,6 +32,17 @@ export function busCredentialsFromEnv(env: NodeJS.ProcessEnv): Pick<BusConnectOp
   const user = env.NATS_USER?.trim();
   const token = env.NATS_TOKEN?.trim();
   return { ...(user ? { user, pass: env.NATS_PASSWORD ?? '' } : {}), ...(token ? { token } : {}) };
+}
+
+/**
+ * What a service's connection takes from the environment: the credentials ({@link busCredentialsFromEnv}) and its
+ * inbox prefix, `AGENTBUS_INBOX_PREFIX` or else the service's own.
+ *
+ * @example
+ * const nc = await connectBus({ servers: env.NATS_URL, name: 'agentbus-tools', logger, ...busOptionsFromEnv(env, ServiceInboxPrefix.tools) });
+ */
+export function busOptionsFromEnv(env: NodeJS.ProcessEnv, inboxPrefix: string): Pick<BusConnectOptions, 'user' | 'pass' | 'token' | 'inboxPrefix'> {
+  return { ...busCredentialsFromEnv(env), inboxPrefix: env.AGENTBUS_INBOX_PREFIX?.trim() || inboxPrefix };
 }
 
 /**
@@ -47,6 +64,7 @@ export async function connectBus(options: BusConnectOptions): Promise<NatsConnec
     noAsyncTraces: true,
     ...(options.user === undefined ? {} : { user: options.user, pass: options.pass ?? '' }),
     ...(options.token === undefined ? {} : { token: options.token }),
+    ...(options.inboxPrefix === undefined ? {} : { inboxPrefix: options.inboxPrefix }),
   });
   void (async () => {
     for await (const status of nc.status()) {
