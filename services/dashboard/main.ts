@@ -4,7 +4,7 @@ import { createLogger } from '../../src/logging.ts';
 import { notifyReady } from '../../src/ready.ts';
 import { readDashboardConfig, startDashboardService } from './index.ts';
 
-// The dashboard as its own process. Env: NATS_URL, NATS_USER, NATS_PASSWORD (or NATS_TOKEN),
+// The dashboard as its own process. Env: NATS_URL, NATS_USER, NATS_PASSWORD (or NATS_TOKEN), NATS_CA/NATS_CERT/NATS_KEY (TLS),
 // AGENTBUS_INBOX_PREFIX (default _INBOX_dashboard), AGENTBUS_PREFIX,
 // AGENTBUS_DASHBOARD_PORT, AGENTBUS_DASHBOARD_HOST, AGENTBUS_DASHBOARD_TOKEN, LOG_LEVEL.
 const logger = createLogger({ name: 'dashboard', level: process.env.LOG_LEVEL ?? 'info' });

@@ -9,7 +9,7 @@ import { createCodec, createSubjects } from '../../src/protocol/index.ts';
 import { memoryConfigFromEnv } from './config.ts';
 import { MEMORY_SERVICE_NAME, startMemoryService } from './index.ts';
 
-// The memory service as its own process. Env: NATS_URL, NATS_USER, NATS_PASSWORD,
+// The memory service as its own process. Env: NATS_URL, NATS_USER, NATS_PASSWORD, NATS_CA/NATS_CERT/NATS_KEY (TLS),
 // AGENTBUS_INBOX_PREFIX (default _INBOX_memory), AGENTBUS_PREFIX, LOG_LEVEL, and
 // those of memoryConfigFromEnv (AGENTBUS_EMBED_PROVIDER, AGENTBUS_MEMORY_*).
 const logger = createLogger({ name: 'memory', level: process.env.LOG_LEVEL });

@@ -6,7 +6,7 @@ import { startServiceHealth } from '../../src/bus/service-health.ts';
 import type { ServiceHealth } from '../../src/bus/service-health.ts';
 import { PROVIDER_SERVICE_NAME, loadProviderConfig, startProviderService } from './index.ts';
 
-// The provider service as its own process. Env: NATS_URL, NATS_USER, NATS_PASSWORD,
+// The provider service as its own process. Env: NATS_URL, NATS_USER, NATS_PASSWORD, NATS_CA/NATS_CERT/NATS_KEY (TLS),
 // AGENTBUS_INBOX_PREFIX (default _INBOX_provider), AGENTBUS_PREFIX, AGENTBUS_SCRIPT, LOG_LEVEL,
 // and the provider configuration: AGENTBUS_CONFIG, OPENAI_API_KEY, OPENAI_BASE_URL, ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL,
 // OLLAMA_HOST, AGENTBUS_MODEL, AGENTBUS_EMBED_MODEL (see docs/providers.md).

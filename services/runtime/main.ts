@@ -4,7 +4,7 @@ import { createLogger } from '../../src/logging.ts';
 import { notifyReady } from '../../src/ready.ts';
 import { runtimeConfigFromEnv, startRuntimeService } from './index.ts';
 
-// The runtime service as its own process. Env: NATS_URL, NATS_USER, NATS_PASSWORD,
+// The runtime service as its own process. Env: NATS_URL, NATS_USER, NATS_PASSWORD, NATS_CA/NATS_CERT/NATS_KEY (TLS),
 // AGENTBUS_INBOX_PREFIX (default _INBOX_runtime), AGENTBUS_PREFIX, AGENTBUS_MODEL, AGENTBUS_MAX_STEPS, LOG_LEVEL.
 const logger = createLogger({ name: 'runtime', level: process.env.LOG_LEVEL });
 const nc = await connectBus({

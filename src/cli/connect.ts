@@ -1,6 +1,6 @@
 import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/nats-core';
-import { busCredentialsFromEnv } from '../bus/connect.ts';
+import { busCredentialsFromEnv, busTlsFromEnv, tlsConnectOption } from '../bus/connect.ts';
 import { userInboxPrefix } from '../bus/inbox.ts';
 
 /**
@@ -16,16 +16,18 @@ export function cliInboxPrefix(env: NodeJS.ProcessEnv): string | undefined {
 }
 
 /**
- * Connects a CLI command to the bus, with `NATS_USER`/`NATS_PASSWORD` or `NATS_TOKEN` when set, and the inbox prefix
- * of {@link cliInboxPrefix}.
+ * Connects a CLI command to the bus, with `NATS_USER`/`NATS_PASSWORD` or `NATS_TOKEN` when set, the TLS files of
+ * `NATS_CA`, `NATS_CERT` and `NATS_KEY`, and the inbox prefix of {@link cliInboxPrefix}.
  */
 export function connectCli(url: string, name: string, env: NodeJS.ProcessEnv): Promise<NatsConnection> {
   const inboxPrefix = cliInboxPrefix(env);
+  const { tls } = busTlsFromEnv(env);
   return connect({
     servers: url,
     name,
     timeout: 5000,
     ...busCredentialsFromEnv(env),
     ...(inboxPrefix ? { inboxPrefix } : {}),
+    ...tlsConnectOption(url, tls),
   });
 }
