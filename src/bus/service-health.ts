@@ -4,8 +4,8 @@ import { createEventLoopDelayMonitor } from '../event-loop-delay.ts';
 import type { EventLoopDelayFigures } from '../event-loop-delay.ts';
 import type { Logger } from '../logging.ts';
 import { watchConnectionHealth } from './connection-health.ts';
-import { inboxPrefixOf } from './inbox.ts';
 import type { ConnectionFigures } from './connection-health.ts';
+import { inboxPrefixOf } from './inbox.ts';
 import { ServiceVerb, serviceSubject } from './service-info.ts';
 
 /** What a service says of its health in the `data` of its `$SRV.STATS` answer. */
