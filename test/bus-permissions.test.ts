@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { PermissionViolationError } from '@nats-io/nats-core';
 import type { NatsConnection, Subscription } from '@nats-io/nats-core';
 import { busOptionsFromEnv, connectBus } from '../src/bus/connect.ts';
+import { createMemoryClient } from '../src/bus/memory-client.ts';
 import { ServiceInboxPrefix } from '../src/bus/inbox.ts';
 import { connectCli } from '../src/cli/connect.ts';
 import { createAgentbusClient } from '../src/client/index.ts';
@@ -148,6 +149,8 @@ describe('tenants sealed on the bus (deploy/nats/nats-server.conf as shipped)', 
     await expect
       .poll(async () => (await acmeClient.listSessions('acme', { limit: 500 })).sessions.map((session) => session.sessionId), { timeout: 10_000 })
       .toContain(acmeSession);
+    const memory = createMemoryClient({ nc: acme, codec });
+    await expect.poll(async () => (await memory.search('acme', { query: 'remember' })).hits.map((hit) => hit.sessionId), { timeout: 10_000 }).toContain(acmeSession);
     // globex runs a turn of its own, so that there is something of globex's to be refused below.
     const globexEnded = await createAgentbusClient({ nc: globex }).ask({ tenant: 'globex', sessionId: globexSession }, { text: 'globex only' }, { timeoutMs: 20_000 });
     expect(globexEnded.reason).toBe('yielded');
