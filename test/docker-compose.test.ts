@@ -198,7 +198,8 @@ beforeAll(async () => {
     processes.get('dashboard')!.waitFor('dashboard started on'),
     processes.get('memory')!.waitFor('memory caught up with the log'),
   ]);
-  client = await connect({ servers: nats.url, user: 'client', pass: environmentOf(compose.services['nats']!)['CLIENT_PASSWORD']! });
+  // The client user may subscribe to its own inbox prefix only (so may every user): its replies come there.
+  client = await connect({ servers: nats.url, user: 'client', pass: environmentOf(compose.services['nats']!)['CLIENT_PASSWORD']!, inboxPrefix: '_INBOX_client' });
 }, 60_000);
 
 afterAll(async () => {

@@ -1,5 +1,7 @@
 import { describe, expect, it, vi } from 'vitest';
 import type { Msg } from '@nats-io/nats-core';
+import { connect } from '@nats-io/transport-node';
+import { inboxPrefixOf } from '../src/bus/inbox.ts';
 import { createReplyMux } from '../src/bus/reply-mux.ts';
 import { request } from '../src/bus/request.ts';
 import { streamRequest } from '../src/bus/stream-reply.ts';
@@ -74,5 +76,25 @@ describe('reply mux', () => {
       parts.push(...batch.map(text));
     }
     expect(parts).toEqual(['part0', 'part1', 'part2', 'part3', 'part4']);
+  });
+
+  it("makes its reply subjects under the connection's inbox prefix, which is all a sealed user may subscribe to", async () => {
+    const { nc, server } = nats;
+    expect(createReplyMux(nc).route(() => undefined).subject).toMatch(/^_INBOX\.[A-Za-z0-9]+\.[a-z0-9]+$/);
+    const tools = await connect({ servers: server.url, inboxPrefix: '_INBOX_tools' });
+    try {
+      expect(inboxPrefixOf(tools)).toBe('_INBOX_tools');
+      const replies = createReplyMux(tools);
+      const seen: string[] = [];
+      const echo = nc.subscribe('mux.prefixed', { callback: (_error, message) => void (seen.push(message.reply!), message.respond(bytes('ok'))) });
+      await nc.flush();
+      const answer = await request(tools, 'mux.prefixed', bytes('?'), { timeoutMs: 2000, replies });
+      expect(text(answer)).toBe('ok');
+      expect(seen).toHaveLength(1);
+      expect(seen[0]).toMatch(/^_INBOX_tools\.[A-Za-z0-9]+\.[a-z0-9]+$/);
+      echo.unsubscribe();
+    } finally {
+      await tools.close();
+    }
   });
 });

@@ -1,9 +1,11 @@
-import { busCredentialsFromEnv, connectBus, drainOnSignals } from '../../src/bus/connect.ts';
+import { busOptionsFromEnv, connectBus, drainOnSignals } from '../../src/bus/connect.ts';
+import { ServiceInboxPrefix } from '../../src/bus/inbox.ts';
 import { createLogger } from '../../src/logging.ts';
 import { notifyReady } from '../../src/ready.ts';
 import { readDashboardConfig, startDashboardService } from './index.ts';
 
-// The dashboard as its own process. Env: NATS_URL, NATS_USER, NATS_PASSWORD (or NATS_TOKEN), AGENTBUS_PREFIX,
+// The dashboard as its own process. Env: NATS_URL, NATS_USER, NATS_PASSWORD (or NATS_TOKEN), NATS_CA/NATS_CERT/NATS_KEY (TLS),
+// AGENTBUS_INBOX_PREFIX (default _INBOX_dashboard), AGENTBUS_PREFIX,
 // AGENTBUS_DASHBOARD_PORT, AGENTBUS_DASHBOARD_HOST, AGENTBUS_DASHBOARD_TOKEN, LOG_LEVEL.
 const logger = createLogger({ name: 'dashboard', level: process.env.LOG_LEVEL ?? 'info' });
 try {
@@ -11,7 +13,7 @@ try {
   const nc = await connectBus({
     servers: process.env.NATS_URL ?? 'nats://127.0.0.1:4222',
     name: 'agentbus-dashboard',
-    ...busCredentialsFromEnv(process.env),
+    ...busOptionsFromEnv(process.env, ServiceInboxPrefix.dashboard),
     logger,
   });
   try {

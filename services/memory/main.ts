@@ -1,4 +1,5 @@
-import { busCredentialsFromEnv, connectBus, drainOnSignals } from '../../src/bus/connect.ts';
+import { busOptionsFromEnv, connectBus, drainOnSignals } from '../../src/bus/connect.ts';
+import { ServiceInboxPrefix } from '../../src/bus/inbox.ts';
 import { startServiceHealth } from '../../src/bus/service-health.ts';
 import type { ServiceHealth } from '../../src/bus/service-health.ts';
 import { createLogger } from '../../src/logging.ts';
@@ -8,11 +9,17 @@ import { createCodec, createSubjects } from '../../src/protocol/index.ts';
 import { memoryConfigFromEnv } from './config.ts';
 import { MEMORY_SERVICE_NAME, startMemoryService } from './index.ts';
 
-// The memory service as its own process. Env: NATS_URL, NATS_USER, NATS_PASSWORD, AGENTBUS_PREFIX, LOG_LEVEL, and
+// The memory service as its own process. Env: NATS_URL, NATS_USER, NATS_PASSWORD, NATS_CA/NATS_CERT/NATS_KEY (TLS),
+// AGENTBUS_INBOX_PREFIX (default _INBOX_memory), AGENTBUS_PREFIX, LOG_LEVEL, and
 // those of memoryConfigFromEnv (AGENTBUS_EMBED_PROVIDER, AGENTBUS_MEMORY_*).
 const logger = createLogger({ name: 'memory', level: process.env.LOG_LEVEL });
 const config = memoryConfigFromEnv(process.env);
-const nc = await connectBus({ servers: process.env.NATS_URL ?? 'nats://127.0.0.1:4222', name: 'agentbus-memory', logger, ...busCredentialsFromEnv(process.env) });
+const nc = await connectBus({
+  servers: process.env.NATS_URL ?? 'nats://127.0.0.1:4222',
+  name: 'agentbus-memory',
+  logger,
+  ...busOptionsFromEnv(process.env, ServiceInboxPrefix.memory),
+});
 try {
   let health: ServiceHealth | undefined;
   const prefix = process.env.AGENTBUS_PREFIX ?? 'agentbus';
@@ -33,7 +40,6 @@ try {
     logger,
     serviceName: MEMORY_SERVICE_NAME,
     instanceId: memory.id,
-    inboxPrefix: '_INBOX_memory',
     // Alive but deaf helps no one: exit, and `agentbus up` (or the container's restart policy) starts it anew.
     onUnrecoverable: (reason) => {
       logger.fatal({ reason }, 'memory service cannot serve; exiting');

@@ -1,18 +1,20 @@
-import { busCredentialsFromEnv, connectBus, drainOnSignals } from '../../src/bus/connect.ts';
+import { busOptionsFromEnv, connectBus, drainOnSignals } from '../../src/bus/connect.ts';
+import { ServiceInboxPrefix } from '../../src/bus/inbox.ts';
 import { createLogger } from '../../src/logging.ts';
 import { notifyReady } from '../../src/ready.ts';
 import { startServiceHealth } from '../../src/bus/service-health.ts';
 import type { ServiceHealth } from '../../src/bus/service-health.ts';
 import { PROVIDER_SERVICE_NAME, loadProviderConfig, startProviderService } from './index.ts';
 
-// The provider service as its own process. Env: NATS_URL, NATS_USER, NATS_PASSWORD, AGENTBUS_PREFIX, AGENTBUS_SCRIPT, LOG_LEVEL,
+// The provider service as its own process. Env: NATS_URL, NATS_USER, NATS_PASSWORD, NATS_CA/NATS_CERT/NATS_KEY (TLS),
+// AGENTBUS_INBOX_PREFIX (default _INBOX_provider), AGENTBUS_PREFIX, AGENTBUS_SCRIPT, LOG_LEVEL,
 // and the provider configuration: AGENTBUS_CONFIG, OPENAI_API_KEY, OPENAI_BASE_URL, ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL,
 // OLLAMA_HOST, AGENTBUS_MODEL, AGENTBUS_EMBED_MODEL (see docs/providers.md).
 const logger = createLogger({ name: 'provider', level: process.env.LOG_LEVEL });
 const nc = await connectBus({
   servers: process.env.NATS_URL ?? 'nats://127.0.0.1:4222',
   name: 'agentbus-provider',
-  ...busCredentialsFromEnv(process.env),
+  ...busOptionsFromEnv(process.env, ServiceInboxPrefix.provider),
   logger,
 });
 try {
@@ -32,7 +34,6 @@ try {
     logger,
     serviceName: PROVIDER_SERVICE_NAME,
     instanceId: service.id ?? '',
-    inboxPrefix: '_INBOX_provider',
     // Alive but deaf helps no one: exit, and `agentbus up` (or the container's restart policy) starts it anew.
     onUnrecoverable: (reason) => {
       logger.fatal({ reason }, 'provider service cannot serve; exiting');

@@ -1,12 +1,19 @@
-import { busCredentialsFromEnv, connectBus, drainOnSignals } from '../../src/bus/connect.ts';
+import { busOptionsFromEnv, connectBus, drainOnSignals } from '../../src/bus/connect.ts';
+import { ServiceInboxPrefix } from '../../src/bus/inbox.ts';
 import { createLogger } from '../../src/logging.ts';
 import { notifyReady } from '../../src/ready.ts';
 import { runtimeConfigFromEnv, startRuntimeService } from './index.ts';
 
-// The runtime service as its own process. Env: NATS_URL, NATS_USER, NATS_PASSWORD, AGENTBUS_PREFIX, AGENTBUS_MODEL, AGENTBUS_MAX_STEPS,
-// AGENTBUS_NODE_ID, AGENTBUS_LEASE_TTL_MS, LOG_LEVEL (and the rest of runtimeConfigFromEnv).
+// The runtime service as its own process. Env: NATS_URL (servers comma-separated), NATS_USER, NATS_PASSWORD,
+// NATS_CA/NATS_CERT/NATS_KEY (TLS), AGENTBUS_INBOX_PREFIX (default _INBOX_runtime), AGENTBUS_PREFIX, AGENTBUS_MODEL,
+// AGENTBUS_MAX_STEPS, AGENTBUS_NODE_ID, AGENTBUS_LEASE_TTL_MS, AGENTBUS_REPLICAS, LOG_LEVEL (and the rest of runtimeConfigFromEnv).
 const logger = createLogger({ name: 'runtime', level: process.env.LOG_LEVEL });
-const nc = await connectBus({ servers: process.env.NATS_URL ?? 'nats://127.0.0.1:4222', name: 'agentbus-runtime', logger, ...busCredentialsFromEnv(process.env) });
+const nc = await connectBus({
+  servers: process.env.NATS_URL ?? 'nats://127.0.0.1:4222',
+  name: 'agentbus-runtime',
+  logger,
+  ...busOptionsFromEnv(process.env, ServiceInboxPrefix.runtime),
+});
 try {
   const runtime = await startRuntimeService({
     nc,

@@ -63,7 +63,6 @@ export function startNodeHealth(options: NodeHealthOptions): NodeHealth {
     logger,
     serviceName: RUNTIME_SERVICE_NAME,
     instanceId: registration.id,
-    inboxPrefix: '_INBOX_runtime',
     onUnrecoverable: options.onUnrecoverable,
     ...(options.probeIntervalMs === undefined ? {} : { probeIntervalMs: options.probeIntervalMs }),
   });

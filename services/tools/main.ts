@@ -1,4 +1,5 @@
-import { busCredentialsFromEnv, connectBus, drainOnSignals } from '../../src/bus/connect.ts';
+import { busOptionsFromEnv, connectBus, drainOnSignals } from '../../src/bus/connect.ts';
+import { ServiceInboxPrefix } from '../../src/bus/inbox.ts';
 import { createLogger } from '../../src/logging.ts';
 import { startServiceHealth } from '../../src/bus/service-health.ts';
 import type { ServiceHealth } from '../../src/bus/service-health.ts';
@@ -12,7 +13,7 @@ async function main(): Promise<void> {
   const nc = await connectBus({
     servers: process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222',
     name: 'agentbus-tools',
-    ...busCredentialsFromEnv(process.env),
+    ...busOptionsFromEnv(process.env, ServiceInboxPrefix.tools),
     logger,
   });
   let health: ServiceHealth | undefined;
@@ -28,7 +29,6 @@ async function main(): Promise<void> {
     logger,
     serviceName: DEFAULT_TOOL_SERVICE_NAME,
     instanceId: service.id ?? '',
-    inboxPrefix: '_INBOX_tools',
     // Alive but deaf helps no one: exit, and `agentbus up` (or the container's restart policy) starts it anew.
     onUnrecoverable: (reason) => {
       logger.fatal({ reason }, 'tools service cannot serve; exiting');

@@ -1,6 +1,14 @@
 import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/nats-core';
+import { InvalidInputError } from '../errors.ts';
 import type { Logger } from '../logging.ts';
+
+/** Files of a TLS connection (PEM): the CA that signed the server's certificate, and a client certificate for mutual TLS. */
+export interface BusTlsOptions {
+  readonly caFile?: string;
+  readonly certFile?: string;
+  readonly keyFile?: string;
+}
 
 /** Options of a bus connection. */
 export interface BusConnectOptions {
@@ -12,6 +20,17 @@ export interface BusConnectOptions {
   readonly user?: string;
   readonly pass?: string;
   readonly token?: string;
+  /**
+   * The prefix of every reply subject made on the connection (nats.js' `inboxPrefix`: requests, JetStream
+   * consumers and watchers, agentbus' reply mux), so that the user's permissions can let it subscribe to its own
+   * replies only: `_INBOX_runtime` for the runtime ({@link ServiceInboxPrefix}). Default `_INBOX`.
+   */
+  readonly inboxPrefix?: string;
+  /**
+   * TLS: the connection is refused unless the server speaks TLS with a certificate these files (or, with none, the
+   * system's CAs) trust. A `tls://` server URL asks for TLS as well.
+   */
+  readonly tls?: BusTlsOptions;
   /** Give up the first connect after this long; reconnects after a first success never give up. */
   readonly connectTimeoutMs?: number;
 }
@@ -27,6 +46,31 @@ export function busCredentialsFromEnv(env: NodeJS.ProcessEnv): Pick<BusConnectOp
   const user = env.NATS_USER?.trim();
   const token = env.NATS_TOKEN?.trim();
   return { ...(user ? { user, pass: env.NATS_PASSWORD ?? '' } : {}), ...(token ? { token } : {}) };
+}
+
+/**
+ * The TLS files of {@link connectBus} from the environment, named as the `nats` CLI names them: `NATS_CA` (the CA
+ * that signed the server's certificate), `NATS_CERT` and `NATS_KEY` (a client certificate, for a server that
+ * verifies clients). Empty when none is set. Throws when only one of `NATS_CERT` and `NATS_KEY` is set.
+ */
+export function busTlsFromEnv(env: NodeJS.ProcessEnv): Pick<BusConnectOptions, 'tls'> {
+  const caFile = env.NATS_CA?.trim();
+  const certFile = env.NATS_CERT?.trim();
+  const keyFile = env.NATS_KEY?.trim();
+  if (Boolean(certFile) !== Boolean(keyFile)) throw new InvalidInputError('NATS_CERT and NATS_KEY go together: set both for a client certificate, or neither');
+  if (!caFile && !certFile) return {};
+  return { tls: { ...(caFile ? { caFile } : {}), ...(certFile && keyFile ? { certFile, keyFile } : {}) } };
+}
+
+/**
+ * What a service's connection takes from the environment: the credentials ({@link busCredentialsFromEnv}), the TLS
+ * files ({@link busTlsFromEnv}) and its inbox prefix, `AGENTBUS_INBOX_PREFIX` or else the service's own.
+ *
+ * @example
+ * const nc = await connectBus({ servers: env.NATS_URL, name: 'agentbus-tools', logger, ...busOptionsFromEnv(env, ServiceInboxPrefix.tools) });
+ */
+export function busOptionsFromEnv(env: NodeJS.ProcessEnv, inboxPrefix: string): Pick<BusConnectOptions, 'user' | 'pass' | 'token' | 'tls' | 'inboxPrefix'> {
+  return { ...busCredentialsFromEnv(env), ...busTlsFromEnv(env), inboxPrefix: env.AGENTBUS_INBOX_PREFIX?.trim() || inboxPrefix };
 }
 
 /**
@@ -49,6 +93,8 @@ export async function connectBus(options: BusConnectOptions): Promise<NatsConnec
     noAsyncTraces: true,
     ...(options.user === undefined ? {} : { user: options.user, pass: options.pass ?? '' }),
     ...(options.token === undefined ? {} : { token: options.token }),
+    ...(options.inboxPrefix === undefined ? {} : { inboxPrefix: options.inboxPrefix }),
+    ...tlsConnectOption(options.servers, options.tls),
   });
   void (async () => {
     for await (const status of nc.status()) {
@@ -58,6 +104,15 @@ export async function connectBus(options: BusConnectOptions): Promise<NatsConnec
     }
   })().catch((err: unknown) => options.logger.warn({ err }, 'nats status watcher stopped'));
   return nc;
+}
+
+/**
+ * nats.js' `tls` option: the files when given, else TLS with the system's CAs for a `tls://` URL (nats.js itself
+ * reads no scheme), else none: then the connection uses TLS only when the server asks for it.
+ */
+export function tlsConnectOption(servers: string | string[], tls: BusTlsOptions | undefined): { tls?: BusTlsOptions } {
+  if (tls) return { tls };
+  return (Array.isArray(servers) ? servers : [servers]).some((server) => /^tls:\/\//i.test(server.trim())) ? { tls: {} } : {};
 }
 
 /**

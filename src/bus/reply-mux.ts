@@ -1,5 +1,5 @@
-import { createInbox } from '@nats-io/nats-core';
 import type { Msg, NatsConnection, Subscription } from '@nats-io/nats-core';
+import { createConnectionInbox } from './inbox.ts';
 
 /** One reply subject handed out by a {@link ReplyMux}. */
 export interface ReplyRoute {
@@ -21,7 +21,8 @@ export interface ReplyMux {
 }
 
 /**
- * Creates a mux on a connection (a client makes one and keeps it). Its subscription (`_INBOX.<nuid>.*`) is made on first use and lives
+ * Creates a mux on a connection (a client makes one and keeps it). Its subscription (`<inbox prefix>.<nuid>.*`, under the
+ * prefix the connection was made with: `_INBOX_tools.<nuid>.*` for the tools service) is made on first use and lives
  * as long as the connection; nats.js makes it again after a reconnect. Messages for a closed or unknown
  * route are dropped (a late reply after a timeout or an abort).
  *
@@ -37,7 +38,7 @@ export function createReplyMux(nc: NatsConnection): ReplyMux {
   let next = 0;
 
   function subscribe(): void {
-    prefix = `${createInbox()}.`;
+    prefix = `${createConnectionInbox(nc)}.`;
     subscription = nc.subscribe(`${prefix}*`, {
       callback: (error, message) => {
         if (error) return;

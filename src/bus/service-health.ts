@@ -5,6 +5,7 @@ import type { EventLoopDelayFigures } from '../event-loop-delay.ts';
 import type { Logger } from '../logging.ts';
 import { watchConnectionHealth } from './connection-health.ts';
 import type { ConnectionFigures } from './connection-health.ts';
+import { inboxPrefixOf } from './inbox.ts';
 import { ServiceVerb, serviceSubject } from './service-info.ts';
 
 /** What a service says of its health in the `data` of its `$SRV.STATS` answer. */
@@ -28,10 +29,10 @@ export interface ServiceHealthOptions {
   readonly serviceName: string;
   readonly instanceId: string;
   /**
-   * Where the probe's answers come back: `<inboxPrefix>.<id>`. A service's own prefix (`_INBOX_tools`), so that
-   * its user needs no right to subscribe to every reply on the bus (`_INBOX.>`).
+   * Where the probe's answers come back: `<inboxPrefix>.<id>`. Default: the prefix the connection was made with
+   * (`_INBOX_tools` for the tools service), which is the one its user may subscribe to.
    */
-  readonly inboxPrefix: string;
+  readonly inboxPrefix?: string;
   /** The service cannot serve and a reconnect did not help: exit, so that a supervisor starts it anew. */
   readonly onUnrecoverable: (reason: string) => void;
   /** Probe interval; default 5 s. */
@@ -46,13 +47,13 @@ export interface ServiceHealthOptions {
  * @example
  * let health: ServiceHealth | undefined;
  * const service = await startToolsService({ nc, logger, statsData: () => ({ ...health?.figures() }) });
- * health = startServiceHealth({ nc, logger, serviceName: 'agentbus-tools', instanceId: service.id!, inboxPrefix: '_INBOX_tools', onUnrecoverable: () => process.exit(1) });
+ * health = startServiceHealth({ nc, logger, serviceName: 'agentbus-tools', instanceId: service.id!, onUnrecoverable: () => process.exit(1) });
  */
 export function startServiceHealth(options: ServiceHealthOptions): ServiceHealth {
   const { nc } = options;
   const delay = createEventLoopDelayMonitor();
   const probeSubject = serviceSubject(ServiceVerb.ping, options.serviceName, options.instanceId);
-  const replySubject = `${options.inboxPrefix}.${nuid.next()}`;
+  const replySubject = `${options.inboxPrefix ?? inboxPrefixOf(nc)}.${nuid.next()}`;
   // One probe runs at a time (the connection watch waits for each), so one waiter is enough.
   let answered: (() => void) | undefined;
   const replies = nc.subscribe(replySubject, { callback: () => answered?.() });

@@ -1,8 +1,33 @@
 import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/nats-core';
-import { busCredentialsFromEnv } from '../bus/connect.ts';
+import { busCredentialsFromEnv, busTlsFromEnv, tlsConnectOption } from '../bus/connect.ts';
+import { userInboxPrefix } from '../bus/inbox.ts';
 
-/** Connects a CLI command to the bus, with `NATS_USER`/`NATS_PASSWORD` or `NATS_TOKEN` when set. */
+/**
+ * The inbox prefix of a CLI connection: `AGENTBUS_INBOX_PREFIX`, or else the one of the NATS user it logs in as
+ * (`NATS_USER=acme` → `_INBOX_acme`: tenant users are named after their tenant, and each may subscribe to its own
+ * inbox only), or else nats.js' default (a server without users).
+ */
+export function cliInboxPrefix(env: NodeJS.ProcessEnv): string | undefined {
+  const explicit = env.AGENTBUS_INBOX_PREFIX?.trim();
+  if (explicit) return explicit;
+  const user = env.NATS_USER?.trim();
+  return user ? userInboxPrefix(user) : undefined;
+}
+
+/**
+ * Connects a CLI command to the bus, with `NATS_USER`/`NATS_PASSWORD` or `NATS_TOKEN` when set, the TLS files of
+ * `NATS_CA`, `NATS_CERT` and `NATS_KEY`, and the inbox prefix of {@link cliInboxPrefix}.
+ */
 export function connectCli(url: string, name: string, env: NodeJS.ProcessEnv): Promise<NatsConnection> {
-  return connect({ servers: url, name, timeout: 5000, ...busCredentialsFromEnv(env) });
+  const inboxPrefix = cliInboxPrefix(env);
+  const { tls } = busTlsFromEnv(env);
+  return connect({
+    servers: url,
+    name,
+    timeout: 5000,
+    ...busCredentialsFromEnv(env),
+    ...(inboxPrefix ? { inboxPrefix } : {}),
+    ...tlsConnectOption(url, tls),
+  });
 }
