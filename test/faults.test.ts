@@ -113,7 +113,7 @@ async function prompt(sessionId: string, text: string, timeoutMs = 15_000): Prom
   if (reply?.accepted !== true) {
     // What the nodes said when the first prompt went unanswered: the failure's message shows it.
     if (unanswered.length === 0) firstSilence = `${await diagnose()}\n${nodesSaid()}`;
-    unanswered.push(`${sessionId}: ${text}`);
+    unanswered.push(`${sessionId}: ${text}${reply ? ` (refused: ${reply.error?.code} ${reply.error?.message})` : ' (no answer)'}`);
   }
   return reply?.accepted === true;
 }
@@ -255,6 +255,9 @@ describe(`the fault suite (${FULL ? 'full' : 'bounded'}; seed ${firstSeed})`, ()
         longestWaitMs = Math.max(longestWaitMs, Date.now() - began);
         if (!accepted) break;
         await watcher.until((seen) => seen.filter((event) => event.type === 'turn.ended').length >= turn, 30_000).catch(() => undefined);
+        // Later turns are quick (the script's answers are used up): a pause keeps each session well under
+        // its admission rate (20 messages a second).
+        await sleep(150);
       }
       watcher.stop();
     });

@@ -3,6 +3,7 @@ import type { KV } from '@nats-io/kv';
 import type { Codec } from '../../src/protocol/index.ts';
 import type { Logger } from '../../src/logging.ts';
 import type { NodeLiveness } from './node-liveness.ts';
+import { withTimeout } from '../../src/with-timeout.ts';
 
 const WRONG_LAST_SEQUENCE = 10071;
 
@@ -62,8 +63,18 @@ export interface SessionLeases {
 }
 
 /** Creates the lease manager of one node over a KV bucket. */
-export function createSessionLeases(deps: { kv: KV; codec: Codec; liveness: NodeLiveness; logger: Logger }): SessionLeases {
-  const { kv, codec, liveness } = deps;
+export function createSessionLeases(deps: { kv: KV; codec: Codec; liveness: NodeLiveness; logger: Logger; opTimeoutMs?: number }): SessionLeases {
+  const { codec, liveness } = deps;
+  // Every bucket operation is bounded: a lease claim must never stall a session's messages for good.
+  const bound = deps.opTimeoutMs ?? 5_000;
+  const kv = {
+    create: (key: string, value: Uint8Array) => withTimeout(deps.kv.create(key, value), bound, `lease create ${key}`),
+    get: (key: string) => withTimeout(deps.kv.get(key), bound, `lease read ${key}`),
+    update: (key: string, value: Uint8Array, revision: number) => withTimeout(deps.kv.update(key, value, revision), bound, `lease update ${key}`),
+    delete: (key: string, options: { previousSeq: number }) => withTimeout(deps.kv.delete(key, options), bound, `lease delete ${key}`),
+    purge: (key: string) => withTimeout(deps.kv.purge(key), bound, `lease purge ${key}`),
+    keys: () => withTimeout(deps.kv.keys(), bound, 'lease keys'),
+  };
   const nodeId = liveness.nodeId;
   interface HeldLease {
     revision: number;

@@ -1,6 +1,7 @@
 import type { KV } from '@nats-io/kv';
 import type { Codec } from '../../src/protocol/index.ts';
 import type { Logger } from '../../src/logging.ts';
+import { withTimeout } from '../../src/with-timeout.ts';
 
 /** A node's heartbeat as stored in the nodes bucket, one key per node id. */
 interface Heartbeat {
@@ -106,7 +107,7 @@ export async function startNodeLiveness(options: NodeLivenessOptions): Promise<N
       logger.warn({ silentMs: Math.round(sentAt - lastAckedSend) }, 'own heartbeat lapsed; checking the leases held');
     }
     try {
-      await kv.put(nodeId, codec.encode({ ttlMs, at: wallClock() } satisfies Heartbeat));
+      await withTimeout(kv.put(nodeId, codec.encode({ ttlMs, at: wallClock() } satisfies Heartbeat)), ttlMs, 'heartbeat write');
       lastAckedSend = sentAt;
       if (lapsed) {
         try {
@@ -131,7 +132,7 @@ export async function startNodeLiveness(options: NodeLivenessOptions): Promise<N
   const judging = () => !lapsed && clock() - lastAckedSend < ttlMs && clock() - currentSince >= ttlMs;
 
   async function check(node: string): Promise<boolean> {
-    const entry = await kv.get(node);
+    const entry = await withTimeout(kv.get(node), ttlMs, `heartbeat read of ${node}`);
     const known = seen.get(node);
     if (!entry || entry.operation !== 'PUT') return false;
     const newer = known === undefined || entry.revision > known.revision;
@@ -204,7 +205,7 @@ export async function startNodeLiveness(options: NodeLivenessOptions): Promise<N
       clearInterval(heartbeat);
       clearInterval(sweep);
       watch.stop();
-      await kv.delete(nodeId).catch((err: unknown) => logger.warn({ err }, 'heartbeat not deleted; other nodes will find this one silent'));
+      await withTimeout(kv.delete(nodeId), ttlMs, 'heartbeat delete').catch((err: unknown) => logger.warn({ err }, 'heartbeat not deleted; other nodes will find this one silent'));
     },
   };
 }
