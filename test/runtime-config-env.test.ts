@@ -23,6 +23,16 @@ describe('node identity and failover settings from the environment', () => {
     expect(() => runtimeConfigFromEnv({ AGENTBUS_NODE_ID: 'a.b' })).toThrow(/AGENTBUS_NODE_ID must match \[A-Za-z0-9_-\]\{1,64\}, got "a.b"/);
     expect(() => runtimeConfigFromEnv({ AGENTBUS_LEASE_TTL_MS: '0' })).toThrow(/AGENTBUS_LEASE_TTL_MS must be a positive integer/);
   });
+
+  it('takes the replicas of the streams and buckets for a cluster, 1 to 5, for the runtime and memory alike', () => {
+    expect(runtimeConfigFromEnv({ AGENTBUS_REPLICAS: '3' }).replicas).toBe(3);
+    expect(runtimeConfigFromEnv({}).replicas).toBeUndefined();
+    expect(memoryConfigFromEnv({ AGENTBUS_REPLICAS: '3' }).replicas).toBe(3);
+    expect(memoryConfigFromEnv({}).replicas).toBe(1);
+    for (const bad of ['0', '6', '2.5', 'three']) {
+      expect(() => runtimeConfigFromEnv({ AGENTBUS_REPLICAS: bad })).toThrow(`AGENTBUS_REPLICAS must be a whole number from 1 to 5, got "${bad}"`);
+    }
+  });
 });
 
 describe('memory settings from the environment', () => {
