@@ -93,6 +93,14 @@ async function holderOf(sessionId: string): Promise<string | undefined> {
   return entry?.operation === 'PUT' ? (codec.decode(entry.value) as { node: string }).node : undefined;
 }
 
+/** The live node process holding a session's lease; fails with what the nodes said when there is none. */
+async function holdingNode(sessionId: string): Promise<{ id: string; node: ServiceProcess }> {
+  const holder = await holderOf(sessionId);
+  const node = holder ? nodes.get(holder) : undefined;
+  if (!node) throw new Error(`no live holder for ${sessionId} (${holder}); the nodes said:\n${nodesSaid()}`);
+  return { id: holder!, node };
+}
+
 /** effectId → runs, and the pid of each run, from the workers' record. */
 async function effectRuns(): Promise<{ runs: Map<string, number>; lines: Array<{ pid: number; effectId: string }> }> {
   const lines = (await readFile(effectsFile, 'utf8'))
@@ -170,11 +178,9 @@ describe(`the fault suite (${FULL ? 'full' : 'bounded'}; seed ${firstSeed})`, ()
       const watcher = collectEvents(client, TENANT, sessionId);
       await prompt(sessionId, 'apply the effect');
       await sleep(random() * 1500);
-      const holder = await holderOf(sessionId);
-      const victim = holder ? nodes.get(holder) : undefined;
-      if (!victim) throw new Error(`no live holder for ${sessionId} (${holder}); the nodes said:\n${nodesSaid()}`);
+      const { id, node: victim } = await holdingNode(sessionId);
       await victim.stop('SIGKILL');
-      nodes.delete(holder!);
+      nodes.delete(id);
       const killed = Date.now();
       const replacement = startNode();
       await sleep(100);
@@ -225,9 +231,7 @@ describe(`the fault suite (${FULL ? 'full' : 'bounded'}; seed ${firstSeed})`, ()
       const watcher = collectEvents(client, TENANT, sessionId);
       await prompt(sessionId, 'apply the effect');
       await sleep(random() * 1200);
-      const holder = await holderOf(sessionId);
-      const victim = holder ? nodes.get(holder) : undefined;
-      if (!victim) throw new Error(`no live holder for ${sessionId} (${holder}); the nodes said:\n${nodesSaid()}`);
+      const { node: victim } = await holdingNode(sessionId);
       victim.child.kill('SIGSTOP');
       const paused = Date.now();
       // Sent while the holder is paused: the other node answers it once it finds the holder silent.
