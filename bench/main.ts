@@ -13,6 +13,8 @@ import { measureCpu } from './lib/cpu.ts';
 import { readLoopDelays } from './lib/event-loop.ts';
 import { measureDashboard } from './lib/dashboard-load.ts';
 import { measureMemory } from './lib/memory-load.ts';
+import { measureScaleOut } from './lib/scale-out.ts';
+import type { ScaleOutFigure } from './lib/scale-out.ts';
 import type { MemoryFigure } from './lib/memory-load.ts';
 import type { DashboardFigure } from './lib/dashboard-load.ts';
 import type { CpuShare } from './lib/cpu.ts';
@@ -103,6 +105,7 @@ let results: BenchResults | undefined;
 let cpuAt200: CpuShare | undefined;
 let dashboard: DashboardFigure | undefined;
 let memory: MemoryFigure | undefined;
+let scaleOut: ScaleOutFigure | undefined;
 try {
   const provider = start('services/provider/main.ts', { AGENTBUS_SCRIPT: scriptPath });
   const tools = start('bench/lib/tool-worker-main.ts');
@@ -197,6 +200,7 @@ try {
     log(`${workers} worker(s): ${load.sessionsPerSecond.toFixed(0)} calls/s`);
   }
   scaling.reverse();
+  for (const worker of delayed) await worker.stop();
 
   // Heap per hydrated idle session: the runtime alone in a process, one short turn per session.
   await runtime.stop();
@@ -227,11 +231,29 @@ try {
     passivationMs: passivation.ms,
   };
   log(`heap: ${(heap.bytesPerIdleSession / 1024).toFixed(2)} KB per idle session, ${(heap.bytesPerSessionAfterPassivation / 1024).toFixed(2)} KB after passivation`);
-  client.close();
 
   // Memory: indexing against the log's append rate, and search at 10,000 and 100,000 indexed messages (quick: fewer),
   // embedding with the scripted provider still running.
   memory = await measureMemory({ nc, url: server.url, sizes: quick ? [2_000, 10_000] : [10_000, 100_000], searches: quick ? 100 : 300, log });
+
+  await heapRuntime.stop();
+  await shortProvider.stop();
+
+  // Scale-out: 1, 2 and 4 runtime nodes on the same server; then thousands of sessions in flight behind a
+  // model that takes a second per call (latency-bound, as real LLMs are).
+  const slowScriptPath = join(work, 'slow.json');
+  await writeFile(slowScriptPath, JSON.stringify({ responses: [{ text: 'ok ok', chunkSize: 3, delayMs: 1000 }] }));
+  scaleOut = await measureScaleOut({
+    start: (entry, extra) => start(entry, extra),
+    session: async (sessionId, options) => void (await client.runTurn(sessionId, options)),
+    scriptPath,
+    slowScriptPath,
+    durationMs: plan.scalingMs,
+    inFlightSessions: quick ? 500 : 2_000,
+    providerLatencyMs: 1000,
+    log,
+  });
+  client.close();
 
   const meanEvents = sequential.reduce((total, s) => total + s.logEvents, 0) / sequential.length;
   const sequentialLatency = summarize(sequential.map((s) => s.ms));
@@ -252,6 +274,7 @@ try {
     loopDelays,
     ...(dashboard ? { dashboard } : {}),
     ...(memory ? { memory } : {}),
+    ...(scaleOut ? { scaleOut } : {}),
     scaling: scaling.map((entry) => ({ ...entry, linear: scaling[0]!.callsPerSecond * entry.workers, ratioToLinear: entry.callsPerSecond / (scaling[0]!.callsPerSecond * entry.workers) })),
     scalingSetup: { toolDelayMs: 50, slotsPerWorker: slots, outstandingPerWorker: 4 * slots },
     heap,

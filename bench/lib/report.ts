@@ -3,6 +3,7 @@ import type { ServiceLoopDelay } from './event-loop.ts';
 import type { CpuShare } from './cpu.ts';
 import type { DashboardFigure } from './dashboard-load.ts';
 import type { MemoryFigure } from './memory-load.ts';
+import type { ScaleOutFigure } from './scale-out.ts';
 import type { LoadResult } from './load.ts';
 import type { MachineInfo } from './machine.ts';
 import type { RoundTrips } from './raw-bus.ts';
@@ -36,6 +37,8 @@ export interface BenchResults {
   readonly dashboard?: DashboardFigure;
   /** Memory's indexing rate against the log's append rate, and its search latency by index size. */
   readonly memory?: MemoryFigure;
+  /** Sessions/s with 1, 2 and 4 runtime nodes, and thousands of sessions in flight behind a slow model. */
+  readonly scaleOut?: ScaleOutFigure;
   readonly scaling: ReadonlyArray<{ workers: number; callsPerSecond: number; linear: number; ratioToLinear: number; latencyMs: Summary }>;
   readonly scalingSetup: { toolDelayMs: number; slotsPerWorker: number; outstandingPerWorker: number };
   readonly heap: {
@@ -156,6 +159,16 @@ function figuresTable(results: BenchResults): string[] {
       lines.push(`| memory search at ${search.indexed} indexed messages, ${search.mode}, p50 / p99 (ms) | ${fixed(search.latencyMs.p50)} / ${fixed(search.latencyMs.p99)} | raw request/reply ${fixed(rt.request.p50, 3)} | ${fixed(search.latencyMs.p50 / rt.request.p50, 1)}× |`);
     }
     if (memory.heapBytes !== undefined) lines.push(`| memory's heap at ${memory.searches.at(-1)?.indexed ?? 0} indexed messages (MB) | ${mb(memory.heapBytes)} | | |`);
+  }
+  if (results.scaleOut) {
+    const scale = results.scaleOut;
+    for (const entry of scale.nodes) {
+      lines.push(`| ${entry.nodes} runtime node(s), workload sessions at 200 concurrent (sessions/s) | ${fixed(entry.sessionsPerSecond, 0)} (p50 ${fixed(entry.latencyMs.p50, 1)} ms) | linear from 1 node: ${fixed(scale.nodes[0]!.sessionsPerSecond * entry.nodes, 0)} on ${results.machine.cores} cores | ${fixed(entry.ratioToLinear)}× |`);
+    }
+    const flight = scale.inFlight;
+    lines.push(
+      `| ${flight.sessions} sessions in flight, one ${flight.providerLatencyMs} ms model call each (sessions/s) | ${fixed(flight.sessionsPerSecond, 0)} (p50 ${fixed(flight.latencyMs.p50, 0)} ms, ${flight.failures} failed); runtime RSS ${flight.runtimeRssBytes === undefined ? 'n/a' : mb(flight.runtimeRssBytes)} MB | ideal ${fixed(flight.idealPerSecond, 0)} | ${fixed(flight.sessionsPerSecond / flight.idealPerSecond)}× |`,
+    );
   }
   const setup = results.scalingSetup;
   for (const entry of results.scaling) {
