@@ -99,13 +99,32 @@ export function createSessionLeases(deps: { kv: KV; codec: Codec; liveness: Node
   // (this same node) read the winner's fresh lease, failed its compare-and-set and deleted the winner's record,
   // and its message (a second prompt sent at once to a new session) got no reply at all.
   const claiming = new Map<string, Promise<ClaimResult>>();
+  // Who holds the sessions this node does not: every node hears every message, and one held by a node
+  // heard from within its TTL is not this node's to claim, so it costs no bucket operation at all. Entries of
+  // a node found dead go at once; the map is cleared when it grows past its bound.
+  const owners = new Map<string, string>();
+  const MAX_OWNERS = 100_000;
+  const noteOwner = (key: string, owner: string) => {
+    if (owner === '' || owner === nodeId) return;
+    if (owners.size >= MAX_OWNERS) owners.clear();
+    owners.set(key, owner);
+  };
+  liveness.onDead((node) => {
+    for (const [key, owner] of owners) if (owner === node) owners.delete(key);
+  });
 
   async function claim(tenant: string, sessionId: string, options: { active?: boolean } = {}): Promise<ClaimResult> {
     const key = keyOf(tenant, sessionId);
     // The common case, a lease held while this node is current, stays synchronous.
     if (held.has(key) && liveness.selfCurrent() && !claiming.has(key)) return HELD;
+    const owner = owners.get(key);
+    if (owner !== undefined && !held.has(key) && liveness.heardFrom(owner)) return { held: false, owner };
     for (let inFlight = claiming.get(key); inFlight; inFlight = claiming.get(key)) await inFlight.catch(() => undefined);
-    const attempt = claimOnce(key, options);
+    const attempt = claimOnce(key, options).then((result) => {
+      if (result.held) owners.delete(key);
+      else noteOwner(key, result.owner);
+      return result;
+    });
     claiming.set(key, attempt);
     try {
       return await attempt;

@@ -40,6 +40,8 @@ export interface NodeLiveness {
    * was cut off or paused), nobody else is judged dead: it may be this node that lagged.
    */
   isAlive(node: string): Promise<boolean>;
+  /** True when `node`'s heartbeat was seen within the TTL: alive, with no I/O to ask. */
+  heardFrom(node: string): boolean;
   /** Calls `listener` with each node found dead: its heartbeat lapsed (and a read confirmed it), or it said goodbye. */
   onDead(listener: (node: string) => void): void;
   /**
@@ -198,6 +200,11 @@ export async function startNodeLiveness(options: NodeLivenessOptions): Promise<N
     nodeId,
     selfCurrent: () => !lapsed && clock() - lastAckedSend < (ttlMs * 3) / 4,
     isAlive,
+    heardFrom: (node) => {
+      if (node === nodeId) return true;
+      const known = seen.get(node);
+      return known !== undefined && !known.dead && clock() - known.at <= ttlMs;
+    },
     onDead: (listener) => void deadListeners.push(listener),
     onSelfLapse: (listener) => void lapseListeners.push(listener),
     async stop() {
