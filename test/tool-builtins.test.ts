@@ -138,7 +138,14 @@ describe('tools service on the bus', () => {
     const service = await startToolsService({ nc: nats.nc, logger, prefix: 'bt', workspace: root });
     const client = createToolClient({ nc: nats.nc, subjects: createSubjects('bt'), codec: createCodec(), logger });
     const listed = await client.listTools({});
-    expect(listed.map((tool) => `${tool.name}:${tool.tier}`)).toEqual(['list_dir:read_only', 'read_file:read_only', 'write_file:side_effecting']);
+    expect(listed.map((tool) => `${tool.name}:${tool.tier}`)).toEqual([
+      'current_time:read_only',
+      'list_dir:read_only',
+      'read_file:read_only',
+      'run_command:privileged',
+      'search_text:read_only',
+      'write_file:side_effecting',
+    ]);
     expect(listed.find((tool) => tool.name === 'read_file')?.parameters).toMatchObject({ required: ['path'], additionalProperties: false });
     expect(await client.call(callRequest('read_file', { path: 'src/a.txt' }), {})).toMatchObject({ ok: true, output: 'one\ntwo\nthree' });
     expect(await client.call(callRequest('read_file', { path: '../x' }), {})).toMatchObject({ ok: false, error: { code: 'invalid_arguments' } });

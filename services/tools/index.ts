@@ -69,5 +69,6 @@ export async function startToolsService(options: ToolsServiceOptions): Promise<T
 }
 
 export { createBuiltInTools } from './built-in-tools.ts';
+export type { BuiltInToolsOptions } from './built-in-tools.ts';
 export { createWorkspace } from './workspace.ts';
 export type { Workspace } from './workspace.ts';

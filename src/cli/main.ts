@@ -1,4 +1,3 @@
-import { readFileSync } from 'node:fs';
 import { runAsk, ASK_USAGE } from './ask.ts';
 import { UsageError } from './context.ts';
 import type { CliContext } from './context.ts';
@@ -11,6 +10,8 @@ import { runShow, SHOW_USAGE } from './show.ts';
 import { runTail, TAIL_USAGE } from './tail.ts';
 import { runUp, UP_USAGE } from './up.ts';
 import { runViz, VIZ_USAGE } from './viz.ts';
+import { runWorker, WORKER_USAGE } from './worker.ts';
+import { packageVersion } from './package-version.ts';
 
 const HELP = `agentbus — an actor-model runtime for LLM agents on a NATS message bus
 
@@ -31,15 +32,12 @@ Usage:
       Delete a session: its log, its memory and its lease; its id is refused from then on.
   ${VIZ_USAGE}
       Print a machine's diagram (default: the turn machine, as Mermaid), drawn from its own definition.
+  ${WORKER_USAGE}
+      Serve the tools a module exports (defineTool results) as a tool worker until Ctrl-C.
   agentbus help | --help | --version
 
 Environment: NATS_URL, AGENTBUS_PREFIX, AGENTBUS_SCRIPT, AGENTBUS_MODEL, AGENTBUS_WORKSPACE, AGENTBUS_DASHBOARD_PORT, LOG_LEVEL.
 `;
-
-function version(): string {
-  const text = readFileSync(new URL('../../package.json', import.meta.url), 'utf8');
-  return (JSON.parse(text) as { version: string }).version;
-}
 
 /** Makes the context of a real process: stdio, env, and a signal aborted on SIGINT/SIGTERM. */
 function processContext(): CliContext {
@@ -71,9 +69,11 @@ export async function main(argv: string[], context: CliContext = processContext(
         return await runViz(rest, context);
       case 'memory':
         return await runMemory(rest, context);
+      case 'worker':
+        return await runWorker(rest, context);
       case '--version':
       case '-v':
-        context.stdout.write(`${version()}\n`);
+        context.stdout.write(`${packageVersion()}\n`);
         return 0;
       case undefined:
       case 'help':

@@ -77,3 +77,30 @@ export function defineTool<S extends z.ZodType>(definition: ToolDefinition<S>): 
   }
   return definition;
 }
+
+/**
+ * True when `value` is a tool definition as {@link defineTool} accepts it: a valid name, tier and timeout,
+ * a description, a zod schema and an `execute` function. For loaders that take tools from a module's exports.
+ *
+ * @example
+ * const tools = Object.values(await import(file)).filter(isToolDefinition);
+ */
+export function isToolDefinition(value: unknown): value is AnyToolDefinition {
+  if (typeof value !== 'object' || value === null) return false;
+  const candidate = value as Partial<Record<keyof AnyToolDefinition, unknown>>;
+  const parameters = candidate.parameters as { safeParse?: unknown } | null | undefined;
+  return (
+    isToken(candidate.name) &&
+    typeof candidate.description === 'string' &&
+    typeof parameters === 'object' &&
+    parameters !== null &&
+    typeof parameters.safeParse === 'function' &&
+    typeof candidate.tier === 'string' &&
+    TIERS.has(candidate.tier) &&
+    typeof candidate.timeoutMs === 'number' &&
+    Number.isFinite(candidate.timeoutMs) &&
+    candidate.timeoutMs > 0 &&
+    typeof candidate.idempotent === 'boolean' &&
+    typeof candidate.execute === 'function'
+  );
+}

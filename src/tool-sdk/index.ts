@@ -1,4 +1,4 @@
-export { defineTool } from './define-tool.ts';
+export { defineTool, isToolDefinition } from './define-tool.ts';
 export type { AnyToolDefinition, ToolContext, ToolDefinition } from './define-tool.ts';
 export { createToolWorker, DEFAULT_TOOL_SERVICE_NAME } from './tool-worker.ts';
 export type { ToolWorker, ToolWorkerOptions } from './tool-worker.ts';

@@ -1,0 +1,124 @@
+import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { globToRegExp } from '../services/tools/glob.ts';
+import { SEARCH_TEXT_MAX_LINE, createSearchTextTool } from '../services/tools/search-text-tool.ts';
+import type { TextSearch } from '../services/tools/search-text-tool.ts';
+import { createWorkspace } from '../services/tools/workspace.ts';
+import type { AnyToolDefinition } from '../src/tool-sdk/index.ts';
+import { outputOf, runTool } from './helpers/run-tool.ts';
+
+let root: string;
+let outsideDir: string;
+let tool: AnyToolDefinition;
+
+beforeAll(async () => {
+  root = await mkdtemp(join(tmpdir(), 'agentbus-search-'));
+  outsideDir = await mkdtemp(join(tmpdir(), 'agentbus-search-outside-'));
+  await writeFile(join(outsideDir, 'secret.txt'), 'needle outside\n');
+  await mkdir(join(root, 'src', 'deep'), { recursive: true });
+  await mkdir(join(root, 'node_modules', 'pkg'), { recursive: true });
+  await mkdir(join(root, '.git'));
+  await writeFile(join(root, 'README.md'), '# Title\nfind the needle here\nNEEDLE in capitals\n');
+  await writeFile(join(root, 'src', 'a.ts'), 'const a = 1;\n// needle in a\nconst needle = 2;\n');
+  await writeFile(join(root, 'src', 'deep', 'b.ts'), 'export const b = "needle";\n');
+  await writeFile(join(root, 'src', 'long.txt'), `${'x'.repeat(1000)} needle\n`);
+  await writeFile(join(root, 'node_modules', 'pkg', 'index.js'), 'module.exports = "needle";\n');
+  await writeFile(join(root, '.git', 'config'), 'needle = true\n');
+  await writeFile(join(root, 'image.bin'), Buffer.concat([Buffer.from('needle'), Buffer.from([0, 1, 2])]));
+  await symlink(outsideDir, join(root, 'escape'));
+  tool = createSearchTextTool(createWorkspace(root));
+});
+
+afterAll(async () => {
+  await rm(root, { recursive: true, force: true });
+  await rm(outsideDir, { recursive: true, force: true });
+});
+
+async function search(args: Record<string, unknown>): Promise<TextSearch> {
+  return outputOf<TextSearch>(await runTool(tool, args));
+}
+
+describe('search_text', () => {
+  it('is read-only and idempotent', () => {
+    expect([tool.tier, tool.idempotent]).toEqual(['read_only', true]);
+  });
+
+  it('returns every matching line as path, 1-based line and text, in path order', async () => {
+    const result = await search({ pattern: 'needle' });
+    expect(result.matches.filter((match) => !match.path.endsWith('long.txt'))).toEqual([
+      { path: 'README.md', line: 2, text: 'find the needle here' },
+      { path: 'src/a.ts', line: 2, text: '// needle in a' },
+      { path: 'src/a.ts', line: 3, text: 'const needle = 2;' },
+      { path: 'src/deep/b.ts', line: 1, text: 'export const b = "needle";' },
+    ]);
+    expect(result.truncated).toBeUndefined();
+  });
+
+  it('skips node_modules, .git, binary files and symlinks that lead out of the workspace', async () => {
+    const paths = new Set((await search({ pattern: 'needle' })).matches.map((match) => match.path));
+    expect([...paths].filter((path) => /node_modules|\.git|image\.bin|escape|secret/.test(path))).toEqual([]);
+    expect(paths.has('README.md')).toBe(true);
+  });
+
+  it('matches case-insensitively when asked, and as a regular expression when asked', async () => {
+    expect((await search({ pattern: 'NEEDLE', path: 'README.md' })).matches.map((match) => match.line)).toEqual([3]);
+    expect((await search({ pattern: 'NEEDLE', path: 'README.md', caseSensitive: false })).matches.map((match) => match.line)).toEqual([2, 3]);
+    expect((await search({ pattern: 'const \\w+ = \\d', path: 'src', regex: true })).matches.map((match) => `${match.path}:${match.line}`)).toEqual(['src/a.ts:1', 'src/a.ts:3']);
+    // Without regex the pattern is literal text.
+    expect((await search({ pattern: 'const \\w+', path: 'src' })).matches).toEqual([]);
+  });
+
+  it('refuses a malformed regular expression with invalid_arguments', async () => {
+    expect(await runTool(tool, { pattern: '(unclosed', regex: true })).toMatchObject({ ok: false, error: { code: 'invalid_arguments' } });
+  });
+
+  it('limits files by a name glob or a path glob', async () => {
+    expect(new Set((await search({ pattern: 'needle', glob: '*.md' })).matches.map((match) => match.path))).toEqual(new Set(['README.md']));
+    expect(new Set((await search({ pattern: 'needle', glob: 'src/**/*.ts' })).matches.map((match) => match.path))).toEqual(new Set(['src/a.ts', 'src/deep/b.ts']));
+    expect(new Set((await search({ pattern: 'needle', glob: '*.{md,txt}' })).matches.map((match) => match.path))).toEqual(new Set(['README.md', 'src/long.txt']));
+  });
+
+  it('stops at maxResults and says how to narrow the search', async () => {
+    const result = await search({ pattern: 'needle', maxResults: 2 });
+    expect(result.matches).toHaveLength(2);
+    expect(result.truncated).toMatch(/stopped at 2 matches/);
+  });
+
+  it('cuts a long matching line', async () => {
+    const [match] = (await search({ pattern: 'needle', path: 'src/long.txt' })).matches;
+    expect(match!.text).toHaveLength(SEARCH_TEXT_MAX_LINE + 1);
+    expect(match!.text.endsWith('…')).toBe(true);
+  });
+
+  it.each([
+    ['a parent-relative path', '..'],
+    ['a path that climbs out midway', 'src/../../'],
+    ['an absolute path outside', '/etc'],
+    ['a symlink that points outside', 'escape'],
+  ])('refuses %s with invalid_arguments', async (_what, path) => {
+    expect(await runTool(tool, { pattern: 'needle', path })).toMatchObject({ ok: false, error: { code: 'invalid_arguments', message: expect.stringContaining('outside the workspace') } });
+  });
+
+  it('answers not_found for a missing path', async () => {
+    expect(await runTool(tool, { pattern: 'x', path: 'nope' })).toMatchObject({ ok: false, error: { code: 'not_found' } });
+  });
+});
+
+describe('globToRegExp', () => {
+  it.each([
+    ['*.ts', 'a.ts', true],
+    ['*.ts', 'dir/a.ts', false],
+    ['src/**/*.ts', 'src/a.ts', true],
+    ['src/**/*.ts', 'src/x/y/a.ts', true],
+    ['src/**/*.ts', 'lib/a.ts', false],
+    ['file?.txt', 'file1.txt', true],
+    ['file?.txt', 'file10.txt', false],
+    ['[!a]*.md', 'b.md', true],
+    ['[!a]*.md', 'a.md', false],
+    ['a.b', 'axb', false],
+  ])('%s against %s is %s', (glob, path, expected) => {
+    expect(globToRegExp(glob).test(path)).toBe(expected);
+  });
+});
