@@ -74,6 +74,21 @@ describe('search_text', () => {
     expect(await runTool(tool, { pattern: '(unclosed', regex: true })).toMatchObject({ ok: false, error: { code: 'invalid_arguments' } });
   });
 
+  it('runs a regular expression that backtracks without end in a thread of its own: the call fails on its budget, the loop stays free', async () => {
+    await writeFile(join(root, 'src', 'redos.txt'), `${'a'.repeat(40)}!\n`);
+    let ticks = 0;
+    const clock = setInterval(() => (ticks += 1), 50);
+    const began = Date.now();
+    const reply = await runTool(tool, { pattern: '^(a|aa)+$', regex: true, path: 'src/redos.txt' });
+    clearInterval(clock);
+    expect(reply).toMatchObject({ ok: false, error: { code: 'timeout' } });
+    expect(reply.ok ? '' : reply.error.message).toMatch(/regular expression took over 5000 ms/);
+    // The event loop ran all along: a match on the loop itself would have held it for the whole budget.
+    expect(ticks).toBeGreaterThanOrEqual(Math.floor((Date.now() - began) / 50) - 20);
+    // And a sound expression over the same file still answers.
+    expect((await search({ pattern: 'a{3}!', regex: true, path: 'src/redos.txt' })).matches).toHaveLength(1);
+  }, 20_000);
+
   it('limits files by a name glob or a path glob', async () => {
     expect(new Set((await search({ pattern: 'needle', glob: '*.md' })).matches.map((match) => match.path))).toEqual(new Set(['README.md']));
     expect(new Set((await search({ pattern: 'needle', glob: 'src/**/*.ts' })).matches.map((match) => match.path))).toEqual(new Set(['src/a.ts', 'src/deep/b.ts']));

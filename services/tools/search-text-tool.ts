@@ -6,6 +6,8 @@ import { SafetyTier } from '../../src/protocol/index.ts';
 import { defineTool } from '../../src/tool-sdk/index.ts';
 import type { ToolDefinition } from '../../src/tool-sdk/index.ts';
 import { globToRegExp } from './glob.ts';
+import { createLineMatcher } from './regex-lines.ts';
+import type { LineMatcher } from './regex-lines.ts';
 import type { Workspace } from './workspace.ts';
 
 /** Matches returned when no `maxResults` is given. */
@@ -16,6 +18,8 @@ export const SEARCH_TEXT_MAX_RESULTS = 1000;
 export const SEARCH_TEXT_MAX_LINE = 300;
 /** Files larger than this are skipped. */
 export const SEARCH_TEXT_MAX_FILE_BYTES = 4 * 1024 * 1024;
+/** Longest a regular expression may run over one file's lines (in its own thread) before the call fails. */
+export const SEARCH_TEXT_REGEX_BUDGET_MS = 5_000;
 /** Most files one call reads; the search stops there and says so. */
 export const SEARCH_TEXT_MAX_FILES = 20_000;
 /** Directories never descended into. */
@@ -106,6 +110,43 @@ function cut(line: string): string {
   return trimmed.length > SEARCH_TEXT_MAX_LINE ? `${trimmed.slice(0, SEARCH_TEXT_MAX_LINE)}…` : trimmed;
 }
 
+/** Walks the files under `path` (filtered by `glob`) and collects the lines `matchLines` picks, within the bounds. */
+async function searchFiles(
+  workspace: Workspace,
+  { path, glob, maxResults }: { path: string; glob: string | undefined; maxResults: number },
+  matchLines: (lines: readonly string[]) => Promise<number[]>,
+  signal: AbortSignal,
+): Promise<TextSearch> {
+  const included = globOf(glob);
+  const start = await workspace.resolve(path, { signal });
+  const matches: TextMatch[] = [];
+  let filesSearched = 0;
+  for await (const file of filesUnder(start, path, signal)) {
+    signal.throwIfAborted();
+    const shown = workspace.display(file);
+    if (included && !included(shown)) continue;
+    if (filesSearched >= SEARCH_TEXT_MAX_FILES) {
+      return { matches, filesSearched, truncated: `stopped after ${SEARCH_TEXT_MAX_FILES} files; narrow the search with path or glob` };
+    }
+    const info = await stat(file).catch(() => undefined);
+    if (!info || info.size > SEARCH_TEXT_MAX_FILE_BYTES) continue;
+    const bytes = await readFile(file, { signal }).catch((error: NodeJS.ErrnoException) => {
+      if (error.name === 'AbortError') throw error;
+      return undefined;
+    });
+    if (!bytes || bytes.subarray(0, 8192).includes(0)) continue;
+    filesSearched += 1;
+    const lines = bytes.toString('utf8').split('\n');
+    for (const index of await matchLines(lines)) {
+      if (matches.length >= maxResults) {
+        return { matches, filesSearched, truncated: `stopped at ${maxResults} matches; narrow the pattern, path or glob, or raise maxResults (up to ${SEARCH_TEXT_MAX_RESULTS})` };
+      }
+      matches.push({ path: shown, line: index + 1, text: cut(lines[index]!) });
+    }
+  }
+  return { matches, filesSearched };
+}
+
 /**
  * `search_text`: lines of workspace files that contain a text or match a regular expression, like `rg`, in pure
  * Node. Skips `node_modules`, `.git`, symlinks, binary files (a NUL byte in the first 8 KiB) and files over 4 MiB.
@@ -126,35 +167,16 @@ export function createSearchTextTool(workspace: Workspace): ToolDefinition<typeo
     idempotent: true,
     async execute({ pattern, path, glob, regex, caseSensitive, maxResults }, { signal }): Promise<TextSearch> {
       const matcher = matcherOf(pattern, regex, caseSensitive);
-      const included = globOf(glob);
-      const start = await workspace.resolve(path, { signal });
-      const matches: TextMatch[] = [];
-      let filesSearched = 0;
-      for await (const file of filesUnder(start, path, signal)) {
-        signal.throwIfAborted();
-        const shown = workspace.display(file);
-        if (included && !included(shown)) continue;
-        if (filesSearched >= SEARCH_TEXT_MAX_FILES) {
-          return { matches, filesSearched, truncated: `stopped after ${SEARCH_TEXT_MAX_FILES} files; narrow the search with path or glob` };
-        }
-        const info = await stat(file).catch(() => undefined);
-        if (!info || info.size > SEARCH_TEXT_MAX_FILE_BYTES) continue;
-        const bytes = await readFile(file, { signal }).catch((error: NodeJS.ErrnoException) => {
-          if (error.name === 'AbortError') throw error;
-          return undefined;
-        });
-        if (!bytes || bytes.subarray(0, 8192).includes(0)) continue;
-        filesSearched += 1;
-        const lines = bytes.toString('utf8').split('\n');
-        for (let index = 0; index < lines.length; index += 1) {
-          if (!matcher.test(lines[index]!)) continue;
-          if (matches.length >= maxResults) {
-            return { matches, filesSearched, truncated: `stopped at ${maxResults} matches; narrow the pattern, path or glob, or raise maxResults (up to ${SEARCH_TEXT_MAX_RESULTS})` };
-          }
-          matches.push({ path: shown, line: index + 1, text: cut(lines[index]!) });
-        }
+      // Plain text is matched here (an escaped literal is linear); a model's regular expression in a thread.
+      const threaded = regex ? createLineMatcher(matcher.source, matcher.flags, SEARCH_TEXT_REGEX_BUDGET_MS) : undefined;
+      const matchLines = threaded
+        ? (lines: readonly string[]) => threaded.match(lines, signal)
+        : async (lines: readonly string[]) => lines.flatMap((line, index) => (matcher.test(line) ? [index] : []));
+      try {
+        return await searchFiles(workspace, { path, glob, maxResults }, matchLines, signal);
+      } finally {
+        await threaded?.close();
       }
-      return { matches, filesSearched };
     },
   });
 }
