@@ -66,7 +66,8 @@ describe('bench goals', () => {
   it('checks each goal against its bound, from the figures measured', () => {
     const langgraph = saved.sessions.find((row) => row.key === 'langgraph')!.c200.sessionsPerSecond;
     const goal = (results: BenchResults, name: string) => targetsOf(results).find((check) => check.goal.includes(name))!;
-    expect(goal(withAgentbusRate(langgraph * 3), 'LangGraph').met).toBe(true);
+    // Just over the bound: exactly 3× can come out a hair under 3 in floating point, whatever the saved rates.
+    expect(goal(withAgentbusRate(langgraph * 3.001), 'LangGraph').met).toBe(true);
     expect(goal(withAgentbusRate(langgraph * 2.9), 'LangGraph').met).toBe(false);
     expect(goal(withAgentbusRate(langgraph * 3), 'LangGraph').value).toBeCloseTo(3);
     const heavy = { ...saved, heap: { ...saved.heap, bytesPerIdleSession: 4.5 * 1024 } };
