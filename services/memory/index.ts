@@ -166,7 +166,7 @@ export async function startMemoryService(options: MemoryServiceOptions): Promise
       previous.stop();
       indexes.delete(previous);
       await snapshotStore?.remove();
-      await snapshots?.flush();
+      await snapshots?.flush({ force: true });
       const reply = { instance: registration.id, entries: next.store.size(), lastSeq: next.lastSeq(), ms: Math.round(performance.now() - started) };
       logger.info(reply, 'memory index rebuilt from the log');
       return reply;

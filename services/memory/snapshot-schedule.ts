@@ -18,8 +18,8 @@ export interface SnapshotScheduleOptions {
 export interface SnapshotSchedule {
   /** Counts one change: an indexed event, or a chunk that got its vector. */
   noteIndexed(): void;
-  /** Writes a snapshot now if anything changed since the last one (and waits for it). */
-  flush(): Promise<void>;
+  /** Writes a snapshot now if anything changed since the last one, or in any case with `force` (and waits for it). */
+  flush(options?: { force?: boolean }): Promise<void>;
   /** Snapshots written. */
   written(): number;
   stop(): void;
@@ -64,8 +64,10 @@ export function scheduleSnapshots(options: SnapshotScheduleOptions): SnapshotSch
       changed += 1;
       if (changed >= everyEvents) void write();
     },
-    async flush() {
+    async flush(options: { force?: boolean } = {}) {
       await writing;
+      // A new index (a rebuild) is written even if a write during its catch-up counted its events as saved.
+      if (options.force) changed = Math.max(changed, 1);
       await write();
     },
     written: () => written,
