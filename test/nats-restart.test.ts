@@ -45,7 +45,9 @@ describe('a nats-server restart', () => {
 
   it('in the middle of a stream makes the provider call again and the turn still yields', async () => {
     const watcher = collectEvents(stack.client, 'default', 'restart-1');
-    await requestJson(stack.client, 'agentbus.default.sessions.restart-1.prompt', { text: 'three' });
+    // Right after the restart above: the node checks its leases before it acts again, and a bucket request it
+    // sent while the connection was down waits its whole timeout first.
+    await requestJson(stack.client, 'agentbus.default.sessions.restart-1.prompt', { text: 'three' }, 15_000);
     await watcher.until((events) => events.some((event) => event.type === 'assistant.delta'));
     await stack.server.restart();
     const events = await watcher.until((seen) => seen.some((event) => event.type === 'turn.ended'), 20_000);

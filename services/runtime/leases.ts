@@ -174,10 +174,19 @@ export function createSessionLeases(deps: { kv: KV; codec: Codec; liveness: Node
         deps.logger.info({ err, key }, 'lease claim not written this time');
         return mine ? HELD : { held: false, owner: current?.node ?? '' };
       }
-      // Someone else won the race.
-      held.delete(key);
+      // Someone else won the race, or our own write did (applied, but its reply lost across a reconnect).
       const winner = await kv.get(key).catch(() => null);
       const value = winner && winner.operation === 'PUT' ? decode(winner.value) : undefined;
+      if (winner && value?.node === nodeId) {
+        if (mine) {
+          mine.revision = winner.revision;
+          mine.active = value.active;
+        } else {
+          held.set(key, { revision: winner.revision, active: value.active, chain: undefined });
+        }
+        return HELD;
+      }
+      held.delete(key);
       return { held: false, owner: value?.node ?? '' };
     }
   }

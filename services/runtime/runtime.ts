@@ -82,7 +82,9 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
   // Heartbeats of the runtime nodes: a key no node rewrote for ten minutes (a node long gone) ages out.
   const nodesBucket = await new Kvm(nc).create(buckets.nodes, { history: 1, ttl: 10 * 60_000, replicas });
   const liveness = await startNodeLiveness({ kv: nodesBucket, codec, nodeId: config.nodeId, ttlMs: config.leaseTtlMs, logger });
-  const leases: SessionLeases = createSessionLeases({ kv, codec, liveness, logger });
+  // A lease operation sent while the connection was down waits its whole timeout after the reconnect (nats.js
+  // sends it, the restarted server may drop it): bound each by the TTL, so claims queued behind it wait no longer.
+  const leases: SessionLeases = createSessionLeases({ kv, codec, liveness, logger, opTimeoutMs: Math.min(5_000, config.leaseTtlMs) });
   // Kept past the time it takes to find a node dead, with room for a holder that died while handling one.
   const parked = createParkedMessages({ keepMs: 2 * config.leaseTtlMs + 2_000, maxBytes: 64 * 1024 * 1024 });
   const tombstoneBucket = await new Kvm(nc).create(buckets.tombstones, { history: 1, replicas });
