@@ -106,9 +106,15 @@ export class NoRespondersError extends AgentbusError {
 export class LogConflictError extends AgentbusError {
   readonly sessionId: string;
   readonly expectedSeq: number;
-  constructor(sessionId: string, expectedSeq: number, options: AgentbusErrorOptions = {}) {
+  /** `holder`: the write was stopped before the log was asked, because this node lost the session's lease to it. */
+  constructor(sessionId: string, expectedSeq: number, options: AgentbusErrorOptions & { holder?: string } = {}) {
     // Retryable: the node gives the session up on a conflict, and the next attempt opens it from the log.
-    super(ErrorCode.conflict, `session ${sessionId} log moved past sequence ${expectedSeq}: another writer`, { retryable: true, ...options });
+    const { holder, ...rest } = options;
+    const message =
+      holder === undefined
+        ? `session ${sessionId} log moved past sequence ${expectedSeq}: another writer`
+        : `session ${sessionId} is held by ${holder || 'no node'} now: this node lost its lease and must not write its log`;
+    super(ErrorCode.conflict, message, { retryable: true, ...rest });
     this.name = 'LogConflictError';
     this.sessionId = sessionId;
     this.expectedSeq = expectedSeq;

@@ -89,6 +89,8 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
   const parked = createParkedMessages({ keepMs: 2 * config.leaseTtlMs + 2_000, maxBytes: 64 * 1024 * 1024 });
   const tombstoneBucket = await new Kvm(nc).create(buckets.tombstones, { history: 1, replicas });
   const tombstones: RuntimeTombstones = createRuntimeTombstones({ kv: tombstoneBucket, codec, nodeId: config.nodeId, now: deps.now });
+  // A write refused by the lease guard never reached the log: there is no sequence to name.
+  const transcriptSeqUnknown = -1;
   const envelopes = createEnvelopeFactory({ newId: deps.newId, now: deps.now });
   const toolTokenCache = new Map<string, number>();
   const admission = createAdmission(config.admission, deps.now);
@@ -123,7 +125,7 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
     writeGuard: (tenant, sessionId) => {
       if (liveness.selfCurrent()) return undefined;
       return leases.claim(tenant, sessionId).then((claimed) => {
-        if (!claimed.held) throw new LogConflictError(sessionId, -1, { retryable: true });
+        if (!claimed.held) throw new LogConflictError(sessionId, transcriptSeqUnknown, { holder: claimed.owner });
       });
     },
   };
