@@ -1,12 +1,10 @@
-import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai';
 import { stopwords as englishStopwords } from '@orama/stopwords/english';
 import { AgentbusError, ErrorCode } from '../../src/errors.ts';
 import type { Logger } from '../../src/logging.ts';
 import { scrubSecrets, toProviderError } from './provider-errors.ts';
 import { DEFAULT_RETRY, retryDelay, sleep } from './resilience.ts';
 import type { RetryOptions } from './resilience.ts';
-import { DEFAULT_TIMEOUT_MS, bridgeSdkLogger } from './adapters/shared.ts';
-import { OPENAI_BASE_URL } from './adapters/openai.ts';
+import { OPENAI_SDK_ERRORS, createOpenAIClient } from './adapters/openai.ts';
 
 /** One provider's embedding model(s), behind `agentbus.provider.<provider>.embed`. */
 export interface EmbedAdapter {
@@ -38,7 +36,7 @@ export function defaultEmbedModel(provider: string): string | undefined {
 export interface OpenAIEmbedderOptions {
   readonly name: string;
   readonly apiKey?: string;
-  /** Default {@link OPENAI_BASE_URL}; Ollama, vLLM and other compatible servers take their own. */
+  /** Default the OpenAI API (`OPENAI_BASE_URL` of the adapter); Ollama, vLLM and other compatible servers take their own. */
   readonly baseURL?: string;
   readonly defaultHeaders?: Readonly<Record<string, string>>;
   /** The model when a request names none; else {@link defaultEmbedModel}. */
@@ -47,8 +45,6 @@ export interface OpenAIEmbedderOptions {
   readonly logger?: Logger;
   readonly now?: () => number;
 }
-
-const SDK_ERRORS = { APIError, APIUserAbortError, APIConnectionError, APIConnectionTimeoutError };
 
 /**
  * Embeddings through the official SDK's `embeddings.create` (`POST /embeddings`, `encoding_format: 'float'`):
@@ -59,17 +55,7 @@ export function createOpenAIEmbedder(options: OpenAIEmbedderOptions): EmbedAdapt
   const scrub = (text: string) => scrubSecrets(text, secrets);
   const fallbackModel = options.defaultModel ?? defaultEmbedModel(options.name);
   const now = options.now ?? Date.now;
-  const client = new OpenAI({
-    apiKey: options.apiKey ?? 'not-needed',
-    baseURL: options.baseURL ?? OPENAI_BASE_URL,
-    organization: null,
-    project: null,
-    maxRetries: 0,
-    timeout: options.timeoutMs ?? DEFAULT_TIMEOUT_MS,
-    logger: bridgeSdkLogger(options.logger, scrub),
-    logLevel: 'warn',
-    ...(options.defaultHeaders ? { defaultHeaders: { ...options.defaultHeaders } } : {}),
-  });
+  const client = createOpenAIClient(options, scrub);
   return {
     name: options.name,
     async embed(request, { signal }) {
@@ -81,7 +67,7 @@ export function createOpenAIEmbedder(options: OpenAIEmbedderOptions): EmbedAdapt
       try {
         response = await client.embeddings.create({ model, input: [...request.input], encoding_format: 'float' }, { signal });
       } catch (error) {
-        throw toProviderError(error, { provider: options.name, secrets, signal, classes: SDK_ERRORS, now: now(), beforeResponse: false });
+        throw toProviderError(error, { provider: options.name, secrets, signal, classes: OPENAI_SDK_ERRORS, now: now(), beforeResponse: false });
       }
       const vectors: number[][] = new Array(request.input.length);
       for (const item of response.data) {

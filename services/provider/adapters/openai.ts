@@ -36,7 +36,31 @@ export interface OpenAIAdapterOptions {
   readonly now?: () => number;
 }
 
-const SDK_ERRORS = { APIError, APIUserAbortError, APIConnectionError, APIConnectionTimeoutError };
+/** The SDK's error classes, for `toProviderError`. */
+export const OPENAI_SDK_ERRORS = { APIError, APIUserAbortError, APIConnectionError, APIConnectionTimeoutError };
+
+/**
+ * The official SDK's client as every OpenAI-compatible caller here makes it: no retries of its own (the
+ * caller retries), no organization or project from the environment, the SDK's log lines through `logger`
+ * with `scrub` applied.
+ */
+export function createOpenAIClient(
+  options: Pick<OpenAIAdapterOptions, 'apiKey' | 'baseURL' | 'defaultHeaders' | 'logger' | 'timeoutMs'>,
+  scrub: (text: string) => string,
+): OpenAI {
+  return new OpenAI({
+    // Local servers ignore the key, but the SDK refuses to start without one.
+    apiKey: options.apiKey ?? 'not-needed',
+    baseURL: options.baseURL ?? OPENAI_BASE_URL,
+    organization: null,
+    project: null,
+    maxRetries: 0,
+    timeout: options.timeoutMs ?? DEFAULT_TIMEOUT_MS,
+    logger: bridgeSdkLogger(options.logger, scrub),
+    logLevel: 'warn',
+    ...(options.defaultHeaders ? { defaultHeaders: { ...options.defaultHeaders } } : {}),
+  });
+}
 
 /**
  * Creates an adapter for the Chat Completions API: OpenAI itself, Ollama (`/v1`) and any compatible
@@ -55,21 +79,10 @@ export function createOpenAIAdapter(options: OpenAIAdapterOptions = {}): Provide
   const secrets = [options.apiKey];
   const scrub = (text: string) => scrubSecrets(text, secrets);
   const maxTokensField = options.maxTokensField ?? (name === 'openai' ? 'max_completion_tokens' : 'max_tokens');
-  const client = new OpenAI({
-    // Local servers ignore the key, but the SDK refuses to start without one.
-    apiKey: options.apiKey ?? 'not-needed',
-    baseURL: options.baseURL ?? OPENAI_BASE_URL,
-    organization: null,
-    project: null,
-    maxRetries: 0,
-    timeout: options.timeoutMs ?? DEFAULT_TIMEOUT_MS,
-    logger: bridgeSdkLogger(options.logger, scrub),
-    logLevel: 'warn',
-    ...(options.defaultHeaders ? { defaultHeaders: { ...options.defaultHeaders } } : {}),
-  });
+  const client = createOpenAIClient(options, scrub);
 
   const mapError = (error: unknown, signal: AbortSignal, { beforeResponse = false } = {}) =>
-    toProviderError(error, { provider: name, secrets, signal, classes: SDK_ERRORS, now: now(), beforeResponse });
+    toProviderError(error, { provider: name, secrets, signal, classes: OPENAI_SDK_ERRORS, now: now(), beforeResponse });
 
   function params(request: AdapterRequest): ChatCompletionCreateParamsBase {
     const body: ChatCompletionCreateParamsBase = { model: request.model, messages: toOpenAIMessages(request.messages) };
