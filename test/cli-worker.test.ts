@@ -4,23 +4,21 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { NatsConnection } from '@nats-io/nats-core';
-import { connect } from '@nats-io/transport-node';
 import { pino } from 'pino';
 import { z } from 'zod';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createToolClient } from '../src/bus/tool-client.ts';
 import { toolsOfModule } from '../src/cli/tool-module.ts';
 import { UsageError } from '../src/cli/context.ts';
 import { parseWorker, serviceNameOf } from '../src/cli/worker.ts';
 import { SafetyTier, createCodec, createSubjects } from '../src/protocol/index.ts';
 import { defineTool, isToolDefinition } from '../src/tool-sdk/index.ts';
-import { startNatsServer } from './helpers/nats-server.ts';
-import type { TestNatsServer } from './helpers/nats-server.ts';
+import { useNatsServer } from './helpers/nats-fixture.ts';
 import { toolCallRequest } from './helpers/run-tool.ts';
+import { AGENTBUS_BIN, runAgentbus } from './helpers/agentbus-bin.ts';
+import type { AgentbusRun } from './helpers/agentbus-bin.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
-const BIN = join(ROOT, 'bin', 'agentbus.js');
 const PREFIX = 'wk';
 
 /** This process's environment without anything that would pick a bus. */
@@ -30,29 +28,9 @@ function cleanEnv(): NodeJS.ProcessEnv {
   return env;
 }
 
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-/** Runs `agentbus` to its end. */
-function agentbus(args: string[], cwd = ROOT): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], { cwd, env: cleanEnv() });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      reject(new Error(`agentbus ${args.join(' ')} did not exit\n${stderr}`));
-    }, 15_000);
-    child.on('exit', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
+/** Runs `agentbus` to its end, with no bus picked from this process's environment. */
+function agentbus(args: string[], cwd = ROOT): Promise<AgentbusRun> {
+  return runAgentbus(args, { cwd, env: cleanEnv(), timeoutMs: 15_000 });
 }
 
 const echo = defineTool({
@@ -97,21 +75,10 @@ describe('finding tools among a module\'s exports', () => {
 });
 
 describe('agentbus worker', () => {
-  let server: TestNatsServer;
-  let nc: NatsConnection;
-
-  beforeAll(async () => {
-    server = await startNatsServer();
-    nc = await connect({ servers: server.url });
-  });
-
-  afterAll(async () => {
-    await nc?.close();
-    await server?.stop();
-  });
+  const nats = useNatsServer();
 
   it('serves the example module on the bus, announced on $SRV, and leaves $SRV on SIGTERM', async () => {
-    const child: ChildProcessWithoutNullStreams = spawn(process.execPath, [BIN, 'worker', 'examples/text-tools.ts', '--nats', server.url, '--concurrency', '2'], { cwd: ROOT, env: cleanEnv() });
+    const child: ChildProcessWithoutNullStreams = spawn(process.execPath, [AGENTBUS_BIN, 'worker', 'examples/text-tools.ts', '--nats', nats.server.url, '--concurrency', '2'], { cwd: ROOT, env: cleanEnv() });
     let stdout = '';
     let stderr = '';
     child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
@@ -128,9 +95,9 @@ describe('agentbus worker', () => {
         });
         void exited.then((code) => reject(new Error(`worker exited with ${code} before serving; stderr:\n${stderr}`)));
       });
-      expect(stdout).toBe(`serving 2 tool(s) as text-tools on ${server.url}: shout, word_count (Ctrl-C to stop)\n`);
+      expect(stdout).toBe(`serving 2 tool(s) as text-tools on ${nats.server.url}: shout, word_count (Ctrl-C to stop)\n`);
 
-      const client = createToolClient({ nc, subjects: createSubjects(PREFIX), codec: createCodec(), logger: pino({ level: 'silent' }) });
+      const client = createToolClient({ nc: nats.nc, subjects: createSubjects(PREFIX), codec: createCodec(), logger: pino({ level: 'silent' }) });
       const listed = await client.listTools({});
       expect(listed.map((tool) => `${tool.name}:${tool.tier}`).sort()).toEqual(['shout:read_only', 'word_count:read_only']);
       expect(await client.call(toolCallRequest('shout', { text: 'hello bus' }), {})).toMatchObject({ ok: true, output: 'HELLO BUS' });
@@ -149,10 +116,10 @@ describe('agentbus worker', () => {
 
   it('exits 2 with a clear message for a missing module, a module without tools, duplicate names and bad flags', async () => {
     const cases: Array<[string[], RegExp]> = [
-      [['worker', 'examples/nope.ts', '--nats', server.url], /no module "examples\/nope\.ts"/],
-      [['worker', 'test/fixtures/worker-no-tools.ts', '--nats', server.url], /exports no tools/],
-      [['worker', 'test/fixtures/worker-duplicate-tools.ts', '--nats', server.url], /defines the tool echo twice \(exports first and second\)/],
-      [['worker', 'examples/text-tools.ts', '--concurrency', '0', '--nats', server.url], /--concurrency must be a positive whole number/],
+      [['worker', 'examples/nope.ts', '--nats', nats.server.url], /no module "examples\/nope\.ts"/],
+      [['worker', 'test/fixtures/worker-no-tools.ts', '--nats', nats.server.url], /exports no tools/],
+      [['worker', 'test/fixtures/worker-duplicate-tools.ts', '--nats', nats.server.url], /defines the tool echo twice \(exports first and second\)/],
+      [['worker', 'examples/text-tools.ts', '--concurrency', '0', '--nats', nats.server.url], /--concurrency must be a positive whole number/],
       [['worker', 'examples/text-tools.ts', '--bogus'], /Unknown option '--bogus'/],
       [['worker'], /worker needs a module/],
     ];
@@ -173,7 +140,7 @@ describe('agentbus worker', () => {
     } finally {
       await rm(empty, { recursive: true, force: true });
     }
-    const broken = await agentbus(['worker', 'test/fixtures/worker-broken.ts', '--nats', server.url]);
+    const broken = await agentbus(['worker', 'test/fixtures/worker-broken.ts', '--nats', nats.server.url]);
     expect(broken.code).toBe(1);
     expect(broken.stderr).toMatch(/could not load test\/fixtures\/worker-broken\.ts: this module is broken on purpose/);
   });

@@ -10,32 +10,13 @@ import { parseAsk } from '../src/cli/ask.ts';
 import { parseServices } from '../src/cli/up.ts';
 import { UsageError } from '../src/cli/context.ts';
 import { createCodec } from '../src/protocol/index.ts';
+import { AGENTBUS_BIN, runAgentbus } from './helpers/agentbus-bin.ts';
+import type { AgentbusRun } from './helpers/agentbus-bin.ts';
 
-const BIN = fileURLToPath(new URL('../bin/agentbus.js', import.meta.url));
 
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-/** Runs the real `agentbus` binary. */
-function agentbus(args: string[], options: { cwd: string; env?: NodeJS.ProcessEnv; timeoutMs?: number }): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], { cwd: options.cwd, env: { ...offlineEnv(), ...options.env } });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      reject(new Error(`agentbus ${args.join(' ')} timed out\n${stderr}`));
-    }, options.timeoutMs ?? 60_000);
-    child.on('exit', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
+/** Runs the real `agentbus` binary, offline unless `env` says otherwise. */
+function agentbus(args: string[], options: { cwd: string; env?: NodeJS.ProcessEnv; timeoutMs?: number }): Promise<AgentbusRun> {
+  return runAgentbus(args, { cwd: options.cwd, env: { ...offlineEnv(), ...options.env }, ...(options.timeoutMs ? { timeoutMs: options.timeoutMs } : {}) });
 }
 
 let workdir: string;
@@ -110,13 +91,13 @@ describe('agentbus up, ask and tail', () => {
 
   it('ask and tail use the stack that up runs from the same folder', async () => {
     let outsider: NatsConnection | undefined;
-    const up = spawn(process.execPath, [BIN, 'up'], { cwd: workdir, env: offlineEnv() });
+    const up = spawn(process.execPath, [AGENTBUS_BIN, 'up'], { cwd: workdir, env: offlineEnv() });
     let upOutput = '';
     up.stderr.on('data', (chunk: Buffer) => (upOutput += chunk.toString()));
     try {
       await expect.poll(() => upOutput, { timeout: 30_000 }).toContain('agentbus is up');
       expect(upOutput).toMatch(/dashboard: http:\/\/127\.0\.0\.1:\d+\//);
-      const tail = spawn(process.execPath, [BIN, 'tail', '--session', 'cli-1'], { cwd: workdir, env: offlineEnv() });
+      const tail = spawn(process.execPath, [AGENTBUS_BIN, 'tail', '--session', 'cli-1'], { cwd: workdir, env: offlineEnv() });
       let tailOutput = '';
       let tailErrors = '';
       tail.stdout.on('data', (chunk: Buffer) => (tailOutput += chunk.toString()));

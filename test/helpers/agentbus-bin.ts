@@ -1,0 +1,37 @@
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+/** The `agentbus` binary of this checkout. */
+export const AGENTBUS_BIN = fileURLToPath(new URL('../../bin/agentbus.js', import.meta.url));
+
+/** How a run of the binary ended. */
+export interface AgentbusRun {
+  readonly code: number | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/**
+ * Runs the real `agentbus` binary to its end with exactly `env`; rejects (after killing it) when it has not
+ * exited within `timeoutMs`.
+ *
+ * @example
+ * const run = await runAgentbus(['ask', 'hello'], { cwd: dir, env: offlineEnv() });
+ */
+export function runAgentbus(args: readonly string[], options: { cwd: string; env: NodeJS.ProcessEnv; timeoutMs?: number }): Promise<AgentbusRun> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [AGENTBUS_BIN, ...args], { cwd: options.cwd, env: options.env });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`agentbus ${args.join(' ')} did not exit within ${options.timeoutMs ?? 60_000} ms\n${stderr}`));
+    }, options.timeoutMs ?? 60_000);
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
