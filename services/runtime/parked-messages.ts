@@ -24,8 +24,6 @@ export interface ParkedMessages {
    * for room since the last call, unanswered if their owner died.
    */
   prune(): number;
-  /** Messages kept now (counted: for tests and health, not a hot path). */
-  size(): number;
 }
 
 interface Entry extends ParkedMessage {
@@ -85,6 +83,5 @@ export function createParkedMessages(options: { keepMs: number; maxBytes: number
       dropped = 0;
       return count;
     },
-    size: () => queue.reduce((count, entry, at) => (at >= head && entry ? count + 1 : count), 0),
   };
 }
