@@ -5,7 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { jetstreamManager } from '@nats-io/jetstream';
-import { busOptionsFromEnv, busTlsFromEnv, connectBus } from '../src/bus/connect.ts';
+import { busOptionsFromEnv, busTlsFromEnv, connectBus, splitServers, tlsConnectOption } from '../src/bus/connect.ts';
+import { startNatsServer } from './helpers/nats-server.ts';
 import type { BusConnectOptions } from '../src/bus/connect.ts';
 import { ServiceInboxPrefix, inboxPrefixOf } from '../src/bus/inbox.ts';
 import { cliInboxPrefix, connectCli } from '../src/cli/connect.ts';
@@ -29,6 +30,21 @@ describe('connection options from the environment', () => {
     // No user (a server without auth), or one that is not a subject token: nats.js' default.
     expect(cliInboxPrefix({})).toBeUndefined();
     expect(cliInboxPrefix({ NATS_USER: 'alice smith' })).toBeUndefined();
+  });
+
+  it("reads a cluster's servers from one comma-separated URL, for services and the CLI alike, and TLS from any tls:// among them", async () => {
+    expect(splitServers(' nats://a:4222, nats://b:4222 ,,nats://c:4222')).toEqual(['nats://a:4222', 'nats://b:4222', 'nats://c:4222']);
+    expect(tlsConnectOption('nats://a:4222,tls://b:4222', undefined)).toEqual({ tls: {} });
+    expect(tlsConnectOption('nats://a:4222,nats://b:4222', undefined)).toEqual({});
+    // The CLI connects though one of the servers listed does not answer (read as one server, the URL named only the last).
+    const server = await startNatsServer();
+    try {
+      const nc = await connectCli(`${server.url},nats://127.0.0.1:1`, 'split-test', {});
+      expect(nc.getServer()).toBe(server.url.replace('nats://', ''));
+      await nc.close();
+    } finally {
+      await server.stop();
+    }
   });
 
   it('reads the TLS files as the nats CLI names them, and refuses a client certificate without its key', () => {

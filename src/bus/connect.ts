@@ -81,8 +81,7 @@ export function busOptionsFromEnv(env: NodeJS.ProcessEnv, inboxPrefix: string): 
  */
 export async function connectBus(options: BusConnectOptions): Promise<NatsConnection> {
   const nc = await connect({
-    // `NATS_URL` may list a cluster's servers, comma-separated.
-    servers: typeof options.servers === 'string' ? options.servers.split(',').map((url) => url.trim()).filter(Boolean) : options.servers,
+    servers: splitServers(options.servers),
     name: options.name,
     maxReconnectAttempts: -1,
     reconnectTimeWait: 500,
@@ -94,7 +93,7 @@ export async function connectBus(options: BusConnectOptions): Promise<NatsConnec
     ...(options.user === undefined ? {} : { user: options.user, pass: options.pass ?? '' }),
     ...(options.token === undefined ? {} : { token: options.token }),
     ...(options.inboxPrefix === undefined ? {} : { inboxPrefix: options.inboxPrefix }),
-    ...tlsConnectOption(options.servers, options.tls),
+    ...tlsConnectOption(splitServers(options.servers), options.tls),
   });
   void (async () => {
     for await (const status of nc.status()) {
@@ -107,12 +106,20 @@ export async function connectBus(options: BusConnectOptions): Promise<NatsConnec
 }
 
 /**
+ * The servers of a URL that may list a cluster's, comma-separated (`NATS_URL=nats://a:4222,nats://b:4222`):
+ * nats.js reads such a string as one server.
+ */
+export function splitServers(servers: string | readonly string[]): string[] {
+  return (typeof servers === 'string' ? servers.split(',') : [...servers]).map((url) => url.trim()).filter(Boolean);
+}
+
+/**
  * nats.js' `tls` option: the files when given, else TLS with the system's CAs for a `tls://` URL (nats.js itself
  * reads no scheme), else none: then the connection uses TLS only when the server asks for it.
  */
-export function tlsConnectOption(servers: string | string[], tls: BusTlsOptions | undefined): { tls?: BusTlsOptions } {
+export function tlsConnectOption(servers: string | readonly string[], tls: BusTlsOptions | undefined): { tls?: BusTlsOptions } {
   if (tls) return { tls };
-  return (Array.isArray(servers) ? servers : [servers]).some((server) => /^tls:\/\//i.test(server.trim())) ? { tls: {} } : {};
+  return splitServers(servers).some((server) => /^tls:\/\//i.test(server)) ? { tls: {} } : {};
 }
 
 /**

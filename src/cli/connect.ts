@@ -1,6 +1,6 @@
 import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/nats-core';
-import { busCredentialsFromEnv, busTlsFromEnv, tlsConnectOption } from '../bus/connect.ts';
+import { busCredentialsFromEnv, busTlsFromEnv, splitServers, tlsConnectOption } from '../bus/connect.ts';
 import { userInboxPrefix } from '../bus/inbox.ts';
 
 /**
@@ -22,12 +22,13 @@ export function cliInboxPrefix(env: NodeJS.ProcessEnv): string | undefined {
 export function connectCli(url: string, name: string, env: NodeJS.ProcessEnv): Promise<NatsConnection> {
   const inboxPrefix = cliInboxPrefix(env);
   const { tls } = busTlsFromEnv(env);
+  const servers = splitServers(url);
   return connect({
-    servers: url,
+    servers,
     name,
     timeout: 5000,
     ...busCredentialsFromEnv(env),
     ...(inboxPrefix ? { inboxPrefix } : {}),
-    ...tlsConnectOption(url, tls),
+    ...tlsConnectOption(servers, tls),
   });
 }
