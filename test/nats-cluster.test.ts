@@ -6,6 +6,7 @@ import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connectBus } from '../src/bus/connect.ts';
+import { ensureStreams } from '../src/bus/streams.ts';
 import { freePort, startNatsServerProcess } from '../src/nats-server.ts';
 import type { NatsServerProcess } from '../src/nats-server.ts';
 import { startProviderService } from '../services/provider/index.ts';
@@ -89,6 +90,9 @@ describe('a three-server NATS cluster with R3 streams and buckets', () => {
     for (const stream of ['AGENTBUS_LOG', 'AGENTBUS_LIVE', 'KV_AGENTBUS_LEASES', 'KV_AGENTBUS_NODES', 'KV_AGENTBUS_TOMBSTONES']) {
       expect((await jsm.streams.info(stream)).config.num_replicas, stream).toBe(3);
     }
+    // A process that ensures the streams without AGENTBUS_REPLICAS (a node missing the variable) leaves them at 3.
+    await ensureStreams(jsm, { prefix: 'agentbus' });
+    expect((await jsm.streams.info('AGENTBUS_LOG')).config.num_replicas).toBe(3);
     const sessions = ['cluster-1', 'cluster-2'];
     const watchers = sessions.map((sessionId) => collectEvents(client, 'acme', sessionId));
     for (const sessionId of sessions) expect(await requestJson(client, `agentbus.acme.sessions.${sessionId}.prompt`, { text: 'one' })).toMatchObject({ accepted: true });

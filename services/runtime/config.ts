@@ -25,9 +25,10 @@ export interface RuntimeConfig {
   readonly leaseTtlMs: number;
   /**
    * Copies of the log and live streams and of the leases, nodes and tombstones buckets in a NATS cluster
-   * (`AGENTBUS_REPLICAS`, 1 to 5). 3 survives the loss of one server of three.
+   * (`AGENTBUS_REPLICAS`, 1 to 5). 3 survives the loss of one server of three. Unset: what is made gets 1,
+   * and streams that exist keep theirs.
    */
-  readonly replicas: number;
+  readonly replicas?: number;
   /** An idle session is dropped from memory after this long. */
   readonly idleMs: number;
   /** Prompt size and message rates per tenant and per session; over them a message is refused. */
@@ -53,7 +54,6 @@ export const DEFAULT_RUNTIME_CONFIG: Omit<RuntimeConfig, 'nodeId'> = {
   maxToolOutputChars: 100_000,
   approvalTimeoutMs: 10 * 60_000,
   leaseTtlMs: 2_000,
-  replicas: 1,
   idleMs: 5 * 60_000,
   admission: DEFAULT_ADMISSION_LIMITS,
   recall: { share: 0.1, timeoutMs: 300, k: 5 },

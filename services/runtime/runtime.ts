@@ -74,10 +74,11 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
   const logger = deps.logger.child({ service: 'runtime', node: config.nodeId });
   const subjects = createSubjects(config.prefix);
   const jsm = await jetstreamManager(nc);
-  const names = await ensureStreams(jsm, { prefix: config.prefix, replicas: config.replicas });
+  const names = await ensureStreams(jsm, { prefix: config.prefix, ...(config.replicas ? { replicas: config.replicas } : {}) });
   const log = createSessionLog({ nc, js: jetstream(nc), subjects, codec, stream: names.log, logger });
   const buckets = streamNames(config.prefix);
-  const replicas = config.replicas;
+  // Buckets are made with these copies; nats.js does not change a bucket that exists.
+  const replicas = config.replicas ?? 1;
   const kv = await new Kvm(nc).create(buckets.leases, { history: 1, replicas });
   // Heartbeats of the runtime nodes: a key no node rewrote for ten minutes (a node long gone) ages out.
   const nodesBucket = await new Kvm(nc).create(buckets.nodes, { history: 1, ttl: 10 * 60_000, replicas });

@@ -9,7 +9,10 @@ export interface StreamSettings {
   readonly liveMaxAgeMs?: number;
   /** Dedupe window of `Nats-Msg-Id` on the log. Default 2 minutes. */
   readonly duplicateWindowMs?: number;
-  /** Copies of each stream in a NATS cluster (`AGENTBUS_REPLICAS`, 1 to 5); default 1, for a single server. */
+  /**
+   * Copies of each stream in a NATS cluster (`AGENTBUS_REPLICAS`, 1 to 5). Unset: a new stream gets 1 and an
+   * existing one keeps its own (a node started without the variable must not cut a cluster's copies).
+   */
   readonly replicas?: number;
 }
 
@@ -30,7 +33,7 @@ export async function ensureStreams(jsm: JetStreamManager, settings: StreamSetti
     discard: DiscardPolicy.Old,
     duplicate_window: (settings.duplicateWindowMs ?? 120_000) * NANOS_PER_MS,
     allow_direct: true,
-    num_replicas: settings.replicas ?? 1,
+    ...replicasOf(settings),
   });
   await ensureStream(jsm, {
     name: names.live,
@@ -41,10 +44,12 @@ export async function ensureStreams(jsm: JetStreamManager, settings: StreamSetti
     max_age: (settings.liveMaxAgeMs ?? 300_000) * NANOS_PER_MS,
     max_bytes: 256 * 1024 * 1024,
     duplicate_window: 10_000 * NANOS_PER_MS,
-    num_replicas: settings.replicas ?? 1,
+    ...replicasOf(settings),
   });
   return names;
 }
+
+const replicasOf = (settings: StreamSettings) => (settings.replicas === undefined ? {} : { num_replicas: settings.replicas });
 
 async function ensureStream(jsm: JetStreamManager, config: Partial<StreamConfig> & { name: string }): Promise<void> {
   try {
