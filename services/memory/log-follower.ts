@@ -60,7 +60,9 @@ export async function followLog(options: LogFollowerOptions): Promise<LogFollowe
   const caughtUp = new Promise<void>((resolve) => {
     resolveCaughtUp = resolve;
   });
-  if (target <= afterSeq) resolveCaughtUp();
+  // The stream's last sequence may name a message purged since (a deleted session): nothing left to read is
+  // caught up too, told by the consumer's pending count (at its creation, then with each message).
+  if (target <= afterSeq || (await consumer.info(true)).num_pending === 0) resolveCaughtUp();
   const skipped = new Set<string>();
   void (async () => {
     for await (const message of messages) {
@@ -78,7 +80,7 @@ export async function followLog(options: LogFollowerOptions): Promise<LogFollowe
         }
       }
       last = seq;
-      if (seq >= target) resolveCaughtUp();
+      if (seq >= target || message.info.pending === 0) resolveCaughtUp();
     }
   })().catch((err: unknown) => logger.error({ err }, 'log follower stopped'));
   return {

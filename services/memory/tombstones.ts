@@ -48,7 +48,8 @@ export async function watchTombstones(options: TombstoneWatchOptions): Promise<T
   const ready = new Promise<void>((resolve) => {
     resolveReady = resolve;
   });
-  if (target === 0) resolveReady();
+  // As for the log: the last sequence may name a tombstone purged since; nothing pending is ready too.
+  if (target === 0 || (await consumer.info(true)).num_pending === 0) resolveReady();
   void (async () => {
     for await (const message of messages) {
       const key = message.subject.slice(keyStart);
@@ -66,7 +67,7 @@ export async function watchTombstones(options: TombstoneWatchOptions): Promise<T
           logger.warn({ err, ...session }, 'a deleted session could not be forgotten');
         }
       }
-      if (message.seq >= target) resolveReady();
+      if (message.seq >= target || message.info.pending === 0) resolveReady();
     }
   })().catch((err: unknown) => logger.error({ err }, 'tombstone watch stopped'));
   return {
