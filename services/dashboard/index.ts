@@ -94,18 +94,21 @@ export async function startDashboardService(options: DashboardServiceOptions): P
     onChange: (lease) => fleet.setNode(lease.tenant, lease.sessionId, lease.node === '' ? undefined : lease.node),
   });
   const workersView = () => ({ services: workers.services(), nodes: leases.nodes() });
+  // The view changes only when what it shows does: node heartbeats come several times a second and change
+  // nothing shown, while a node that goes silent leaves it with no event at all. So it is compared as shown.
   let workersVersion = 0;
-  let workersSeen = '';
+  let workersShown = '';
   const hub = createEventHub(
     {
       fleet: () => ({ version: fleet.version, value: fleet.snapshot() }),
       workers: () => {
-        const key = `${workers.version}:${leases.version}`;
-        if (key !== workersSeen) {
-          workersSeen = key;
+        const value = workersView();
+        const shown = JSON.stringify(value);
+        if (shown !== workersShown) {
+          workersShown = shown;
           workersVersion += 1;
         }
-        return { version: workersVersion, value: workersView() };
+        return { version: workersVersion, value };
       },
     },
     options.flushMs ? { flushMs: options.flushMs } : {},

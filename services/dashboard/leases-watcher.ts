@@ -27,13 +27,21 @@ export interface LeasesWatcher {
   lease(tenant: string, sessionId: string): LeaseView | undefined;
   /** Nodes whose heartbeat is current, with the sessions each holds. */
   nodes(): RuntimeNodeView[];
-  /** Grows on every change. */
-  readonly version: number;
   stop(): void;
 }
 
-/** Watches one bucket made by the runtime: until it exists, tries again every `retryMs`. */
-function watchBucket(deps: { nc: NatsConnection; bucket: string; logger: Logger; retryMs: number; onEntry: (entry: KvWatchEntry) => void }): { stop(): void } {
+/**
+ * Watches one bucket made by the runtime: until it exists, tries again every `retryMs`. A deleted or purged
+ * key goes to `onRemove`, a written one to `onPut`.
+ */
+function watchBucket(deps: {
+  nc: NatsConnection;
+  bucket: string;
+  logger: Logger;
+  retryMs: number;
+  onPut: (entry: KvWatchEntry) => void;
+  onRemove: (key: string) => void;
+}): { stop(): void } {
   let stopped = false;
   let timer: ReturnType<typeof setTimeout> | undefined;
   let watch: { stop(): void } | undefined;
@@ -52,7 +60,10 @@ function watchBucket(deps: { nc: NatsConnection; bucket: string; logger: Logger;
     watch = iterator;
     if (stopped) iterator.stop();
     void (async () => {
-      for await (const entry of iterator) deps.onEntry(entry);
+      for await (const entry of iterator) {
+        if (entry.operation === 'PUT') deps.onPut(entry);
+        else deps.onRemove(entry.key);
+      }
     })().catch((err: unknown) => deps.logger.warn({ err, bucket: deps.bucket }, 'bucket watch stopped'));
   };
   void start();
@@ -84,7 +95,6 @@ export function createLeasesWatcher(deps: {
   const leases = new Map<string, LeaseView>();
   /** Node id → when its last heartbeat was seen (this process's clock) and how long it is good for. */
   const heartbeats = new Map<string, { at: number; ttlMs: number }>();
-  let version = 0;
 
   const decodeLease = (key: string, bytes: Uint8Array): LeaseView | undefined => {
     const dot = key.indexOf('.');
@@ -99,46 +109,35 @@ export function createLeasesWatcher(deps: {
     }
   };
 
+  const common = { nc: deps.nc, logger: deps.logger, retryMs: deps.retryMs ?? 2000 };
   const leaseWatch = watchBucket({
-    nc: deps.nc,
+    ...common,
     bucket: deps.bucket,
-    logger: deps.logger,
-    retryMs: deps.retryMs ?? 2000,
-    onEntry: (entry) => {
-      if (entry.operation !== 'PUT') {
-        leases.delete(entry.key);
-      } else {
-        const lease = decodeLease(entry.key, entry.value);
-        if (!lease) return;
-        // Released leases stay in the bucket; only held ones matter here, so memory follows the sessions hosted.
-        if (lease.node === '') leases.delete(entry.key);
-        else leases.set(entry.key, lease);
-        deps.onChange?.(lease);
-      }
-      version += 1;
+    onPut: (entry) => {
+      const lease = decodeLease(entry.key, entry.value);
+      if (!lease) return;
+      // Released leases stay in the bucket; only held ones matter here, so memory follows the sessions hosted.
+      if (lease.node === '') leases.delete(entry.key);
+      else leases.set(entry.key, lease);
+      deps.onChange?.(lease);
     },
+    onRemove: (key) => leases.delete(key),
   });
   const nodeWatch = watchBucket({
-    nc: deps.nc,
+    ...common,
     bucket: deps.nodesBucket,
-    logger: deps.logger,
-    retryMs: deps.retryMs ?? 2000,
-    onEntry: (entry) => {
-      if (entry.operation !== 'PUT') {
-        heartbeats.delete(entry.key);
-      } else {
-        let ttlMs = 2000;
-        try {
-          const value = deps.codec.decode(entry.value) as { ttlMs?: unknown } | undefined;
-          if (typeof value?.ttlMs === 'number' && value.ttlMs > 0) ttlMs = value.ttlMs;
-        } catch {
-          // An unreadable heartbeat still says the node was there.
-        }
-        // The bucket as it was when the watch began carries the server's time of each write; later ones are now.
-        heartbeats.set(entry.key, { at: entry.isUpdate ? now() : entry.created.getTime(), ttlMs });
+    onPut: (entry) => {
+      let ttlMs = 2000;
+      try {
+        const value = deps.codec.decode(entry.value) as { ttlMs?: unknown } | undefined;
+        if (typeof value?.ttlMs === 'number' && value.ttlMs > 0) ttlMs = value.ttlMs;
+      } catch {
+        // An unreadable heartbeat still says the node was there.
       }
-      version += 1;
+      // The bucket as it was when the watch began carries the server's time of each write; later ones are now.
+      heartbeats.set(entry.key, { at: entry.isUpdate ? now() : entry.created.getTime(), ttlMs });
     },
+    onRemove: (key) => heartbeats.delete(key),
   });
 
   return {
@@ -156,9 +155,6 @@ export function createLeasesWatcher(deps: {
         if (lease.active) entry.active += 1;
       }
       return [...byNode.entries()].map(([node, counts]) => ({ node, ...counts })).sort((a, b) => a.node.localeCompare(b.node));
-    },
-    get version() {
-      return version;
     },
     stop() {
       leaseWatch.stop();

@@ -23,7 +23,7 @@ export function createWorkersView() {
       const providers = view.services.filter((service) => service.name === PROVIDER_SERVICE);
       const others = view.services.filter((service) => service.name !== TOOLS_SERVICE && service.name !== PROVIDER_SERVICE);
       setText(count, tools.length + providers.length + view.nodes.length);
-      setText(polled, `from $SRV and the leases · changed ${new Date().toLocaleTimeString([], { hour12: false })}`);
+      setText(polled, `from $SRV, the leases and the nodes' heartbeats · changed ${new Date().toLocaleTimeString([], { hour12: false })}`);
       table('tools-table', tools.flatMap((service) => service.endpoints.map((endpoint) =>
         h('tr', { 'data-tool': endpoint.name, 'data-worker': service.id },
           h('td', {}, h('b', {}, endpoint.name), h('div', { class: 'hint' }, endpoint.metadata.description ?? '')),
