@@ -115,7 +115,7 @@ export function createSessionLeases(deps: { kv: KV; codec: Codec; liveness: Node
 
   async function claim(tenant: string, sessionId: string, options: { active?: boolean } = {}): Promise<ClaimResult> {
     const key = keyOf(tenant, sessionId);
-    // The common case, a lease held while this node is current, stays synchronous.
+    // The common case, a lease held while this node is current, asks the bucket nothing.
     if (held.has(key) && liveness.selfCurrent() && !claiming.has(key)) return HELD;
     const owner = owners.get(key);
     if (owner !== undefined && !held.has(key) && liveness.heardFrom(owner)) return { held: false, owner };
@@ -261,6 +261,9 @@ export function createSessionLeases(deps: { kv: KV; codec: Codec; liveness: Node
       const keys = await kv.keys();
       for await (const key of keys) {
         if (held.has(key)) continue;
+        // Held by a node heard from within its TTL: not an orphan, and no read needed to tell.
+        const owner = owners.get(key);
+        if (owner !== undefined && liveness.heardFrom(owner)) continue;
         const entry = await kv.get(key);
         if (!entry || entry.operation !== 'PUT') continue;
         const value = decode(entry.value);

@@ -147,10 +147,16 @@ export async function startNodeLiveness(options: NodeLivenessOptions): Promise<N
     return false;
   }
 
-  async function isAlive(node: string): Promise<boolean> {
+  /** True when `node` is this one, or its heartbeat was seen within the TTL. */
+  function heardFrom(node: string): boolean {
     if (node === nodeId) return true;
     const known = seen.get(node);
-    if (known && !known.dead && clock() - known.at <= ttlMs) return true;
+    return known !== undefined && !known.dead && clock() - known.at <= ttlMs;
+  }
+
+  async function isAlive(node: string): Promise<boolean> {
+    if (heardFrom(node)) return true;
+    const known = seen.get(node);
     if (known?.dead) return false;
     if (known && !judging()) return true;
     let pending = checking.get(node);
@@ -200,11 +206,7 @@ export async function startNodeLiveness(options: NodeLivenessOptions): Promise<N
     nodeId,
     selfCurrent: () => !lapsed && clock() - lastAckedSend < (ttlMs * 3) / 4,
     isAlive,
-    heardFrom: (node) => {
-      if (node === nodeId) return true;
-      const known = seen.get(node);
-      return known !== undefined && !known.dead && clock() - known.at <= ttlMs;
-    },
+    heardFrom,
     onDead: (listener) => void deadListeners.push(listener),
     onSelfLapse: (listener) => void lapseListeners.push(listener),
     async stop() {

@@ -281,6 +281,8 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
       return;
     }
     const contentType = message.headers?.get('Content-Type') || undefined;
+    // A prompt or steer is logged with its request's reply subject; a replayed one already logged is recognised.
+    const asRequest = { ...(message.reply ? { requestId: message.reply } : {}), dedupe: replayed };
     const started = performance.now();
     const key = keyOf(tenant, sessionId);
     inFlight.set(key, (inFlight.get(key) ?? 0) + 1);
@@ -296,8 +298,7 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
           const session = await host(tenant, sessionId, { forPrompt: true });
           // Active before the prompt is logged: if this node dies now, another one resumes the turn.
           await leases.setActive(tenant, sessionId, true);
-          // The request's reply subject identifies it: a replayed prompt the dead holder had logged is not run twice.
-          const { turnId } = await session.prompt(prompt, { ...(message.reply ? { requestId: message.reply } : {}), dedupe: replayed });
+          const { turnId } = await session.prompt(prompt, asRequest);
           watchActivity(session);
           reply(message, { accepted: true, sessionId, turnId });
           deps.onHandled?.(verb, { durationMs: performance.now() - started });
@@ -311,7 +312,7 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
         }
         case SessionVerb.steer: {
           const steer = decodeSteer(codec, message.data, contentType);
-          replyCommand(message, (await existingHost(tenant, sessionId)).steer(steer.text, { ...(message.reply ? { requestId: message.reply } : {}), dedupe: replayed }));
+          replyCommand(message, (await existingHost(tenant, sessionId)).steer(steer.text, asRequest));
           deps.onHandled?.(verb, { durationMs: performance.now() - started });
           return;
         }

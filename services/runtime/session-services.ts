@@ -26,13 +26,13 @@ export interface RuntimeServices {
   readonly now: () => number;
 }
 
-/** Everything one session's actors use; made by the session host. */
 /** A steering message waiting for the next step, and the request that sent it (its reply subject), if any. */
 export interface PendingSteer {
   readonly text: string;
   readonly requestId?: string;
 }
 
+/** Everything one session's actors use; made by the session host. */
 export interface SessionServices extends RuntimeServices {
   readonly tenant: string;
   readonly sessionId: string;
