@@ -82,6 +82,20 @@ describe('the dashboard over HTTP', () => {
     }
   });
 
+  it('without a token, answers only requests addressed to a loopback host, wherever it is bound; with one, any host', async () => {
+    const wide = await startDashboardService({ nc, logger: silentLogger(), host: '0.0.0.0', port: 0 });
+    const wideLocked = await startDashboardService({ nc, logger: silentLogger(), host: '0.0.0.0', port: 0, token: TOKEN });
+    try {
+      const port = (url: string) => new URL(url).port;
+      expect((await get(`http://127.0.0.1:${port(wide.url)}/api/fleet`)).status).toBe(200);
+      expect((await get(`http://127.0.0.1:${port(wide.url)}/api/fleet`, { headers: { Host: 'evil.example:4280' } })).status).toBe(403);
+      expect((await get(`http://127.0.0.1:${port(wideLocked.url)}/api/fleet`, { headers: { Host: 'dashboard.example:4280', Authorization: `Bearer ${TOKEN}` } })).status).toBe(200);
+    } finally {
+      await wide.stop();
+      await wideLocked.stop();
+    }
+  });
+
   it('asks for the token when one is set: 401 without it or with a wrong one; the page sets a cookie for the rest', async () => {
     expect((await get(locked.url)).status).toBe(401);
     expect((await get(`${locked.url}api/fleet?token=wrong-token-123`)).status).toBe(401);

@@ -30,7 +30,7 @@ export interface DashboardHttpOptions {
   readonly logger: Logger;
   /** When set, every request must carry it: `?token=`, `Authorization: Bearer`, or the cookie the page sets. */
   readonly token?: string;
-  /** Bound to loopback: requests must name a loopback Host (no DNS rebinding from a web page). */
+  /** Requests must name a loopback Host (no DNS rebinding from a web page): bound to loopback, or without a token. */
   readonly loopbackOnly: boolean;
 }
 

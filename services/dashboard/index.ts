@@ -143,7 +143,10 @@ export async function startDashboardService(options: DashboardServiceOptions): P
     hub,
     logger,
     staticDir: STATIC_DIR,
-    loopbackOnly: isLoopbackAddress(options.host),
+    // Without a token, only requests addressed to a loopback host, wherever it is bound: the compose stack binds
+    // all interfaces inside its container (and publishes the port on the host's loopback), and a web page must
+    // not reach it through DNS rebinding there either.
+    loopbackOnly: isLoopbackAddress(options.host) || options.token === undefined,
     ...(options.token ? { token: options.token } : {}),
     routes: {
       fleet: () => fleet.snapshot(),
