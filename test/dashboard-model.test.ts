@@ -57,6 +57,17 @@ describe('the fleet model', () => {
     expect(fleet.version).toBe(version);
   });
 
+  it('drops a turn silent for staleMs, with a new version so that open pages drop it too', () => {
+    let clock = 2000;
+    const fleet = createFleet({ now: () => clock, staleMs: 1000 });
+    fleet.apply(event('user.message', { text: 'hi' }));
+    expect(fleet.snapshot().active).toHaveLength(1);
+    const version = fleet.version;
+    clock += 60_000;
+    expect(fleet.snapshot().active).toEqual([]);
+    expect(fleet.version).toBeGreaterThan(version);
+  });
+
   it('backfills a turn it joined mid-way from the log, counting each answer once', () => {
     const fleet = createFleet({ now: () => 2000 });
     const events = toolTurn({ turnId: 'late' });

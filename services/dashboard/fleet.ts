@@ -247,7 +247,14 @@ export function createFleet(options: { recentLimit?: number; staleMs?: number; s
     },
     snapshot() {
       const cutoff = now() - staleMs;
-      for (const row of [...active.values()]) if (row.lastEventAt < cutoff) active.delete(row.turnId);
+      for (const row of [...active.values()]) {
+        if (row.lastEventAt >= cutoff) continue;
+        // A turn silent this long is dropped: from open pages too (a new version), and with what was kept for it.
+        active.delete(row.turnId);
+        counted.delete(row.turnId);
+        partial.delete(row.turnId);
+        version += 1;
+      }
       return {
         active: [...active.values()].sort((a, b) => b.startedAt - a.startedAt).map((row) => ({ ...row })),
         recent: recent.map((row) => ({ ...row })),

@@ -100,7 +100,11 @@ export async function startDashboardService(options: DashboardServiceOptions): P
   let workersShown = '';
   const hub = createEventHub(
     {
-      fleet: () => ({ version: fleet.version, value: fleet.snapshot() }),
+      fleet: () => {
+        // The snapshot first: dropping silent turns moves the version.
+        const value = fleet.snapshot();
+        return { version: fleet.version, value };
+      },
       workers: () => {
         const value = workersView();
         const shown = JSON.stringify(value);
