@@ -111,11 +111,11 @@ export async function startMemoryService(options: MemoryServiceOptions): Promise
   });
   await tombstones.ready;
   const history = createSessionHistory({ nc, codec, subjects, stream, logger, tombstones });
-  const state = await openStateStore({ nc, codec, replicas: options.replicas ?? 1 });
+  const state = await openStateStore({ nc, codec, bucket: streamNames(prefix).state, replicas: options.replicas ?? 1 });
   const stateSubjects = createStateSubjects(prefix);
   const historySubjects = createHistorySubjects(prefix);
 
-  const snapshotStore = options.snapshots === false ? undefined : createSnapshotStore({ nc, logger, replicas: options.replicas ?? 1 });
+  const snapshotStore = options.snapshots === false ? undefined : createSnapshotStore({ nc, logger, bucket: streamNames(prefix).memory, replicas: options.replicas ?? 1 });
   const log = await streamOnceThere(nc, stream, { logger, what: 'the session log stream', signal: stopping.signal });
   const loaded = await snapshotStore?.load();
   const saved = usableSnapshot(loaded, log.lastSeq, log.created, logger);

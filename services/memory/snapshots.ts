@@ -3,11 +3,11 @@ import type { ObjectStore } from '@nats-io/obj';
 import { StorageType } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
 import type { Logger } from '../../src/logging.ts';
-import { createCodec } from '../../src/protocol/index.ts';
+import { createCodec, streamNames } from '../../src/protocol/index.ts';
 import type { MemorySnapshot } from './tenant-memory.ts';
 
 /** The object store bucket that keeps memory's index snapshots. */
-export const SNAPSHOT_BUCKET = 'AGENTBUS_MEMORY';
+export const SNAPSHOT_BUCKET = streamNames().memory;
 /** The name of the snapshot in it: one for every memory instance, since each indexes the same log. */
 export const SNAPSHOT_NAME = 'index';
 /** The snapshot format; another one is not read (the index is rebuilt from the log instead). */

@@ -3,11 +3,11 @@ import type { KV } from '@nats-io/kv';
 import { JetStreamApiError } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { AgentbusError, ErrorCode, PayloadTooLargeError } from '../../src/errors.ts';
-import { ContentType, MAX_STATE_VALUE_BYTES } from '../../src/protocol/index.ts';
+import { ContentType, MAX_STATE_VALUE_BYTES, streamNames } from '../../src/protocol/index.ts';
 import type { Codec, StateDeleteReply, StateLoadReply, StateSaveReply, StateSaveRequest } from '../../src/protocol/index.ts';
 
 /** The JetStream KV bucket that holds every tenant's agent state, keyed `<tenant>.<key>`. */
-export const STATE_BUCKET = 'AGENTBUS_STATE';
+export const STATE_BUCKET = streamNames().state;
 
 /** Per-tenant agent state (radkit's `MemoryService`): save, load and delete a value by key. */
 export interface StateStore {

@@ -98,9 +98,18 @@ export function createSubjects(prefix: string = DEFAULT_PREFIX): Subjects {
 
 /**
  * Stream names derived from the prefix, so two prefixes never share a stream. `leases`, `nodes` (runtime node
- * heartbeats) and `tombstones` are key-value buckets (streams `KV_<name>`).
+ * heartbeats), `tombstones` and `state` (per-tenant agent state) are key-value buckets (streams `KV_<name>`);
+ * `memory` is memory's object store of index snapshots (stream `OBJ_<name>`).
  */
-export function streamNames(prefix: string = DEFAULT_PREFIX): { log: string; live: string; leases: string; nodes: string; tombstones: string } {
+export function streamNames(prefix: string = DEFAULT_PREFIX): { log: string; live: string; leases: string; nodes: string; tombstones: string; state: string; memory: string } {
   const base = prefix.toUpperCase().replace(/[^A-Z0-9_-]/g, '_');
-  return { log: `${base}_LOG`, live: `${base}_LIVE`, leases: `${base}_LEASES`, nodes: `${base}_NODES`, tombstones: `${base}_TOMBSTONES` };
+  return {
+    log: `${base}_LOG`,
+    live: `${base}_LIVE`,
+    leases: `${base}_LEASES`,
+    nodes: `${base}_NODES`,
+    tombstones: `${base}_TOMBSTONES`,
+    state: `${base}_STATE`,
+    memory: `${base}_MEMORY`,
+  };
 }
