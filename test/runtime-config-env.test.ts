@@ -48,5 +48,7 @@ describe('memory settings from the environment', () => {
     expect(memoryConfigFromEnv({ AGENTBUS_MEMORY_SNAPSHOT_EVENTS: '0' }).snapshots).toBe(false);
     expect(() => memoryConfigFromEnv({ AGENTBUS_MEMORY_SNAPSHOT_INTERVAL_MS: '-5' })).toThrow(/AGENTBUS_MEMORY_SNAPSHOT_INTERVAL_MS must be a whole number of at least 10, got "-5"/);
     expect(() => memoryConfigFromEnv({ AGENTBUS_EMBED_PROVIDER: 'no such!' })).toThrow(/AGENTBUS_EMBED_PROVIDER must name a provider/);
+    // A default model without its provider names none: refused as the runtime refuses it, not taken as a provider.
+    expect(() => memoryConfigFromEnv({ AGENTBUS_MODEL: 'gpt-4o' })).toThrow(/model must be <provider>:<model>, got "gpt-4o"/);
   });
 });

@@ -1,6 +1,7 @@
 import { InvalidInputError } from '../../src/errors.ts';
 import { isToken } from '../../src/protocol/index.ts';
 import { replicasFromEnv } from '../../src/bus/streams.ts';
+import { providerOfModel } from '../../src/bus/provider-client.ts';
 
 /** The memory service's settings, from its environment. */
 export interface MemoryConfig {
@@ -24,7 +25,9 @@ type Env = Readonly<Record<string, string | undefined>>;
  */
 export function memoryConfigFromEnv(env: Env): MemoryConfig {
   const configured = env.AGENTBUS_EMBED_PROVIDER?.trim();
-  const fromModel = env.AGENTBUS_MODEL?.trim().split(':')[0];
+  const model = env.AGENTBUS_MODEL?.trim();
+  // `<provider>:<model>`, read as the runtime reads it when it calls the model; a bare model name is refused.
+  const fromModel = model ? providerOfModel(model) : undefined;
   const provider = configured || fromModel || undefined;
   if (provider !== undefined && provider !== 'none' && !isToken(provider)) {
     throw new InvalidInputError(`${configured ? 'AGENTBUS_EMBED_PROVIDER' : 'AGENTBUS_MODEL'} must name a provider ([A-Za-z0-9_-]{1,64}) or be none, got ${JSON.stringify(provider)}`);
