@@ -24,6 +24,21 @@ export interface ToolContext {
    * calls and sessions. Calls on it take the call's signal unless given another.
    */
   readonly state: StateClient;
+  /**
+   * Reports progress of a long call: the runtime shows it as a `tool.progress` live event of the session.
+   * Cheap and never throws; updates come faster than the caller wants are merged.
+   */
+  progress(update: ToolProgress): void;
+}
+
+/** One progress report of a running call. */
+export interface ToolProgress {
+  /** What the tool is doing, for people watching (one line). */
+  readonly message: string;
+  /** Work done so far, in the tool's own unit. */
+  readonly progress?: number;
+  /** Work in all, when known. */
+  readonly total?: number;
 }
 
 /** A tool a worker serves. `S` is the zod schema of its arguments. */

@@ -5,7 +5,7 @@ import type { ErrorData } from '../errors.ts';
 import type { Logger } from '../logging.ts';
 import type { ToolCallReply, ToolCallRequest } from '../protocol/index.ts';
 import { abortPromise } from '../bus/request.ts';
-import type { AnyToolDefinition } from './define-tool.ts';
+import type { AnyToolDefinition, ToolProgress } from './define-tool.ts';
 
 /** Inputs of one tool call on a worker. */
 export interface ExecuteToolCallOptions {
@@ -18,6 +18,8 @@ export interface ExecuteToolCallOptions {
   readonly now: () => number;
   /** The tenant's state client a tool's `context.state` is (the worker's, on its connection). */
   readonly stateFor?: (tenant: string) => StateClient;
+  /** Where the tool's `context.progress` reports go (the worker sends them to the caller); ignored when absent. */
+  readonly onProgress?: (update: ToolProgress) => void;
 }
 
 /** A state client whose calls take `signal` unless they name their own. */
@@ -108,6 +110,13 @@ export async function executeToolCall(options: ExecuteToolCallOptions): Promise<
           deadline: request.deadline,
           get logger() {
             return log();
+          },
+          progress(update) {
+            try {
+              options.onProgress?.(update);
+            } catch (err) {
+              log().warn({ err }, 'a progress report failed');
+            }
           },
           get state() {
             if (!options.stateFor) throw new Error('this tool runs without a state service: context.state needs a tool worker on the bus');

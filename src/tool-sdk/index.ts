@@ -1,5 +1,5 @@
 export { defineTool, isToolDefinition } from './define-tool.ts';
-export type { AnyToolDefinition, ToolContext, ToolDefinition } from './define-tool.ts';
+export type { AnyToolDefinition, ToolContext, ToolDefinition, ToolProgress } from './define-tool.ts';
 export { createToolWorker, DEFAULT_TOOL_SERVICE_NAME } from './tool-worker.ts';
 export type { ToolWorker, ToolWorkerOptions } from './tool-worker.ts';
 export { executeToolCall, errorReply, formatIssues } from './execute-tool-call.ts';
