@@ -24,6 +24,8 @@ export const ErrorCode = {
    * is not idempotent: it may or may not have taken effect.
    */
   interrupted: 'interrupted',
+  /** The worker running a call stopped sending heartbeats: it died, hangs or lost its connection. */
+  workerLost: 'worker_lost',
   internal: 'internal',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
@@ -152,6 +154,18 @@ export class ToolError extends AgentbusError {
     super(code, message, options);
     this.name = 'ToolError';
     this.toolCallId = options.toolCallId;
+  }
+}
+
+/** A tool call whose worker stopped sending heartbeats: it died, hangs, or lost its connection. Retryable. */
+export class WorkerLostError extends AgentbusError {
+  readonly subject: string;
+  readonly silentMs: number;
+  constructor(message: string, options: AgentbusErrorOptions & { subject: string; silentMs: number }) {
+    super(ErrorCode.workerLost, message, { retryable: true, ...options });
+    this.name = 'WorkerLostError';
+    this.subject = options.subject;
+    this.silentMs = options.silentMs;
   }
 }
 

@@ -7,6 +7,7 @@ import { PermissionViolationError } from '@nats-io/nats-core';
 import type { NatsConnection, Subscription } from '@nats-io/nats-core';
 import { busOptionsFromEnv, connectBus } from '../src/bus/connect.ts';
 import { createMemoryClient } from '../src/bus/memory-client.ts';
+import { createToolClient } from '../src/bus/tool-client.ts';
 import { ServiceInboxPrefix } from '../src/bus/inbox.ts';
 import { connectCli } from '../src/cli/connect.ts';
 import { createAgentbusClient } from '../src/client/index.ts';
@@ -51,12 +52,15 @@ const globexSession = `g-${Date.now()}`;
 /** Refusals asked for on purpose, by connections named `deliberate-…`; the server must log these and no other. */
 let refusedOnPurpose = 0;
 
-/** A tool whose work is a round trip through its tenant's state: `context.state` asks memory, answered in `_INBOX_tools`. */
+/**
+ * A tool whose work is a round trip through its tenant's state: `context.state` asks memory, answered in
+ * `_INBOX_tools`. Side-effecting, so its worker records its outcome in the result ledger.
+ */
 const remember = defineTool({
   name: 'remember',
   description: 'Writes a note into the tenant state and reads it back',
   parameters: z.object({ key: z.string(), note: z.string() }),
-  tier: SafetyTier.readOnly,
+  tier: SafetyTier.sideEffecting,
   timeoutMs: 10_000,
   idempotent: true,
   async execute({ key, note }, { state, tenant }) {
@@ -133,6 +137,29 @@ describe('tenants sealed on the bus (deploy/nats/nats-server.conf as shipped)', 
     // What the tool saved is acme's: acme reads it back, globex under the same key finds nothing.
     expect(await acmeClient.state('acme').load(STATE_KEY)).toMatchObject({ found: true, value: { note: 'for acme only', by: 'acme' } });
     expect(await createAgentbusClient({ nc: globex }).state('globex').load(STATE_KEY)).toMatchObject({ found: false });
+
+    // The worker recorded the outcome in the result ledger: a repeat of the call, as a resumed turn makes it
+    // from the runtime's connection, is answered from the record (the worker's direct get) without running.
+    const use = events.find((event): event is Extract<AgentEvent, { type: 'tool.use' }> => event.type === 'tool.use');
+    const asRuntime = await connectBus({
+      servers: nats.url,
+      name: 'runtime-repeat',
+      logger: createLogger({ name: 'runtime-repeat', level: 'silent' }),
+      ...busOptionsFromEnv({ NATS_USER: 'runtime', NATS_PASSWORD: nats.passwords['runtime']! }, ServiceInboxPrefix.runtime),
+    });
+    try {
+      const tools = createToolClient({ nc: asRuntime, subjects: createSubjects('agentbus'), codec, logger: createLogger({ name: 'runtime-repeat', level: 'silent' }) });
+      const repeat = await tools.call(
+        { v: 1, callId: 'repeat-1', effectId: use!.data.effectId, name: 'remember', args: use!.data.args, tenant: 'acme', sessionId: acmeSession, turnId: use!.turnId!, deadline: Date.now() + 10_000 },
+        { timeoutMs: 10_000, attempt: 2 },
+      );
+      expect(repeat).toMatchObject({ ok: true, output: result!.data.output });
+      // Not run again: the state entry kept the revision the one run wrote.
+      const { revision } = JSON.parse(result!.data.output) as { revision: number };
+      expect(await acmeClient.state('acme').load(STATE_KEY)).toMatchObject({ revision });
+    } finally {
+      await asRuntime.close();
+    }
   });
 
   it('lets acme read its history, resume its events from the log, list and search its sessions', async () => {
@@ -212,6 +239,10 @@ describe('tenants sealed on the bus (deploy/nats/nats-server.conf as shipped)', 
     publish('acme', '$SRV.PING', '$SRV.INFO.agentbus-tools', '$JS.API.INFO', '$JS.API.STREAM.PURGE.AGENTBUS_LOG', '$JS.API.STREAM.DELETE.AGENTBUS_LOG');
     publish('acme', '$JS.API.STREAM.CREATE.AGENTBUS_LOG', '$JS.API.STREAM.UPDATE.AGENTBUS_LOG', `$KV.AGENTBUS_STATE.acme.${STATE_KEY}`, '$KV.AGENTBUS_LEASES.acme.x');
     publish('acme', '$JS.API.DIRECT.GET.KV_AGENTBUS_STATE', `$JS.API.DIRECT.GET.KV_AGENTBUS_STATE.$KV.AGENTBUS_STATE.globex.${STATE_KEY}`);
+    // The result ledger is the tool workers' alone: no tenant, and no other service, reads or forges an outcome.
+    publish('acme', '$KV.AGENTBUS_LEDGER.acme.forged', '$JS.API.DIRECT.GET.KV_AGENTBUS_LEDGER.$KV.AGENTBUS_LEDGER.globex.x', '$JS.API.STREAM.PURGE.KV_AGENTBUS_LEDGER');
+    for (const user of ['provider', 'memory', 'dashboard', 'client', 'operator'] as const) publish(user, '$KV.AGENTBUS_LEDGER.acme.forged');
+    publish('runtime', '$KV.AGENTBUS_LEDGER.acme.forged', '$JS.API.DIRECT.GET.KV_AGENTBUS_LEDGER.$KV.AGENTBUS_LEDGER.acme.x');
 
     const subscriptions: Array<{ attempt: (typeof attempts)[number]; subscription: Subscription }> = [];
     for (const attempt of attempts) {
@@ -242,7 +273,7 @@ describe('tenants sealed on the bus (deploy/nats/nats-server.conf as shipped)', 
         consumerCreates: attempts.filter((attempt) => attempt.subject.includes('.CONSUMER.') && attempt.subject.includes('CREATE')).length,
       };
       console.log(`bus permissions: ${JSON.stringify(summary)}`);
-      expect(summary).toEqual({ refusals: 208, publish: 105, subscribe: 103, byTenants: 133, inboxSubscriptions: 81, consumerCreates: 28 });
+      expect(summary).toEqual({ refusals: 218, publish: 115, subscribe: 103, byTenants: 136, inboxSubscriptions: 81, consumerCreates: 28 });
       refusedOnPurpose += attempts.length;
     } finally {
       await Promise.all([...connections.values()].map(({ nc }) => nc.close()));
@@ -293,7 +324,7 @@ describe('tenants sealed on the bus (deploy/nats/nats-server.conf as shipped)', 
   it('caused no refusal but the deliberate ones: the services, the tool worker and the tenants’ apps had every permission they used', async () => {
     const lines = () => nats.output().split('\n').filter((line) => /Violation/.test(line));
     // The server logs a refusal a moment after it sends it.
-    expect(refusedOnPurpose).toBe(211);
+    expect(refusedOnPurpose).toBe(221);
     await expect.poll(() => lines().length, { timeout: 5000 }).toBeGreaterThanOrEqual(refusedOnPurpose);
     expect(lines().filter((line) => !line.includes('deliberate-'))).toEqual([]);
     expect(lines()).toHaveLength(refusedOnPurpose);

@@ -16,6 +16,13 @@ export interface RuntimeConfig {
   readonly providerTimeoutMs: number;
   readonly providerIdleTimeoutMs: number;
   readonly toolTimeoutMs: number;
+  /**
+   * How long the worker of a running call may send no heartbeat before the call is given up (`worker_lost`) and,
+   * when that is safe, made again on another worker (`AGENTBUS_TOOL_HEARTBEAT_LAPSE_MS`).
+   */
+  readonly toolHeartbeatLapseMs: number;
+  /** How long tool workers' recorded outcomes are kept in the result ledger (`AGENTBUS_LEDGER_TTL_MS`). */
+  readonly ledgerTtlMs: number;
   readonly maxToolOutputChars: number;
   readonly approvalTimeoutMs: number;
   /**
@@ -51,6 +58,8 @@ export const DEFAULT_RUNTIME_CONFIG: Omit<RuntimeConfig, 'nodeId'> = {
   providerTimeoutMs: 10 * 60_000,
   providerIdleTimeoutMs: 120_000,
   toolTimeoutMs: 60_000,
+  toolHeartbeatLapseMs: 3_000,
+  ledgerTtlMs: 24 * 60 * 60_000,
   maxToolOutputChars: 100_000,
   approvalTimeoutMs: 10 * 60_000,
   leaseTtlMs: 2_000,

@@ -87,7 +87,7 @@ export async function startRuntimeService(options: RuntimeServiceOptions): Promi
       logger,
       config,
       provider: createProviderClient({ nc, subjects, codec, logger }),
-      tools: createToolClient({ nc, subjects, codec, logger }),
+      tools: createToolClient({ nc, subjects, codec, logger, heartbeatLapseMs: config.toolHeartbeatLapseMs }),
       memory: createMemoryPort(createMemoryClient({ nc, codec, prefix: config.prefix }), () => Date.now()),
       tokens,
       scrubber: createScrubber(),
@@ -122,9 +122,11 @@ export function runtimeConfigFromEnv(env: NodeJS.ProcessEnv): Partial<RuntimeCon
   }
   const replicas = replicasFromEnv(env);
   if (replicas !== undefined) config.replicas = replicas;
-  const numbers: Array<[string, 'maxSteps' | 'toolTimeoutMs' | 'providerTimeoutMs' | 'leaseTtlMs' | 'idleMs']> = [
+  const numbers: Array<[string, 'maxSteps' | 'toolTimeoutMs' | 'toolHeartbeatLapseMs' | 'ledgerTtlMs' | 'providerTimeoutMs' | 'leaseTtlMs' | 'idleMs']> = [
     ['AGENTBUS_MAX_STEPS', 'maxSteps'],
     ['AGENTBUS_TOOL_TIMEOUT_MS', 'toolTimeoutMs'],
+    ['AGENTBUS_TOOL_HEARTBEAT_LAPSE_MS', 'toolHeartbeatLapseMs'],
+    ['AGENTBUS_LEDGER_TTL_MS', 'ledgerTtlMs'],
     ['AGENTBUS_PROVIDER_TIMEOUT_MS', 'providerTimeoutMs'],
     ['AGENTBUS_LEASE_TTL_MS', 'leaseTtlMs'],
     ['AGENTBUS_IDLE_MS', 'idleMs'],

@@ -89,6 +89,8 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
   // Kept past the time it takes to find a node dead, with room for a holder that died while handling one.
   const parked = createParkedMessages({ keepMs: 2 * config.leaseTtlMs + 2_000, maxBytes: 64 * 1024 * 1024 });
   const tombstoneBucket = await new Kvm(nc).create(buckets.tombstones, { history: 1, replicas });
+  // The tool workers' result ledger: made here, where every bucket is made, and only written and read by workers.
+  await new Kvm(nc).create(buckets.ledger, { history: 1, ttl: config.ledgerTtlMs, replicas, description: 'agentbus: outcomes of side-effecting tool calls by effectId' });
   const tombstones: RuntimeTombstones = createRuntimeTombstones({ kv: tombstoneBucket, codec, nodeId: config.nodeId, now: deps.now });
   // A write refused by the lease guard never reached the log: there is no sequence to name.
   const transcriptSeqUnknown = -1;

@@ -1,11 +1,17 @@
 import { fromPromise } from 'xstate';
 import { ErrorCode, LogEventType } from '../../src/protocol/index.ts';
-import type { ErrorData } from '../../src/protocol/index.ts';
+import type { ErrorData, ToolCallReply } from '../../src/protocol/index.ts';
 import type { ExecuteToolsInput, PlannedCall, RequestApprovalInput } from '../../machines/index.ts';
 import type { ToolInfo } from './ports.ts';
 import { stepTools } from './session-scope.ts';
+import { callToolWithRecovery } from './tool-call-attempts.ts';
 import type { StepActorDeps } from './session-scope.ts';
 import type { SessionServices } from './session-services.ts';
+
+/** The reply of a call the runtime answers itself, without a worker. */
+function refused(callId: string, error: ErrorData): ToolCallReply {
+  return { v: 1, callId, ok: false, error };
+}
 
 /** Runs one planned call (or answers it with an error: denied, or a tool nobody serves) and appends its `tool.use` and `tool.result`. */
 async function runTool(services: SessionServices, input: ExecuteToolsInput, call: PlannedCall, byName: Map<string, ToolInfo>, signal: AbortSignal): Promise<void> {
@@ -14,31 +20,26 @@ async function runTool(services: SessionServices, input: ExecuteToolsInput, call
   const effectId = `${sessionId}:${input.turnId}:${call.id}`;
   const started = services.now();
   await writer.append(LogEventType.toolUse, scope, { toolCallId: call.id, effectId, name: call.name, args: call.args, tier: call.tier });
-  let output: string;
-  let error: ErrorData | undefined;
   const decision = input.decisions[call.id];
   const info = byName.get(call.name);
+  let reply: ToolCallReply;
   if (decision && !decision.approved) {
-    error = { code: ErrorCode.denied, message: `approval denied${decision.reason ? `: ${decision.reason}` : ''}`, retryable: false };
+    reply = refused(call.id, { code: ErrorCode.denied, message: `approval denied${decision.reason ? `: ${decision.reason}` : ''}`, retryable: false });
   } else if (!info) {
     const available = [...byName.keys()].sort().join(', ') || 'none';
-    error = { code: ErrorCode.unknownTool, message: `unknown tool "${call.name}"; available tools: ${available}`, retryable: false };
-  }
-  if (error) {
-    output = `${error.code}: ${error.message}`;
+    reply = refused(call.id, { code: ErrorCode.unknownTool, message: `unknown tool "${call.name}"; available tools: ${available}`, retryable: false });
   } else {
-    const timeoutMs = info?.timeoutMs ?? config.toolTimeoutMs;
-    const reply = await services.tools.call(
+    const timeoutMs = info.timeoutMs ?? config.toolTimeoutMs;
+    reply = await callToolWithRecovery(
+      services,
       { v: 1, callId: call.id, effectId, name: call.name, args: call.args, tenant, sessionId, turnId: input.turnId, deadline: services.now() + timeoutMs },
+      info,
+      { turnId: input.turnId, step: input.step, toolCallId: call.id, ...(call.resumed ? { firstAttempt: 2 } : {}) },
       { signal, timeoutMs },
     );
-    if (reply.ok) {
-      output = typeof reply.output === 'string' ? reply.output : JSON.stringify(reply.output ?? null);
-    } else {
-      error = reply.error;
-      output = `${reply.error.code}: ${reply.error.message}`;
-    }
   }
+  const error: ErrorData | undefined = reply.ok ? undefined : reply.error;
+  let output = reply.ok ? (typeof reply.output === 'string' ? reply.output : JSON.stringify(reply.output ?? null)) : `${reply.error.code}: ${reply.error.message}`;
   output = services.scrubber.scrub(output);
   if (output.length > config.maxToolOutputChars) {
     output = `${output.slice(0, config.maxToolOutputChars)}\n[output truncated at ${config.maxToolOutputChars} characters]`;

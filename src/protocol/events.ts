@@ -116,7 +116,8 @@ export interface EventDataMap {
     readonly steps: number;
   };
   'assistant.delta': { readonly text: string };
-  'tool.progress': { readonly toolCallId: string; readonly name: string; readonly message: string };
+  /** A running call's progress report, as its worker sent it (`progress` of `total`, in the tool's own unit). */
+  'tool.progress': { readonly toolCallId: string; readonly name: string; readonly message: string; readonly progress?: number; readonly total?: number };
   progress: {
     readonly kind: 'provider_call' | 'tool_execution' | 'rolling_summary';
     readonly message: string;

@@ -50,6 +50,8 @@ export type {
   GenerateChunk,
   ChunkBody,
 } from './schemas.ts';
+export { ToolCallEventKind, ToolCallHeader, ToolWorkerMetadataKey, toolCallEventSchema } from './tool-call-events.ts';
+export type { ToolCallEvent } from './tool-call-events.ts';
 export { logEventSchema } from './log-schemas.ts';
 export { liveEventSchema } from './live-schemas.ts';
 export { decodeSessionEvent } from './session-event.ts';

@@ -99,9 +99,10 @@ export function createSubjects(prefix: string = DEFAULT_PREFIX): Subjects {
 /**
  * Stream names derived from the prefix, so two prefixes never share a stream. `leases`, `nodes` (runtime node
  * heartbeats), `tombstones` and `state` (per-tenant agent state) are key-value buckets (streams `KV_<name>`);
- * `memory` is memory's object store of index snapshots (stream `OBJ_<name>`).
+ * `memory` is memory's object store of index snapshots (stream `OBJ_<name>`). `ledger` is the bucket of tool outcomes
+ * by `effectId` that tool workers keep for side-effecting and privileged tools.
  */
-export function streamNames(prefix: string = DEFAULT_PREFIX): { log: string; live: string; leases: string; nodes: string; tombstones: string; state: string; memory: string } {
+export function streamNames(prefix: string = DEFAULT_PREFIX): { log: string; live: string; leases: string; nodes: string; tombstones: string; state: string; memory: string; ledger: string } {
   const base = prefix.toUpperCase().replace(/[^A-Z0-9_-]/g, '_');
   return {
     log: `${base}_LOG`,
@@ -111,5 +112,6 @@ export function streamNames(prefix: string = DEFAULT_PREFIX): { log: string; liv
     tombstones: `${base}_TOMBSTONES`,
     state: `${base}_STATE`,
     memory: `${base}_MEMORY`,
+    ledger: `${base}_LEDGER`,
   };
 }

@@ -1,8 +1,8 @@
 import type { Msg, NatsConnection, Subscription } from '@nats-io/nats-core';
-import { CancelledError, ErrorCode, InvalidInputError, toErrorData } from '../errors.ts';
+import { CancelledError, ErrorCode, InvalidInputError, abortReason, toErrorData } from '../errors.ts';
 import { createRefusalLog } from '../refusal-log.ts';
 import type { Logger } from '../logging.ts';
-import { cancelRequestSchema, toolCallRequestSchema } from '../protocol/index.ts';
+import { SafetyTier, ToolCallHeader, ToolWorkerMetadataKey, cancelRequestSchema, toolCallRequestSchema } from '../protocol/index.ts';
 import type { CancelAck, Codec, Subjects, ToolCallReply, ToolCallRequest } from '../protocol/index.ts';
 import { abortPromise, msgpackHeaders } from '../bus/request.ts';
 import { createReplyMux } from '../bus/reply-mux.ts';
@@ -10,10 +10,13 @@ import type { ReplyMux } from '../bus/reply-mux.ts';
 import { createServiceRegistration } from '../bus/service-registry.ts';
 import { createStateClient } from '../bus/state-client.ts';
 import type { ServiceRegistration } from '../bus/service-registry.ts';
+import { createCallHeartbeats } from './call-heartbeats.ts';
 import { createCallRegistry } from './call-registry.ts';
 import { createConcurrencyGate } from './concurrency-gate.ts';
 import type { AnyToolDefinition } from './define-tool.ts';
 import { errorReply, executeToolCall } from './execute-tool-call.ts';
+import { createResultLedger } from './result-ledger.ts';
+import type { ResultLedger } from './result-ledger.ts';
 import { toToolMetadata } from './tool-metadata.ts';
 
 /** The service name tool workers register under unless told otherwise. */
@@ -37,8 +40,21 @@ export interface ToolWorkerOptions {
   readonly statsData?: () => Record<string, unknown>;
   /** Calls run at once across all tools; more wait in the subscription buffers. Default 64. */
   readonly maxConcurrency?: number;
+  /**
+   * Calls accepted and waiting for a slot (they get heartbeats); past this many the rest wait unread in the
+   * subscription. Default 1024.
+   */
+  readonly maxQueued?: number;
   /** How long `stop()` lets running calls finish before aborting them. Default 5000 ms. */
   readonly stopGraceMs?: number;
+  /** Milliseconds between heartbeats of a running call whose caller asked for them (announced on `$SRV`). Default 1000. */
+  readonly heartbeatMs?: number;
+  /**
+   * Where outcomes of side-effecting and privileged calls are recorded by `effectId`, and repeats answered from;
+   * by default the bus's ledger bucket (`AGENTBUS_LEDGER`, made by the runtime). `false`: no ledger, and the
+   * worker does not announce one.
+   */
+  readonly ledger?: ResultLedger | false;
   readonly now?: () => number;
   readonly newId?: () => string;
 }
@@ -64,6 +80,14 @@ interface AcceptedCall {
   readonly request: ToolCallRequest;
   readonly controller: AbortController;
   readonly started: number;
+  /** 1 for a first attempt; more for a repeat of the same `effectId`. */
+  readonly attempt: number;
+}
+
+/** The attempt a call says it is (`Agentbus-Attempt`); a missing or malformed header is a first attempt. */
+function attemptOf(message: Msg): number {
+  const value = Number(message.headers?.get(ToolCallHeader.attempt) || 1);
+  return Number.isInteger(value) && value >= 1 ? value : 1;
 }
 
 /**
@@ -85,7 +109,14 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
   // Malformed cancels are expected; a flood of them must not become a flood of log lines.
   const refusals = createRefusalLog({ logger, what: 'tool message refused' });
   const gate = createConcurrencyGate(options.maxConcurrency ?? 64);
+  const maxQueued = options.maxQueued ?? 1024;
   const calls = createCallRegistry();
+  const heartbeatMs = options.heartbeatMs ?? 1000;
+  const beats = createCallHeartbeats({ nc, codec, logger, intervalMs: heartbeatMs, now });
+  const ledger = options.ledger === false ? undefined : (options.ledger ?? createResultLedger({ nc, codec, logger, prefix: subjects.prefix }));
+  // Read-only calls have no effect to record.
+  const ledgered = (tool: AnyToolDefinition) => ledger !== undefined && tool.tier !== SafetyTier.readOnly;
+  const callKey = (tool: string, callId: string) => `${tool}\u0000${callId}`;
   // Tools' state requests share one reply subscription, made on the first.
   let stateReplies: ReplyMux | undefined;
   const stateFor = (tenant: string) => createStateClient({ nc, codec, tenant, prefix: subjects.prefix, replies: (stateReplies ??= createReplyMux(nc)) });
@@ -106,6 +137,7 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
   let stopped: Promise<void> | undefined;
 
   function reply(call: { tool: AnyToolDefinition; message: Msg; started: number }, body: ToolCallReply): void {
+    beats.remove(callKey(call.tool.name, body.callId));
     registration?.record(call.tool.name, {
       durationMs: now() - call.started,
       ...(body.ok ? {} : { error: `${body.error.code}: ${body.error.message}` }),
@@ -151,6 +183,8 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
       reply(base, errorReply(request.callId, toErrorData(new CancelledError('cancelled before it started'))));
       return;
     }
+    // From here the caller hears from this worker while the call waits for a slot and while it runs.
+    if (message.headers?.get(ToolCallHeader.heartbeat) === '1') beats.add(callKey(tool.name, request.callId), { reply: message.reply, callId: request.callId });
     let release: () => void;
     try {
       release = await gate.acquire({ signal: controller.signal });
@@ -160,15 +194,67 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
       reply(base, errorReply(request.callId, toErrorData(error)));
       return;
     }
-    void run({ ...base, request, controller }, release);
+    void run({ ...base, request, controller, attempt: attemptOf(message) }, release);
+  }
+
+  /**
+   * The outcome of a call: for a repeat of a side-effecting or privileged call, the recorded one when there is
+   * one, `interrupted` when there is none and the tool is not idempotent; otherwise the tool runs, and its
+   * outcome is recorded before the reply goes out.
+   */
+  async function outcome(call: AcceptedCall): Promise<ToolCallReply> {
+    const { tool, request } = call;
+    const signal = call.controller.signal;
+    const recordable = ledgered(tool) ? ledger : undefined;
+    if (recordable && call.attempt > 1) {
+      let recorded;
+      try {
+        recorded = await recordable.lookup(request.tenant, request.effectId, { signal });
+      } catch (error) {
+        if (signal.aborted) return errorReply(request.callId, toErrorData(abortReason(signal)));
+        const message = `${tool.name} was not run: its earlier attempt's outcome could not be read (${error instanceof Error ? error.message : String(error)})`;
+        return errorReply(request.callId, { code: ErrorCode.internal, message, retryable: true });
+      }
+      if (recorded) {
+        logger.debug({ tool: tool.name, effectId: request.effectId, attempt: call.attempt }, 'answered a repeat from the result ledger');
+        return { ...recorded.reply, callId: request.callId };
+      }
+      if (!tool.idempotent) {
+        const message = `an earlier attempt of this call to ${tool.name} may have run and recorded no outcome; it is not run again because ${tool.name} is not idempotent`;
+        return errorReply(request.callId, { code: ErrorCode.interrupted, message, retryable: false });
+      }
+    }
+    let ran = false;
+    const key = callKey(tool.name, request.callId);
+    const body = await executeToolCall({
+      tool,
+      request,
+      logger: () => logger.child({ tool: tool.name, callId: request.callId }),
+      signal,
+      now,
+      stateFor,
+      onStarted: () => {
+        ran = true;
+      },
+      onProgress: (update) => beats.progress(key, update),
+    });
+    // Only what the tool itself settled is an outcome. A run cut off (a cancel, a stopping worker, a timeout) may
+    // or may not have had its effect: with no record, a repeat of it runs again only if the tool is idempotent.
+    const cutOff = !body.ok && (body.error.code === ErrorCode.cancelled || body.error.code === ErrorCode.timeout);
+    if (recordable && ran && !cutOff) {
+      try {
+        await recordable.record(request.tenant, { v: 1, effectId: request.effectId, tool: tool.name, reply: body, at: now(), ...(registration ? { workerId: registration.id } : {}) }, {});
+      } catch (err) {
+        logger.warn({ err, tool: tool.name, effectId: request.effectId }, 'could not record a call outcome in the result ledger: a repeat of it will end interrupted');
+      }
+    }
+    return body;
   }
 
   function run(call: AcceptedCall, release: () => void): Promise<void> {
     const task = (async () => {
-      const callLogger = () => logger.child({ tool: call.tool.name, callId: call.request.callId });
       try {
-        const body = await executeToolCall({ tool: call.tool, request: call.request, logger: callLogger, signal: call.controller.signal, now, stateFor });
-        reply(call, body);
+        reply(call, await outcome(call));
       } finally {
         calls.close(call.tool.name, call.request.callId);
         release();
@@ -181,8 +267,15 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
 
   async function serve(tool: AnyToolDefinition, subscription: Subscription): Promise<void> {
     try {
-      // Waiting in accept() before pulling the next message keeps the rest queued in the subscription.
-      for await (const message of subscription) await accept(tool, message);
+      for await (const message of subscription) {
+        // Accepted calls wait for a slot in the gate, with heartbeats; past maxQueued of them, waiting here for
+        // this one's slot keeps the rest unread in the subscription.
+        const admitted = accept(tool, message).catch((err: unknown) => logger.error({ err, tool: tool.name }, 'a tool call was not accepted'));
+        // stop() waits for calls still waiting for a slot as for running ones.
+        running.add(admitted);
+        void admitted.finally(() => running.delete(admitted));
+        if (gate.waiting >= maxQueued) await admitted;
+      }
     } catch (err) {
       logger.error({ err, tool: tool.name }, 'tool subscription failed');
     }
@@ -237,7 +330,11 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
           name: tool.name,
           subject: subjects.toolCall(tool.name),
           queueGroup: subjects.toolQueue(tool.name),
-          metadata: toToolMetadata(tool),
+          metadata: {
+            ...toToolMetadata(tool),
+            [ToolWorkerMetadataKey.heartbeatMs]: String(heartbeatMs),
+            ...(ledgered(tool) ? { [ToolWorkerMetadataKey.ledger]: 'true' } : {}),
+          },
         })),
       },
       { logger, now, ...(options.newId ? { newId: options.newId } : {}), ...(options.statsData ? { statsData: options.statsData } : {}) },
@@ -276,6 +373,7 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
     await Promise.allSettled([...loops, ...running]);
     for (const subscription of cancelSubscriptions) if (!subscription.isClosed()) subscription.unsubscribe();
     refusals.close();
+    beats.stop();
     const results = await Promise.allSettled(drains);
     for (const result of results) if (result.status === 'rejected') logger.warn({ err: result.reason }, 'tool subscription drain failed');
     state = 'stopped';
