@@ -4,12 +4,14 @@ import { jetstream } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import type { KV } from '@nats-io/kv';
 import { z } from 'zod';
-import { InvalidInputError } from '../errors.ts';
+import { AgentbusError, ErrorCode, InvalidInputError } from '../errors.ts';
 import type { Logger } from '../logging.ts';
-import { isToken, streamNames, toolCallReplySchema } from '../protocol/index.ts';
+import { ContentType, isToken, streamNames, toolCallReplySchema } from '../protocol/index.ts';
 import type { Codec, ToolCallReply } from '../protocol/index.ts';
 import { withTimeout } from '../with-timeout.ts';
-import { abortPromise } from '../bus/request.ts';
+import { abortPromise, request } from '../bus/request.ts';
+import { createReplyMux } from '../bus/reply-mux.ts';
+import type { ReplyMux } from '../bus/reply-mux.ts';
 
 /** An outcome as the ledger keeps it: the reply of the attempt that ran, and when and where it ran. */
 export interface LedgerEntry {
@@ -36,7 +38,11 @@ const entrySchema = z.object({
 export interface ResultLedger {
   /** The recorded outcome of a call, or undefined when none was recorded. Rejects when the bucket cannot be read. */
   lookup(tenant: string, effectId: string, options: { signal?: AbortSignal }): Promise<LedgerEntry | undefined>;
-  /** Records an outcome; rejects when the write was not acknowledged. */
+  /**
+   * Records an outcome. The write is sent before this returns (a caller that then replies on the same connection
+   * knows the server gets the record first: NATS keeps a connection's messages in order); the promise settles
+   * with the server's acknowledgement, and rejects when the write was refused or not acknowledged in time.
+   */
   record(tenant: string, entry: LedgerEntry, options: { signal?: AbortSignal }): Promise<void>;
 }
 
@@ -74,6 +80,7 @@ export function createResultLedger(options: ResultLedgerOptions): ResultLedger {
   const timeoutMs = options.timeoutMs ?? 2_000;
   const bucket = streamNames(options.prefix).ledger;
   let opened: Promise<KV> | undefined;
+  let replies: ReplyMux | undefined;
   // No `$JS.API.INFO` round trip at bind: the worker's user needs no more than the bucket's own subjects.
   const kv = () => (opened ??= new Kvm(jetstream(nc, { checkAPI: false, timeout: timeoutMs })).open(bucket, { allow_direct: true }));
 
@@ -99,9 +106,19 @@ export function createResultLedger(options: ResultLedgerOptions): ResultLedger {
       }
       return parsed.data;
     },
-    async record(tenant, entry, { signal }) {
+    record(tenant, entry, { signal }) {
+      // A plain publish to the key's subject, as a KV put is, made at once (a KV put would send it a microtask later).
       const key = ledgerKey(tenant, entry.effectId);
-      await bounded((bucket) => bucket.put(key, codec.encode(entry)), 'writing', signal);
+      const acked = request(nc, `$KV.${bucket}.${key}`, codec.encode(entry), { timeoutMs, replies: (replies ??= createReplyMux(nc)), ...(signal ? { signal } : {}) });
+      return acked.then((ack) => {
+        const { error } = codec.decodeAs(ackSchema, ack.data, ContentType.json);
+        if (error) throw new AgentbusError(ErrorCode.internal, `the result ledger ${bucket} refused an outcome: ${error.description ?? 'no reason given'} (${error.err_code ?? error.code ?? '?'})`);
+      });
     },
   };
 }
+
+/** A JetStream publish acknowledgement: `{ stream, seq }`, or `{ error: { code, err_code, description } }`. */
+const ackSchema = z.object({
+  error: z.object({ code: z.number().optional(), err_code: z.number().optional(), description: z.string().optional() }).optional(),
+});

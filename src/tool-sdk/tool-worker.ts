@@ -1,5 +1,5 @@
 import type { Msg, NatsConnection, Subscription } from '@nats-io/nats-core';
-import { CancelledError, ErrorCode, InvalidInputError, abortReason, toErrorData } from '../errors.ts';
+import { CancelledError, ErrorCode, InvalidInputError, toErrorData } from '../errors.ts';
 import { createRefusalLog } from '../refusal-log.ts';
 import type { Logger } from '../logging.ts';
 import { SafetyTier, ToolCallHeader, ToolWorkerMetadataKey, cancelRequestSchema, toolCallRequestSchema } from '../protocol/index.ts';
@@ -15,6 +15,7 @@ import { createCallRegistry } from './call-registry.ts';
 import { createConcurrencyGate } from './concurrency-gate.ts';
 import type { AnyToolDefinition } from './define-tool.ts';
 import { errorReply, executeToolCall } from './execute-tool-call.ts';
+import { answerRepeat, recordOutcome } from './recorded-call.ts';
 import { createResultLedger } from './result-ledger.ts';
 import type { ResultLedger } from './result-ledger.ts';
 import { toToolMetadata } from './tool-metadata.ts';
@@ -198,31 +199,16 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
   }
 
   /**
-   * The outcome of a call: for a repeat of a side-effecting or privileged call, the recorded one when there is
-   * one, `interrupted` when there is none and the tool is not idempotent; otherwise the tool runs, and its
-   * outcome is recorded before the reply goes out.
+   * The outcome of a call: a repeat of a recorded tool's call may be answered from the ledger without running;
+   * otherwise the tool runs, and a recorded tool's outcome is sent to the ledger before the reply goes out.
    */
-  async function outcome(call: AcceptedCall): Promise<ToolCallReply> {
+  async function outcome(call: AcceptedCall): Promise<{ body: ToolCallReply; recording?: Promise<void> }> {
     const { tool, request } = call;
     const signal = call.controller.signal;
     const recordable = ledgered(tool) ? ledger : undefined;
     if (recordable && call.attempt > 1) {
-      let recorded;
-      try {
-        recorded = await recordable.lookup(request.tenant, request.effectId, { signal });
-      } catch (error) {
-        if (signal.aborted) return errorReply(request.callId, toErrorData(abortReason(signal)));
-        const message = `${tool.name} was not run: its earlier attempt's outcome could not be read (${error instanceof Error ? error.message : String(error)})`;
-        return errorReply(request.callId, { code: ErrorCode.internal, message, retryable: true });
-      }
-      if (recorded) {
-        logger.debug({ tool: tool.name, effectId: request.effectId, attempt: call.attempt }, 'answered a repeat from the result ledger');
-        return { ...recorded.reply, callId: request.callId };
-      }
-      if (!tool.idempotent) {
-        const message = `an earlier attempt of this call to ${tool.name} may have run and recorded no outcome; it is not run again because ${tool.name} is not idempotent`;
-        return errorReply(request.callId, { code: ErrorCode.interrupted, message, retryable: false });
-      }
+      const answered = await answerRepeat(recordable, tool, request, { signal, logger });
+      if (answered) return { body: answered };
     }
     let ran = false;
     const key = callKey(tool.name, request.callId);
@@ -238,23 +224,17 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
       },
       onProgress: (update) => beats.progress(key, update),
     });
-    // Only what the tool itself settled is an outcome. A run cut off (a cancel, a stopping worker, a timeout) may
-    // or may not have had its effect: with no record, a repeat of it runs again only if the tool is idempotent.
-    const cutOff = !body.ok && (body.error.code === ErrorCode.cancelled || body.error.code === ErrorCode.timeout);
-    if (recordable && ran && !cutOff) {
-      try {
-        await recordable.record(request.tenant, { v: 1, effectId: request.effectId, tool: tool.name, reply: body, at: now(), ...(registration ? { workerId: registration.id } : {}) }, {});
-      } catch (err) {
-        logger.warn({ err, tool: tool.name, effectId: request.effectId }, 'could not record a call outcome in the result ledger: a repeat of it will end interrupted');
-      }
-    }
-    return body;
+    if (!recordable || !ran) return { body };
+    return { body, recording: recordOutcome(recordable, tool, request, body, { now, workerId: registration?.id, logger }) };
   }
 
   function run(call: AcceptedCall, release: () => void): Promise<void> {
     const task = (async () => {
       try {
-        reply(call, await outcome(call));
+        const { body, recording } = await outcome(call);
+        // The record went out first; its acknowledgement is awaited after the reply, not before it.
+        reply(call, body);
+        await recording;
       } finally {
         calls.close(call.tool.name, call.request.callId);
         release();
