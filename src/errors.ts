@@ -24,6 +24,11 @@ export const ErrorCode = {
    * is not idempotent: it may or may not have taken effect.
    */
   interrupted: 'interrupted',
+  /**
+   * A tool hook (a policy service on the bus) did not answer, answered late or malformed, or reported an error;
+   * under the default failure mode the call is blocked with this code.
+   */
+  hookFailed: 'hook_failed',
   internal: 'internal',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
