@@ -6,6 +6,7 @@ import type { ToolInfo } from './ports.ts';
 import { stepTools } from './session-scope.ts';
 import type { StepActorDeps } from './session-scope.ts';
 import type { SessionServices } from './session-services.ts';
+import { runAfterHooks, runBeforeHooks } from './tool-call-hooks.ts';
 
 /** Runs one planned call (or answers it with an error: denied, or a tool nobody serves) and appends its `tool.use` and `tool.result`. */
 async function runTool(services: SessionServices, input: ExecuteToolsInput, call: PlannedCall, byName: Map<string, ToolInfo>, signal: AbortSignal): Promise<void> {
@@ -13,7 +14,8 @@ async function runTool(services: SessionServices, input: ExecuteToolsInput, call
   const scope = { turnId: input.turnId, step: input.step };
   const effectId = `${sessionId}:${input.turnId}:${call.id}`;
   const started = services.now();
-  await writer.append(LogEventType.toolUse, scope, { toolCallId: call.id, effectId, name: call.name, args: call.args, tier: call.tier });
+  const hooked = await runBeforeHooks(services, { input, call, effectId, byName }, signal);
+  await writer.append(LogEventType.toolUse, scope, { toolCallId: call.id, effectId, name: call.name, args: hooked.args, tier: call.tier, ...hooked.logged });
   let output: string;
   let error: ErrorData | undefined;
   const decision = input.decisions[call.id];
@@ -26,10 +28,12 @@ async function runTool(services: SessionServices, input: ExecuteToolsInput, call
   }
   if (error) {
     output = `${error.code}: ${error.message}`;
+  } else if (hooked.blocked) {
+    ({ output, error } = hooked.blocked);
   } else {
     const timeoutMs = info?.timeoutMs ?? config.toolTimeoutMs;
     const reply = await services.tools.call(
-      { v: 1, callId: call.id, effectId, name: call.name, args: call.args, tenant, sessionId, turnId: input.turnId, deadline: services.now() + timeoutMs },
+      { v: 1, callId: call.id, effectId, name: call.name, args: hooked.args, tenant, sessionId, turnId: input.turnId, deadline: services.now() + timeoutMs },
       { signal, timeoutMs },
     );
     if (reply.ok) {
@@ -43,7 +47,9 @@ async function runTool(services: SessionServices, input: ExecuteToolsInput, call
   if (output.length > config.maxToolOutputChars) {
     output = `${output.slice(0, config.maxToolOutputChars)}\n[output truncated at ${config.maxToolOutputChars} characters]`;
   }
-  const result = { toolCallId: call.id, name: call.name, output, isError: error !== undefined, durationMs: services.now() - started };
+  const after = await runAfterHooks(services, hooked, { output, error }, signal);
+  ({ output, error } = after);
+  const result = { toolCallId: call.id, name: call.name, output, isError: error !== undefined, durationMs: services.now() - started, ...after.logged };
   // After a cancel, finishTurn closes the call; a late result must not be appended too. Results that
   // finish together are written as one pipelined group.
   await writer.appendUnless(LogEventType.toolResult, scope, error ? { ...result, error } : result, { unless: signal });
