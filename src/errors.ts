@@ -26,6 +26,11 @@ export const ErrorCode = {
   interrupted: 'interrupted',
   /** The worker running a call stopped sending heartbeats: it died, hangs or lost its connection. */
   workerLost: 'worker_lost',
+  /**
+   * A tool hook (a policy service on the bus) did not answer, answered late or malformed, or reported an error;
+   * under the default failure mode the call is blocked with this code.
+   */
+  hookFailed: 'hook_failed',
   internal: 'internal',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];

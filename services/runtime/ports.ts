@@ -1,4 +1,14 @@
-import type { GenerateChunk, GenerateRequest, ToolCallReply, ToolCallRequest } from '../../src/protocol/index.ts';
+import type {
+  AfterHookReply,
+  AfterHookRequest,
+  BeforeHookReply,
+  BeforeHookRequest,
+  GenerateChunk,
+  GenerateRequest,
+  HookReply,
+  ToolCallReply,
+  ToolCallRequest,
+} from '../../src/protocol/index.ts';
 import type { ToolCallOptions } from '../../src/bus/tool-client.ts';
 import type { ToolDescriptor } from '../../src/tool-sdk/index.ts';
 
@@ -20,4 +30,13 @@ export interface ProviderPort {
 export interface ToolPort {
   listTools(options: { signal?: AbortSignal }): Promise<readonly ToolInfo[]>;
   call(request: ToolCallRequest, options: ToolCallOptions & { readonly signal: AbortSignal; readonly timeoutMs: number }): Promise<ToolCallReply>;
+}
+
+/**
+ * How the runtime reaches tool hooks: one request to one hook (`src/bus/hook-client.ts`). Resolves with the hook's
+ * decision or its failure as data (no answer, a late or malformed one, the hook's own error); rejects only on abort.
+ */
+export interface ToolHookPort {
+  before(hook: string, request: BeforeHookRequest, options: { signal: AbortSignal; timeoutMs: number }): Promise<HookReply<BeforeHookReply>>;
+  after(hook: string, request: AfterHookRequest, options: { signal: AbortSignal; timeoutMs: number }): Promise<HookReply<AfterHookReply>>;
 }

@@ -30,6 +30,7 @@ import { startNodeLiveness } from './node-liveness.ts';
 import { createParkedMessages } from './parked-messages.ts';
 import type { ProviderPort, ToolPort } from './ports.ts';
 import type { MemoryPort } from './recall.ts';
+import type { ToolHooks } from './tool-hooks.ts';
 import { createSessionDeleter } from './session-delete.ts';
 import type { SessionDeleter } from './session-delete.ts';
 import { openSession } from './session-host.ts';
@@ -54,6 +55,8 @@ export interface RuntimeDeps {
   readonly config: RuntimeConfig;
   readonly provider: ProviderPort;
   readonly tools: ToolPort;
+  /** The deployment's tool hooks (`createToolHooks`); without them calls go straight to the workers. */
+  readonly hooks?: ToolHooks;
   /** Memory to recall from at a turn's first step; without it, turns recall nothing. */
   readonly memory?: MemoryPort;
   readonly tokens: TokenCounter;
@@ -105,6 +108,7 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
     live: createLivePublisher({ nc, subjects, codec, envelopes }),
     provider: deps.provider,
     tools: deps.tools,
+    ...(deps.hooks ? { hooks: deps.hooks } : {}),
     ...(deps.memory ? { memory: deps.memory } : {}),
     tokens: deps.tokens,
     toolTokens: (specs: readonly ToolSpec[]) => {

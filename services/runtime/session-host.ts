@@ -135,6 +135,7 @@ class HostedSession implements SessionHost {
       live: deps.live,
       provider: deps.provider,
       tools: deps.tools,
+      ...(deps.hooks ? { hooks: deps.hooks } : {}),
       ...(deps.memory ? { memory: deps.memory } : {}),
       tokens: deps.tokens,
       toolTokens: deps.toolTokens,

@@ -1,4 +1,5 @@
 import { InvalidInputError } from '../errors.ts';
+import type { HookPhase } from './hooks.ts';
 
 /** Default subject prefix. */
 export const DEFAULT_PREFIX = 'agentbus';
@@ -47,6 +48,10 @@ export interface Subjects {
   toolCall(name: string): string;
   toolCancel(name: string): string;
   toolQueue(name: string): string;
+  /** `<prefix>.hooks.<hook>.before|after`: a tool hook's requests (request/reply, queue group {@link toolHookQueue}). */
+  toolHook(hook: string, phase: HookPhase): string;
+  /** `<prefix>.hooks.<hook>`: the queue group of one hook's processes, both phases. */
+  toolHookQueue(hook: string): string;
   providerGenerate(provider: string): string;
   providerCancel(provider: string): string;
   /** `agentbus.provider.<provider>.embed`: texts in, one vector each out (request/reply, the provider's queue group). */
@@ -82,6 +87,8 @@ export function createSubjects(prefix: string = DEFAULT_PREFIX): Subjects {
     toolCall: (name) => `${prefix}.tools.${assertToken(name, 'tool name')}.call`,
     toolCancel: (name) => `${prefix}.tools.${assertToken(name, 'tool name')}.cancel`,
     toolQueue: (name) => `${prefix}.tools.${name}`,
+    toolHook: (hook, phase) => `${prefix}.hooks.${assertToken(hook, 'hook name')}.${phase}`,
+    toolHookQueue: (hook) => `${prefix}.hooks.${assertToken(hook, 'hook name')}`,
     providerGenerate: (provider) => `${prefix}.provider.${assertToken(provider, 'provider')}.generate`,
     providerCancel: (provider) => `${prefix}.provider.${assertToken(provider, 'provider')}.cancel`,
     providerEmbed: (provider) => `${prefix}.provider.${assertToken(provider, 'provider')}.embed`,
