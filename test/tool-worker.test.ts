@@ -387,4 +387,23 @@ describe('tool worker stop', () => {
     expect(Date.now() - stopping).toBeGreaterThanOrEqual(150);
     expect(await pending).toMatchObject({ ok: false, error: { code: 'cancelled' } });
   });
+
+  it('answers a call still waiting for a slot when the grace period ends with a retryable no_responders: it never ran', async () => {
+    const started = deferred();
+    let runs = 0;
+    const single = blockingTool('single_slot', () => {}, () => {
+      runs += 1;
+      started.resolve();
+    });
+    const worker = await startWorker([single], { maxConcurrency: 1 });
+    const tools = client();
+    const running = tools.call(callRequest('single_slot', {}), {});
+    await started.promise;
+    const waiting = tools.call(callRequest('single_slot', {}), {});
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    await worker.stop();
+    expect(await running).toMatchObject({ ok: false, error: { code: 'cancelled' } });
+    expect(await waiting).toMatchObject({ ok: false, error: { code: 'no_responders', retryable: true } });
+    expect(runs).toBe(1);
+  });
 });

@@ -175,8 +175,7 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
     if (!request) return;
     const base = { tool, message, started };
     if (refusing) {
-      const message = 'the tool worker stopped before running the call';
-      reply(base, errorReply(request.callId, { code: ErrorCode.noResponders, message, retryable: true }));
+      reply(base, errorReply(request.callId, { code: ErrorCode.noResponders, message: 'the tool worker stopped before running the call', retryable: true }));
       return;
     }
     const controller = calls.open(tool.name, request.callId);
@@ -190,9 +189,11 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
     try {
       release = await gate.acquire({ signal: controller.signal });
     } catch (error) {
-      // Only an abort (cancel or stop) rejects the wait for a slot.
+      // Only an abort (cancel or stop) rejects the wait for a slot. A call the stopping worker never started
+      // may be sent again to another.
       calls.close(tool.name, request.callId);
-      reply(base, errorReply(request.callId, toErrorData(error)));
+      const notStarted = { code: ErrorCode.noResponders, message: 'the tool worker stopped before running the call', retryable: true };
+      reply(base, errorReply(request.callId, refusing ? notStarted : toErrorData(error)));
       return;
     }
     void run({ ...base, request, controller, attempt: attemptOf(message) }, release);
