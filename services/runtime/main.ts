@@ -2,6 +2,7 @@ import { busOptionsFromEnv, connectBus, drainOnSignals } from '../../src/bus/con
 import { ServiceInboxPrefix } from '../../src/bus/inbox.ts';
 import { createLogger } from '../../src/logging.ts';
 import { notifyReady } from '../../src/ready.ts';
+import { createScrubber, secretsFromEnv } from '../../src/scrub/index.ts';
 import { runtimeConfigFromEnv, startRuntimeService } from './index.ts';
 
 // The runtime service as its own process. Env: NATS_URL (servers comma-separated), NATS_USER, NATS_PASSWORD,
@@ -19,6 +20,7 @@ try {
     nc,
     logger,
     config: runtimeConfigFromEnv(process.env),
+    scrubber: createScrubber({ secrets: secretsFromEnv(process.env), logger }),
     // Alive but deaf helps no one: exit, and `agentbus up` (or the container's restart policy) starts a new node.
     onUnrecoverable: (reason) => {
       logger.fatal({ reason }, 'runtime node cannot serve; exiting');

@@ -6,6 +6,7 @@ import type { ToolInfo } from './ports.ts';
 import { stepTools } from './session-scope.ts';
 import type { StepActorDeps } from './session-scope.ts';
 import type { SessionServices } from './session-services.ts';
+import { toolOutputForLog } from './tool-output.ts';
 
 /** Runs one planned call (or answers it with an error: denied, or a tool nobody serves) and appends its `tool.use` and `tool.result`. */
 async function runTool(services: SessionServices, input: ExecuteToolsInput, call: PlannedCall, byName: Map<string, ToolInfo>, signal: AbortSignal): Promise<void> {
@@ -39,10 +40,10 @@ async function runTool(services: SessionServices, input: ExecuteToolsInput, call
       output = `${reply.error.code}: ${reply.error.message}`;
     }
   }
-  output = services.scrubber.scrub(output);
-  if (output.length > config.maxToolOutputChars) {
-    output = `${output.slice(0, config.maxToolOutputChars)}\n[output truncated at ${config.maxToolOutputChars} characters]`;
-  }
+  const forLog = { scrubber: services.scrubber, maxChars: config.maxToolOutputChars };
+  output = await toolOutputForLog(output, forLog);
+  // A tool's error message is tool output too: it reaches the log and the model.
+  if (error) error = { ...error, message: await toolOutputForLog(error.message, forLog) };
   const result = { toolCallId: call.id, name: call.name, output, isError: error !== undefined, durationMs: services.now() - started };
   // After a cancel, finishTurn closes the call; a late result must not be appended too. Results that
   // finish together are written as one pipelined group.
