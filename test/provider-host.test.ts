@@ -151,6 +151,7 @@ describe('provider host', () => {
       const { chunks } = await rawGenerate('fake', codec.encode(generateRequest({ model: 'fake:x' })));
       expect(chunks[1]).toMatchObject({ type: 'error', error: { code: 'internal', message: 'webhook refused [REDACTED:slack]' } });
     });
+    expect(logLines.join('\n')).not.toContain(token);
   });
 
   it('ends the stream with done when an adapter forgets to', async () => {
