@@ -270,7 +270,7 @@ describe('OpenAI adapter', () => {
     }
     expect(thrown).toBeInstanceOf(ProviderError);
     expect((thrown as ProviderError).code).toBe('unauthorized');
-    expect((thrown as Error).message).toContain('[redacted]');
+    expect((thrown as Error).message).toContain('provided: [REDACTED:configured-secret]. You can find');
 
     // A 500 that echoes the key goes through the retry path, which logs and yields retry chunks.
     server.enqueue(errorReply(500, `upstream saw Bearer ${API_KEY}`, 'server_error'), textStream(['ok']));
@@ -287,5 +287,20 @@ describe('OpenAI adapter', () => {
     expect(lines.length).toBeGreaterThan(2);
     expect(everything).not.toContain(API_KEY);
     expect(everything).not.toContain('S3CRET');
+  });
+
+  it('scrubs secrets that are not its key from the error text, and drops the SDK error that held them', async () => {
+    // A gateway in front of the model echoes what it was sent: another service's token and a connection string.
+    const token = `ghp_${'aB3dE6gH9jK2mN5pQ8sT1vW4yZ7bC0eF3hI6'}`;
+    server.enqueue(errorReply(400, `bad request: upstream used ${token} and postgres://app:Pa55word-x9@db:5432/app`, 'invalid_request_error'));
+    let thrown: unknown;
+    try {
+      await collect(createOpenAIAdapter({ apiKey: API_KEY, baseURL: server.baseURL }).generate(request, { signal: signal() }));
+    } catch (error) {
+      thrown = error;
+    }
+    expect(thrown).toBeInstanceOf(ProviderError);
+    expect((thrown as Error).message).toBe('openai: 400 bad request: upstream used [REDACTED:github] and [REDACTED:database-connection-string]');
+    expect((thrown as Error).cause).toBeUndefined();
   });
 });

@@ -141,6 +141,19 @@ describe('provider host', () => {
     });
   });
 
+  it('scrubs the message of the error chunk a failure ends in, whatever adapter threw it', async () => {
+    const token = 'xoxb-123456789012-1234567890123-aB3dE6gH9jK2mN5pQ8sT1vW4';
+    const { adapter } = fakeAdapter('fake', async function* () {
+      yield { type: 'text-delta', text: 'so far' };
+      throw new Error(`webhook refused ${token}`);
+    });
+    await withHost([adapter], async () => {
+      const { chunks } = await rawGenerate('fake', codec.encode(generateRequest({ model: 'fake:x' })));
+      expect(chunks[1]).toMatchObject({ type: 'error', error: { code: 'internal', message: 'webhook refused [REDACTED:slack]' } });
+    });
+    expect(logLines.join('\n')).not.toContain(token);
+  });
+
   it('ends the stream with done when an adapter forgets to', async () => {
     const { adapter } = fakeAdapter('fake', async function* () {
       yield { type: 'text-delta', text: 'hi' };

@@ -1,3 +1,5 @@
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AgentEvent } from '../src/protocol/index.ts';
 import { createCodec } from '../src/protocol/index.ts';
@@ -5,6 +7,11 @@ import { collectEvents, requestJson, requestMsgpack, startStack } from './helper
 import type { TestStack } from './helpers/stack.ts';
 
 let stack: TestStack;
+
+// Fake credentials a tool reads in a session's second turn: one secretlint finds, one the fast pass finds.
+const SHOPIFY_TOKEN = 'shpat_0123456789abcdef0123456789abcdef';
+const DB_PASSWORD = 'n0t-a-real-Passw0rd';
+const TOKEN_IN_PATH = 'ghp_aB3dE6gH9jK2mN5pQ8sT1vW4yZ7bC0eF3hI6';
 
 const turnStates = (events: AgentEvent[]) =>
   events.flatMap((event) => (event.type === 'state' && event.data.machine === 'turn' ? [event.data.value] : []));
@@ -16,9 +23,22 @@ beforeAll(async () => {
         { text: 'Let me read it.', toolCalls: [{ name: 'read_file', args: { path: 'README.md' } }] },
         // Paced, so the deltas arrive apart (deltas that arrive together are joined into one).
         { text: 'The workspace says hello.', chunkSize: 5, delayMs: 5 },
+        // A session's second turn: a file with secrets, and a failing read whose error names one.
+        {
+          toolCalls: [
+            { name: 'read_file', args: { path: 'config/settings.yaml' } },
+            { name: 'read_file', args: { path: `${TOKEN_IN_PATH}.txt` } },
+          ],
+        },
+        { text: 'Read the settings.' },
       ],
     },
   });
+  await mkdir(join(stack.workspace, 'config'));
+  await writeFile(
+    join(stack.workspace, 'config', 'settings.yaml'),
+    `shop:\n  token: ${SHOPIFY_TOKEN}\ndatabase:\n  url: postgres://app:${DB_PASSWORD}@db:5432/app\nlog_level: info\n`,
+  );
 });
 
 afterAll(async () => {
@@ -46,6 +66,23 @@ describe('a prompt through the whole stack', () => {
     const progress = events.find((event) => event.type === 'progress' && event.data.kind === 'tool_execution');
     expect(progress?.type === 'progress' && progress.data.message).toBe('[1/8] Executing tools: read_file');
     watcher.stop();
+  });
+
+  it('scrubs what a tool read, and a tool error, before the result is logged or shown to the model', async () => {
+    const watcher = collectEvents(stack.client, 'default', 'scrub-1');
+    await requestJson(stack.client, 'agentbus.default.sessions.scrub-1.prompt', { text: 'What does the README say?' });
+    await watcher.until((seen) => seen.some((event) => event.type === 'turn.ended'));
+    await requestJson(stack.client, 'agentbus.default.sessions.scrub-1.prompt', { text: 'And the settings?' });
+    const events = await watcher.until((seen) => seen.filter((event) => event.type === 'turn.ended').length >= 2);
+    watcher.stop();
+    const results = events.flatMap((event) => (event.type === 'tool.result' ? [event.data] : []));
+    const settings = results.find((result) => !result.isError && result.output.includes('log_level'));
+    expect(settings?.output).toBe('shop:\n  token: [REDACTED:shopify]\ndatabase:\n  url: [REDACTED:database-connection-string]\nlog_level: info');
+    const failed = results.find((result) => result.isError);
+    expect(failed?.output).toBe('not_found: no file "[REDACTED:github].txt" in the workspace');
+    expect(failed?.error?.message).toBe('no file "[REDACTED:github].txt" in the workspace');
+    // The model's own words (its tool call's arguments) are logged as it wrote them; what the tools gave back is not.
+    for (const secret of [SHOPIFY_TOKEN, DB_PASSWORD, TOKEN_IN_PATH]) expect(JSON.stringify(results)).not.toContain(secret);
   });
 
   it('answers a msgpack prompt the same way', async () => {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { CancelledError } from '../src/errors.ts';
 import type { AfterHookReply, AfterHookRequest, BeforeHookReply, BeforeHookRequest, HookReply } from '../src/protocol/index.ts';
-import { createScrubber } from '../src/scrub.ts';
+import { createScrubber } from '../src/scrub/index.ts';
 import { DEFAULT_RUNTIME_CONFIG } from '../services/runtime/config.ts';
 import type { ToolHookConfig } from '../services/runtime/config.ts';
 import type { ToolHookPort } from '../services/runtime/ports.ts';
@@ -50,7 +50,7 @@ function chain(config: Partial<ToolHookConfig>, answers: Parameters<typeof fakeP
 }
 
 const signal = new AbortController().signal;
-const fit = (output: string) => output.toUpperCase();
+const fit = async (output: string) => output.toUpperCase();
 
 describe('the before-hook chain', () => {
   it('asks each hook in order with a deadline, passing rewritten arguments on to the next', async () => {
@@ -137,7 +137,7 @@ describe('the after-hook chain', () => {
   it('turns an error result into a success when a hook says isError: false', async () => {
     const failedResult = { output: 'tool_failed: boom', error: { code: 'tool_failed', message: 'boom', retryable: false } };
     const { hooks, asked } = chain({ after: ['soften'] }, { after: { soften: ok({ v: 1, action: 'continue', output: 'nothing found', isError: false }) } });
-    expect(await hooks.after(call, failedResult, { signal, fit: (output) => output })).toEqual({ output: 'nothing found', rewrittenBy: ['soften'] });
+    expect(await hooks.after(call, failedResult, { signal, fit: async (output) => output })).toEqual({ output: 'nothing found', rewrittenBy: ['soften'] });
     expect(asked[0]?.request).toMatchObject({ isError: true, error: failedResult.error });
   });
 

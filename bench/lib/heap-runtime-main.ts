@@ -4,7 +4,7 @@ import { createProviderClient } from '../../src/bus/provider-client.ts';
 import { createToolClient } from '../../src/bus/tool-client.ts';
 import { createLogger } from '../../src/logging.ts';
 import { createCodec, createSubjects } from '../../src/protocol/index.ts';
-import { createScrubber } from '../../src/scrub.ts';
+import { createScrubber } from '../../src/scrub/index.ts';
 import { createTokenCounter } from '../../src/tokens.ts';
 import { DEFAULT_RUNTIME_CONFIG, createNodeId, startRuntime } from '../../services/runtime/index.ts';
 import type { RuntimeConfig } from '../../services/runtime/index.ts';

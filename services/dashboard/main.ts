@@ -1,13 +1,14 @@
 import { busOptionsFromEnv, connectBus, drainOnSignals } from '../../src/bus/connect.ts';
 import { ServiceInboxPrefix } from '../../src/bus/inbox.ts';
 import { createLogger } from '../../src/logging.ts';
+import { secretsFromEnv } from '../../src/scrub/index.ts';
 import { notifyReady } from '../../src/ready.ts';
 import { readDashboardConfig, startDashboardService } from './index.ts';
 
 // The dashboard as its own process. Env: NATS_URL, NATS_USER, NATS_PASSWORD (or NATS_TOKEN), NATS_CA/NATS_CERT/NATS_KEY (TLS),
 // AGENTBUS_INBOX_PREFIX (default _INBOX_dashboard), AGENTBUS_PREFIX,
 // AGENTBUS_DASHBOARD_PORT, AGENTBUS_DASHBOARD_HOST, AGENTBUS_DASHBOARD_TOKEN, LOG_LEVEL.
-const logger = createLogger({ name: 'dashboard', level: process.env.LOG_LEVEL ?? 'info' });
+const logger = createLogger({ name: 'dashboard', level: process.env.LOG_LEVEL ?? 'info', secrets: secretsFromEnv(process.env) });
 try {
   const config = readDashboardConfig(process.env);
   const nc = await connectBus({

@@ -3,6 +3,7 @@ import { ServiceInboxPrefix } from '../../src/bus/inbox.ts';
 import { startServiceHealth } from '../../src/bus/service-health.ts';
 import type { ServiceHealth } from '../../src/bus/service-health.ts';
 import { createLogger } from '../../src/logging.ts';
+import { secretsFromEnv } from '../../src/scrub/index.ts';
 import { notifyReady } from '../../src/ready.ts';
 import { createEmbedClient } from '../../src/bus/embed-client.ts';
 import { createCodec, createSubjects } from '../../src/protocol/index.ts';
@@ -12,7 +13,7 @@ import { MEMORY_SERVICE_NAME, startMemoryService } from './index.ts';
 // The memory service as its own process. Env: NATS_URL, NATS_USER, NATS_PASSWORD, NATS_CA/NATS_CERT/NATS_KEY (TLS),
 // AGENTBUS_INBOX_PREFIX (default _INBOX_memory), AGENTBUS_PREFIX, LOG_LEVEL, and
 // those of memoryConfigFromEnv (AGENTBUS_EMBED_PROVIDER, AGENTBUS_MEMORY_*).
-const logger = createLogger({ name: 'memory', level: process.env.LOG_LEVEL });
+const logger = createLogger({ name: 'memory', level: process.env.LOG_LEVEL, secrets: secretsFromEnv(process.env) });
 const config = memoryConfigFromEnv(process.env);
 const nc = await connectBus({
   servers: process.env.NATS_URL ?? 'nats://127.0.0.1:4222',

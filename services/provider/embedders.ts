@@ -1,7 +1,8 @@
 import { stopwords as englishStopwords } from '@orama/stopwords/english';
 import { AgentbusError, ErrorCode } from '../../src/errors.ts';
 import type { Logger } from '../../src/logging.ts';
-import { scrubSecrets, toProviderError } from './provider-errors.ts';
+import { toProviderError } from './provider-errors.ts';
+import { createScrubber } from '../../src/scrub/index.ts';
 import { DEFAULT_RETRY, retryDelay, sleep } from './resilience.ts';
 import type { RetryOptions } from './resilience.ts';
 import { OPENAI_SDK_ERRORS, createOpenAIClient } from './adapters/openai.ts';
@@ -51,11 +52,10 @@ export interface OpenAIEmbedderOptions {
  * OpenAI itself and every compatible server. The SDK's own retries are off; see {@link withEmbedRetries}.
  */
 export function createOpenAIEmbedder(options: OpenAIEmbedderOptions): EmbedAdapter {
-  const secrets = [options.apiKey];
-  const scrub = (text: string) => scrubSecrets(text, secrets);
+  const scrubber = createScrubber({ secrets: [options.apiKey], ...(options.logger ? { logger: options.logger } : {}) });
   const fallbackModel = options.defaultModel ?? defaultEmbedModel(options.name);
   const now = options.now ?? Date.now;
-  const client = createOpenAIClient(options, scrub);
+  const client = createOpenAIClient(options, scrubber);
   return {
     name: options.name,
     async embed(request, { signal }) {
@@ -67,7 +67,7 @@ export function createOpenAIEmbedder(options: OpenAIEmbedderOptions): EmbedAdapt
       try {
         response = await client.embeddings.create({ model, input: [...request.input], encoding_format: 'float' }, { signal });
       } catch (error) {
-        throw toProviderError(error, { provider: options.name, secrets, signal, classes: OPENAI_SDK_ERRORS, now: now(), beforeResponse: false });
+        throw await toProviderError(error, { provider: options.name, scrubber, signal, classes: OPENAI_SDK_ERRORS, now: now(), beforeResponse: false });
       }
       const vectors: number[][] = new Array(request.input.length);
       for (const item of response.data) {

@@ -10,6 +10,8 @@ import type { CancelAck, Codec, EmbedReply, GenerateRequest, Subjects } from '..
 import type { AdapterRequest, ProviderAdapter } from './adapter.ts';
 import type { EmbedAdapter } from './embedders.ts';
 import { createRefusalLog } from '../../src/refusal-log.ts';
+import { createScrubber } from '../../src/scrub/index.ts';
+import type { Scrubber } from '../../src/scrub/index.ts';
 import { createChunkWriter, isTerminalChunk } from './chunk-writer.ts';
 import type { ChunkWriter } from './chunk-writer.ts';
 
@@ -41,6 +43,11 @@ export interface ProviderHostOptions {
   readonly version?: string;
   /** Health figures for the `data` of the `$SRV.STATS` answer (see `startServiceHealth`). */
   readonly statsData?: () => Record<string, unknown>;
+  /**
+   * Scrubs the message of every error chunk an adapter's failure ends in, whichever adapter failed; default a
+   * scrubber with no configured secrets (the SDK adapters scrub their own key before this).
+   */
+  readonly scrubber?: Scrubber;
 }
 
 /** The provider service: serves every adapter's generate and cancel subjects. */
@@ -114,6 +121,7 @@ export function createProviderHost(options: ProviderHostOptions): ProviderHost {
   const refusals = createRefusalLog({ logger: options.logger, what: 'provider request refused' });
   const requestTimeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
   const stopGraceMs = options.stopGraceMs ?? 5_000;
+  const scrubber = options.scrubber ?? createScrubber({ logger: options.logger });
   const names = new Set<string>();
   for (const adapter of options.adapters) {
     if (names.has(adapter.name)) throw new InvalidInputError(`two adapters are named ${JSON.stringify(adapter.name)}`);
@@ -153,11 +161,12 @@ export function createProviderHost(options: ProviderHostOptions): ProviderHost {
       }
     } catch (error) {
       if (!writer.ended) {
-        const data: ErrorData = signal.aborted ? toErrorData(abortReason(signal)) : toErrorData(error);
-        if (data.code === ErrorCode.internal) logger.error({ err: error }, 'adapter failed');
-        else logger.info({ code: data.code, retryable: data.retryable }, 'provider request failed');
-        writer.fail(data);
-        failure = `${data.code}: ${data.message}`;
+        const raw: ErrorData = signal.aborted ? toErrorData(abortReason(signal)) : toErrorData(error);
+        if (raw.code === ErrorCode.internal) logger.error({ err: error }, 'adapter failed');
+        else logger.info({ code: raw.code, retryable: raw.retryable }, 'provider request failed');
+        const data = { ...raw, message: await scrubber.scrub(raw.message) };
+        // A timeout or stop may have ended the stream while the message was scrubbed; then it keeps that end.
+        if (writer.fail(data)) failure = `${data.code}: ${data.message}`;
       }
     } finally {
       clearTimeout(timer);

@@ -2,6 +2,7 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import { InvalidInputError } from '../../src/errors.ts';
 import type { Logger } from '../../src/logging.ts';
 import { createCodec, createSubjects } from '../../src/protocol/index.ts';
+import { createScrubber } from '../../src/scrub/index.ts';
 import type { ProviderAdapter } from './adapter.ts';
 import { createProviderAdapters } from './adapters/index.ts';
 import { describeProviderConfig } from './config.ts';
@@ -121,6 +122,7 @@ export async function startProviderService(options: ProviderServiceOptions): Pro
     embedders: [...embedders.values()],
     ...(options.requestTimeoutMs === undefined ? {} : { requestTimeoutMs: options.requestTimeoutMs }),
     ...(options.statsData ? { statsData: options.statsData } : {}),
+    scrubber: createScrubber({ secrets: (options.config?.providers ?? []).map((settings) => settings.apiKey), logger }),
   });
   await host.start();
   return { providers: adapters.map((adapter) => adapter.name), id: host.id, stop: () => host.stop() };

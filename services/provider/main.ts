@@ -1,6 +1,7 @@
 import { busOptionsFromEnv, connectBus, drainOnSignals } from '../../src/bus/connect.ts';
 import { ServiceInboxPrefix } from '../../src/bus/inbox.ts';
 import { createLogger } from '../../src/logging.ts';
+import { secretsFromEnv } from '../../src/scrub/index.ts';
 import { notifyReady } from '../../src/ready.ts';
 import { startServiceHealth } from '../../src/bus/service-health.ts';
 import type { ServiceHealth } from '../../src/bus/service-health.ts';
@@ -10,7 +11,7 @@ import { PROVIDER_SERVICE_NAME, loadProviderConfig, startProviderService } from 
 // AGENTBUS_INBOX_PREFIX (default _INBOX_provider), AGENTBUS_PREFIX, AGENTBUS_SCRIPT, LOG_LEVEL,
 // and the provider configuration: AGENTBUS_CONFIG, OPENAI_API_KEY, OPENAI_BASE_URL, ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL,
 // OLLAMA_HOST, AGENTBUS_MODEL, AGENTBUS_EMBED_MODEL (see docs/providers.md).
-const logger = createLogger({ name: 'provider', level: process.env.LOG_LEVEL });
+const logger = createLogger({ name: 'provider', level: process.env.LOG_LEVEL, secrets: secretsFromEnv(process.env) });
 const nc = await connectBus({
   servers: process.env.NATS_URL ?? 'nats://127.0.0.1:4222',
   name: 'agentbus-provider',

@@ -1,4 +1,5 @@
 import { ErrorCode, ProviderError } from '../../src/errors.ts';
+import type { Scrubber } from '../../src/scrub/index.ts';
 
 /**
  * Error codes of provider failures, as they cross the bus in `error` and `retry` chunks. Codes the
@@ -40,28 +41,6 @@ export class RetryAfterProviderError extends ProviderError {
 /** The server's wait hint in milliseconds, or undefined. */
 export function retryAfterOf(error: unknown): number | undefined {
   return error instanceof RetryAfterProviderError ? error.retryAfterMs : undefined;
-}
-
-const REDACTED = '[redacted]';
-/** Shapes of well-known API keys, also in the masked form some APIs echo back (`sk-abc***xyz`). */
-const KEY_SHAPES = [/\b(?:sk|pk|rk)-[A-Za-z0-9_*\-.]{6,}/g, /\bBearer\s+[^\s"',]+/gi, /\bx-api-key:\s*[^\s"',]+/gi];
-
-/**
- * Removes secrets from a text: each given secret verbatim, and anything shaped like an API key or a
- * bearer token. Used on every message that leaves an adapter.
- */
-export function scrubSecrets(text: string, secrets: readonly (string | undefined)[]): string {
-  let result = text;
-  for (const secret of secrets) {
-    if (secret !== undefined && secret.length >= 4) result = result.split(secret).join(REDACTED);
-  }
-  for (const shape of KEY_SHAPES) result = result.replace(shape, REDACTED);
-  return result;
-}
-
-/** True when `text` holds a secret verbatim. */
-function containsSecret(text: string, secrets: readonly (string | undefined)[]): boolean {
-  return secrets.some((secret) => secret !== undefined && secret.length >= 4 && text.includes(secret));
 }
 
 /** The error classes of an SDK built by Stainless (openai, @anthropic-ai/sdk): same shape, different classes. */
@@ -119,64 +98,65 @@ function classify(status: number | undefined, type: string | undefined, detailCo
 
 /**
  * Maps an error thrown by an SDK call to a {@link ProviderError}: status, code and `retryable` from
- * the HTTP status and error body, `retry-after` kept, message scrubbed of the API key. An abort
+ * the HTTP status and error body, `retry-after` kept, message scrubbed by `scrubber`'s full pass (the
+ * adapter's API key, and every secret secretlint or the fast pass finds). An abort
  * rethrows the signal's reason. Errors that are not SDK errors (a socket cut while reading the body,
  * malformed SSE) become `stream_interrupted`, retryable; with `beforeResponse` (the call that opens a
  * stream failed) they become `connection_failed`: nothing streamed, so it is no stream failure and the
  * stream fallback leaves it to the retry layer.
  */
-export function toProviderError(
+export async function toProviderError(
   error: unknown,
   context: {
     provider: string;
-    secrets: readonly (string | undefined)[];
+    scrubber: Scrubber;
     signal: AbortSignal;
     classes: SdkErrorClasses;
     now: number;
     beforeResponse?: boolean;
   },
-): Error {
-  const { provider, secrets, signal, classes } = context;
+): Promise<Error> {
+  const { provider, scrubber, signal, classes } = context;
   if (signal.aborted) return signalReason(signal);
   if (error instanceof ProviderError) return error;
-  const scrub = (text: string) => scrubSecrets(text, secrets);
-  // The SDK error is kept as the cause only when it holds no secret, so a logged cause cannot leak one.
-  const causeOf = (candidate: unknown) => {
+  const scrub = (text: string) => scrubber.scrub(text);
+  // The SDK error is kept as the cause only when scrubbing finds nothing in it, so a logged cause cannot leak a secret.
+  const causeOf = async (candidate: unknown) => {
     if (!(candidate instanceof Error)) return undefined;
     const text = `${candidate.message}\n${candidate.stack ?? ''}\n${safeStringify((candidate as { error?: unknown }).error)}`;
-    return containsSecret(text, secrets) ? undefined : candidate;
+    return (await scrubber.scrub(text)) === text ? candidate : undefined;
   };
   if (error instanceof classes.APIUserAbortError) {
-    return new ProviderError(ErrorCode.cancelled, `${provider}: request aborted`, { provider, cause: causeOf(error) });
+    return new ProviderError(ErrorCode.cancelled, `${provider}: request aborted`, { provider, cause: await causeOf(error) });
   }
   if (error instanceof classes.APIConnectionTimeoutError) {
-    return new ProviderError(ProviderErrorCode.timeout, `${provider}: request timed out`, { provider, retryable: true, cause: causeOf(error) });
+    return new ProviderError(ProviderErrorCode.timeout, `${provider}: request timed out`, { provider, retryable: true, cause: await causeOf(error) });
   }
   if (error instanceof classes.APIConnectionError) {
     const detail = error.cause instanceof Error ? `: ${error.cause.message}` : '';
-    return new ProviderError(ProviderErrorCode.connectionFailed, scrub(`${provider}: connection failed${detail}`), {
+    return new ProviderError(ProviderErrorCode.connectionFailed, await scrub(`${provider}: connection failed${detail}`), {
       provider,
       retryable: true,
-      cause: causeOf(error),
+      cause: await causeOf(error),
     });
   }
   if (error instanceof classes.APIError) {
     const fields = bodyFields(error.error);
     const { code, retryable } = classify(error.status, fields.type, fields.detailCode);
     const status = error.status;
-    const message = scrub(`${provider}: ${error.message}`);
+    const message = await scrub(`${provider}: ${error.message}`);
     const retryAfterMs = parseRetryAfter(error.headers, context.now);
-    const options = { provider, retryable, cause: causeOf(error), ...(status === undefined ? {} : { status }) };
+    const options = { provider, retryable, cause: await causeOf(error), ...(status === undefined ? {} : { status }) };
     return retryAfterMs === undefined
       ? new ProviderError(code, message, options)
       : new RetryAfterProviderError(code, message, { ...options, retryAfterMs });
   }
   const message = error instanceof Error ? error.message : String(error);
   const code = context.beforeResponse ? ProviderErrorCode.connectionFailed : ProviderErrorCode.streamInterrupted;
-  return new ProviderError(code, scrub(`${provider}: stream failed: ${message}`), {
+  return new ProviderError(code, await scrub(`${provider}: stream failed: ${message}`), {
     provider,
     retryable: true,
-    cause: causeOf(error),
+    cause: await causeOf(error),
   });
 }
 

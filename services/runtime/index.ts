@@ -8,7 +8,8 @@ import { createHookClient } from '../../src/bus/hook-client.ts';
 import { createToolClient } from '../../src/bus/tool-client.ts';
 import type { Logger } from '../../src/logging.ts';
 import { createCodec, createSubjects } from '../../src/protocol/index.ts';
-import { createScrubber } from '../../src/scrub.ts';
+import { createScrubber } from '../../src/scrub/index.ts';
+import type { Scrubber } from '../../src/scrub/index.ts';
 import { createTokenCounter } from '../../src/tokens.ts';
 import type { TokenCounter } from '../../src/tokens.ts';
 import { DEFAULT_ADMISSION_LIMITS } from './admission.ts';
@@ -41,6 +42,8 @@ export interface RuntimeServiceOptions {
   readonly config?: Partial<RuntimeConfig>;
   /** Share one token counter between runtimes of a process (loading an encoding costs memory). */
   readonly tokens?: TokenCounter;
+  /** Scrubs tool output before it is logged; default a scrubber with no configured secrets. */
+  readonly scrubber?: Scrubber;
   /**
    * The node's connection cannot serve and a forced reconnect did not help. A process exits here (non-zero,
    * so `agentbus up` or another supervisor starts it anew); by default it is only logged.
@@ -75,6 +78,9 @@ export async function startRuntimeService(options: RuntimeServiceOptions): Promi
   // Loading the encoding and compiling the encoder hold the event loop for about half a second: now, not in
   // the first turn's Preparing.
   tokens.warmUp?.();
+  // The scrubber's rules compile on first use too; the first tool output must not pay for it.
+  const scrubber = options.scrubber ?? createScrubber({ logger });
+  await scrubber.warmUp();
   let runtime: Runtime | undefined;
   const health = startNodeHealth({
     nc,
@@ -98,7 +104,7 @@ export async function startRuntimeService(options: RuntimeServiceOptions): Promi
         : {}),
       memory: createMemoryPort(createMemoryClient({ nc, codec, prefix: config.prefix }), () => Date.now()),
       tokens,
-      scrubber: createScrubber(),
+      scrubber,
       newId: () => nuid.next(),
       now: () => Date.now(),
       onHandled: health.record,

@@ -2,12 +2,14 @@ import { busOptionsFromEnv, connectBus, drainOnSignals } from '../../src/bus/con
 import { ServiceInboxPrefix } from '../../src/bus/inbox.ts';
 import { createLogger } from '../../src/logging.ts';
 import { notifyReady } from '../../src/ready.ts';
+import { createScrubber, secretsFromEnv } from '../../src/scrub/index.ts';
 import { runtimeConfigFromEnv, startRuntimeService } from './index.ts';
 
 // The runtime service as its own process. Env: NATS_URL (servers comma-separated), NATS_USER, NATS_PASSWORD,
 // NATS_CA/NATS_CERT/NATS_KEY (TLS), AGENTBUS_INBOX_PREFIX (default _INBOX_runtime), AGENTBUS_PREFIX, AGENTBUS_MODEL,
 // AGENTBUS_MAX_STEPS, AGENTBUS_NODE_ID, AGENTBUS_LEASE_TTL_MS, AGENTBUS_REPLICAS, LOG_LEVEL (and the rest of runtimeConfigFromEnv).
-const logger = createLogger({ name: 'runtime', level: process.env.LOG_LEVEL });
+const secrets = secretsFromEnv(process.env);
+const logger = createLogger({ name: 'runtime', level: process.env.LOG_LEVEL, secrets });
 const nc = await connectBus({
   servers: process.env.NATS_URL ?? 'nats://127.0.0.1:4222',
   name: 'agentbus-runtime',
@@ -19,6 +21,7 @@ try {
     nc,
     logger,
     config: runtimeConfigFromEnv(process.env),
+    scrubber: createScrubber({ secrets, logger }),
     // Alive but deaf helps no one: exit, and `agentbus up` (or the container's restart policy) starts a new node.
     onUnrecoverable: (reason) => {
       logger.fatal({ reason }, 'runtime node cannot serve; exiting');

@@ -18,7 +18,7 @@ import {
   streamNames,
 } from '../../src/protocol/index.ts';
 import type { Codec, CommandReply, DeleteReply, PromptReply, ToolSpec } from '../../src/protocol/index.ts';
-import type { Scrubber } from '../../src/scrub.ts';
+import type { Scrubber } from '../../src/scrub/index.ts';
 import type { TokenCounter } from '../../src/tokens.ts';
 import type { RuntimeConfig } from './config.ts';
 import { createRefusalLog } from '../../src/refusal-log.ts';

@@ -1,5 +1,5 @@
 import type { Logger } from '../../src/logging.ts';
-import type { Scrubber } from '../../src/scrub.ts';
+import type { Scrubber } from '../../src/scrub/index.ts';
 import type { TokenCounter } from '../../src/tokens.ts';
 import type { ToolSpec } from '../../src/protocol/index.ts';
 import type { RuntimeConfig } from './config.ts';

@@ -34,7 +34,7 @@ export async function callToolWithRecovery(
     services.live.publish(LiveEventType.toolProgress, { tenant, sessionId, turnId: scope.turnId, step: scope.step }, {
       toolCallId: scope.toolCallId,
       name: request.name,
-      message: services.scrubber.scrub(event.message ?? ''),
+      message: services.scrubber.scrubSync(event.message ?? ''),
       ...(event.progress === undefined ? {} : { progress: event.progress }),
       ...(event.total === undefined ? {} : { total: event.total }),
     });

@@ -2,6 +2,7 @@ import type { ExecuteToolsInput, PlannedCall } from '../../machines/index.ts';
 import type { ToolInfo } from './ports.ts';
 import type { SessionServices } from './session-services.ts';
 import type { HookedCall, HookedResult } from './tool-hooks.ts';
+import { toolOutputForLog } from './tool-output.ts';
 
 /** What the before-hooks decided for one call of `runTool`. */
 export interface CallHooks {
@@ -62,9 +63,6 @@ export async function runAfterHooks(services: Pick<SessionServices, 'hooks' | 's
 }
 
 /** Scrubs an output and cuts it to `maxToolOutputChars`, as `runTool` does with every tool's. */
-export function fitToolOutput(services: Pick<SessionServices, 'scrubber' | 'config'>, output: string): string {
-  const { maxToolOutputChars } = services.config;
-  const scrubbed = services.scrubber.scrub(output);
-  if (scrubbed.length <= maxToolOutputChars) return scrubbed;
-  return `${scrubbed.slice(0, maxToolOutputChars)}\n[output truncated at ${maxToolOutputChars} characters]`;
+export function fitToolOutput(services: Pick<SessionServices, 'scrubber' | 'config'>, output: string): Promise<string> {
+  return toolOutputForLog(output, { scrubber: services.scrubber, maxChars: services.config.maxToolOutputChars });
 }

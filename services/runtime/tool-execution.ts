@@ -47,7 +47,11 @@ async function runTool(services: SessionServices, input: ExecuteToolsInput, call
     );
     settled = reply.ok ? { output: typeof reply.output === 'string' ? reply.output : JSON.stringify(reply.output ?? null) } : failed(reply.error);
   }
-  settled = { ...settled, output: fitToolOutput(services, settled.output) };
+  // A tool's error message is tool output too: it reaches the log and the model.
+  settled = {
+    output: await fitToolOutput(services, settled.output),
+    ...(settled.error ? { error: { ...settled.error, message: await fitToolOutput(services, settled.error.message) } } : {}),
+  };
   const { output, error, logged } = await runAfterHooks(services, hooked, settled, signal);
   const result = { toolCallId: call.id, name: call.name, output, isError: error !== undefined, durationMs: services.now() - started, ...logged };
   // After a cancel, finishTurn closes the call; a late result must not be appended too. Results that

@@ -40,7 +40,7 @@ export interface ToolHooks {
    * runtime's limit before the next hook (or the model) sees it. A failure under `onError: block` withholds the
    * result: it becomes a `hook_failed` error and the chain stops.
    */
-  after(call: HookedCall, result: HookedResult, options: { signal: AbortSignal; fit: (output: string) => string }): Promise<AfterHooksOutcome>;
+  after(call: HookedCall, result: HookedResult, options: { signal: AbortSignal; fit: (output: string) => Promise<string> }): Promise<AfterHooksOutcome>;
 }
 
 /** Options of {@link createToolHooks}. */
@@ -113,7 +113,7 @@ export function createToolHooks(options: ToolHooksOptions): ToolHooks {
         const reply = answer.reply;
         let changed = false;
         if (reply.output !== undefined) {
-          output = fit(reply.output);
+          output = await fit(reply.output);
           changed = true;
         }
         if (reply.isError !== undefined && reply.isError !== (error !== undefined)) {

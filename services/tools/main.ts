@@ -1,6 +1,7 @@
 import { busOptionsFromEnv, connectBus, drainOnSignals } from '../../src/bus/connect.ts';
 import { ServiceInboxPrefix } from '../../src/bus/inbox.ts';
 import { createLogger } from '../../src/logging.ts';
+import { secretsFromEnv } from '../../src/scrub/index.ts';
 import { startServiceHealth } from '../../src/bus/service-health.ts';
 import type { ServiceHealth } from '../../src/bus/service-health.ts';
 import { notifyReady } from '../../src/ready.ts';
@@ -9,7 +10,7 @@ import { startToolsService } from './index.ts';
 
 /** Runs the tools service as its own process: config from the environment, drains on SIGTERM/SIGINT. */
 async function main(): Promise<void> {
-  const logger = createLogger({ name: 'tools', level: process.env['LOG_LEVEL'] ?? 'info' });
+  const logger = createLogger({ name: 'tools', level: process.env['LOG_LEVEL'] ?? 'info', secrets: secretsFromEnv(process.env) });
   const nc = await connectBus({
     servers: process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222',
     name: 'agentbus-tools',

@@ -2,6 +2,7 @@ import { basename, extname } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { DestinationStream } from 'pino';
 import { createLogger } from '../logging.ts';
+import { secretsFromEnv } from '../scrub/index.ts';
 import { createCodec, createSubjects } from '../protocol/index.ts';
 import { DEFAULT_TOOL_SERVICE_NAME, createToolWorker } from '../tool-sdk/index.ts';
 import { findBus } from './bus-target.ts';
@@ -66,7 +67,7 @@ export async function runWorker(argv: string[], context: CliContext): Promise<nu
   const target = await findBus(context, options.nats);
   if (target.kind === 'none') throw new UsageError('no bus to serve on: pass --nats URL, set NATS_URL, or start a stack here with `npx agentbus up`');
   const serviceName = options.name ?? serviceNameOf(options.module);
-  const logger = createLogger({ name: 'worker', level: context.env.LOG_LEVEL ?? 'warn', destination: context.stderr as DestinationStream });
+  const logger = createLogger({ name: 'worker', level: context.env.LOG_LEVEL ?? 'warn', destination: context.stderr as DestinationStream, secrets: secretsFromEnv(context.env) });
   const nc = await connectCli(target.url, `agentbus-worker-${serviceName}`, context.env);
   const worker = createToolWorker({
     nc,

@@ -2,7 +2,7 @@ import { pino } from 'pino';
 import { fromPromise } from 'xstate';
 import type { SessionLog } from '../../src/bus/session-log.ts';
 import { createEnvelopeFactory, ZERO_USAGE } from '../../src/protocol/index.ts';
-import { createScrubber } from '../../src/scrub.ts';
+import { createScrubber } from '../../src/scrub/index.ts';
 import { createTokenCounter } from '../../src/tokens.ts';
 import { sessionMachine } from '../../machines/index.ts';
 import type { FinishTurnInput, TurnOutput } from '../../machines/index.ts';

@@ -10,7 +10,8 @@ import { ProviderError } from '../../../src/errors.ts';
 import type { Logger } from '../../../src/logging.ts';
 import type { ChatMessage, ChunkBody, ToolSpec } from '../../../src/protocol/index.ts';
 import type { AdapterRequest, ProviderAdapter } from '../adapter.ts';
-import { ProviderErrorCode, scrubSecrets, signalReason, toProviderError } from '../provider-errors.ts';
+import { ProviderErrorCode, signalReason, toProviderError } from '../provider-errors.ts';
+import { createScrubber } from '../../../src/scrub/index.ts';
 import { DEFAULT_TIMEOUT_MS, FinishReason, bridgeSdkLogger, createStreamingAdapter, parseToolArguments } from './shared.ts';
 
 /** The default base URL of the Anthropic API. */
@@ -59,21 +60,20 @@ const SDK_ERRORS = { APIError, APIUserAbortError, APIConnectionError, APIConnect
 export function createAnthropicAdapter(options: AnthropicAdapterOptions): ProviderAdapter {
   const name = options.name ?? 'anthropic';
   const now = options.now ?? Date.now;
-  const secrets = [options.apiKey];
-  const scrub = (text: string) => scrubSecrets(text, secrets);
+  const scrubber = createScrubber({ secrets: [options.apiKey], ...(options.logger ? { logger: options.logger } : {}) });
   const client = new Anthropic({
     apiKey: options.apiKey,
     baseURL: options.baseURL ?? ANTHROPIC_BASE_URL,
     maxRetries: 0,
     // An explicit timeout also keeps the SDK from refusing large non-streaming fallback calls.
     timeout: options.timeoutMs ?? DEFAULT_TIMEOUT_MS,
-    logger: bridgeSdkLogger(options.logger, scrub),
+    logger: bridgeSdkLogger(options.logger, scrubber),
     logLevel: 'warn',
     ...(options.defaultHeaders ? { defaultHeaders: { ...options.defaultHeaders } } : {}),
   });
 
   const mapError = (error: unknown, signal: AbortSignal, { beforeResponse = false } = {}) =>
-    toProviderError(error, { provider: name, secrets, signal, classes: SDK_ERRORS, now: now(), beforeResponse });
+    toProviderError(error, { provider: name, scrubber, signal, classes: SDK_ERRORS, now: now(), beforeResponse });
 
   function params(request: AdapterRequest): MessageCreateParamsBase {
     const { system, messages } = toAnthropicMessages(request.messages);
@@ -91,8 +91,8 @@ export function createAnthropicAdapter(options: AnthropicAdapterOptions): Provid
   }
 
   async function* stream(request: AdapterRequest, signal: AbortSignal): AsyncGenerator<ChunkBody, void, undefined> {
-    const response = await client.messages.create({ ...params(request), stream: true }, { signal }).catch((error: unknown) => {
-      throw mapError(error, signal, { beforeResponse: true });
+    const response = await client.messages.create({ ...params(request), stream: true }, { signal }).catch(async (error: unknown) => {
+      throw await mapError(error, signal, { beforeResponse: true });
     });
     const blocks = new Map<number, { id: string; name: string; json: string }>();
     let inputTokens = 0;
@@ -149,7 +149,7 @@ export function createAnthropicAdapter(options: AnthropicAdapterOptions): Provid
         }
       }
     } catch (error) {
-      throw mapError(error, signal);
+      throw await mapError(error, signal);
     }
     if (signal.aborted) throw signalReason(signal);
     if (!stopped) {
@@ -164,7 +164,7 @@ export function createAnthropicAdapter(options: AnthropicAdapterOptions): Provid
     try {
       message = await client.messages.create({ ...params(request), stream: false }, { signal });
     } catch (error) {
-      throw mapError(error, signal);
+      throw await mapError(error, signal);
     }
     const chunks: ChunkBody[] = [];
     for (const block of message.content) {

@@ -8,7 +8,9 @@ import type {
 import type { Logger } from '../../../src/logging.ts';
 import type { ChatMessage, ChunkBody, ToolSpec, Usage } from '../../../src/protocol/index.ts';
 import type { AdapterRequest, ProviderAdapter } from '../adapter.ts';
-import { ProviderErrorCode, scrubSecrets, signalReason, toProviderError } from '../provider-errors.ts';
+import { ProviderErrorCode, signalReason, toProviderError } from '../provider-errors.ts';
+import { createScrubber } from '../../../src/scrub/index.ts';
+import type { Scrubber } from '../../../src/scrub/index.ts';
 import { ProviderError } from '../../../src/errors.ts';
 import { DEFAULT_TIMEOUT_MS, FinishReason, bridgeSdkLogger, createStreamingAdapter, parseToolArguments } from './shared.ts';
 
@@ -42,11 +44,11 @@ export const OPENAI_SDK_ERRORS = { APIError, APIUserAbortError, APIConnectionErr
 /**
  * The official SDK's client as every OpenAI-compatible caller here makes it: no retries of its own (the
  * caller retries), no organization or project from the environment, the SDK's log lines through `logger`
- * with `scrub` applied.
+ * with `scrubber`'s fast pass applied.
  */
 export function createOpenAIClient(
   options: Pick<OpenAIAdapterOptions, 'apiKey' | 'baseURL' | 'defaultHeaders' | 'logger' | 'timeoutMs'>,
-  scrub: (text: string) => string,
+  scrubber: Pick<Scrubber, 'scrubSync'>,
 ): OpenAI {
   return new OpenAI({
     // Local servers ignore the key, but the SDK refuses to start without one.
@@ -56,7 +58,7 @@ export function createOpenAIClient(
     project: null,
     maxRetries: 0,
     timeout: options.timeoutMs ?? DEFAULT_TIMEOUT_MS,
-    logger: bridgeSdkLogger(options.logger, scrub),
+    logger: bridgeSdkLogger(options.logger, scrubber),
     logLevel: 'warn',
     ...(options.defaultHeaders ? { defaultHeaders: { ...options.defaultHeaders } } : {}),
   });
@@ -76,13 +78,12 @@ export function createOpenAIClient(
 export function createOpenAIAdapter(options: OpenAIAdapterOptions = {}): ProviderAdapter {
   const name = options.name ?? 'openai';
   const now = options.now ?? Date.now;
-  const secrets = [options.apiKey];
-  const scrub = (text: string) => scrubSecrets(text, secrets);
+  const scrubber = createScrubber({ secrets: [options.apiKey], ...(options.logger ? { logger: options.logger } : {}) });
   const maxTokensField = options.maxTokensField ?? (name === 'openai' ? 'max_completion_tokens' : 'max_tokens');
-  const client = createOpenAIClient(options, scrub);
+  const client = createOpenAIClient(options, scrubber);
 
   const mapError = (error: unknown, signal: AbortSignal, { beforeResponse = false } = {}) =>
-    toProviderError(error, { provider: name, secrets, signal, classes: OPENAI_SDK_ERRORS, now: now(), beforeResponse });
+    toProviderError(error, { provider: name, scrubber, signal, classes: OPENAI_SDK_ERRORS, now: now(), beforeResponse });
 
   function params(request: AdapterRequest): ChatCompletionCreateParamsBase {
     const body: ChatCompletionCreateParamsBase = { model: request.model, messages: toOpenAIMessages(request.messages) };
@@ -95,8 +96,8 @@ export function createOpenAIAdapter(options: OpenAIAdapterOptions = {}): Provide
   async function* stream(request: AdapterRequest, signal: AbortSignal): AsyncGenerator<ChunkBody, void, undefined> {
     const body = { ...params(request), stream: true as const };
     if (options.streamUsage !== false) body.stream_options = { include_usage: true };
-    const response = await client.chat.completions.create(body, { signal }).catch((error: unknown) => {
-      throw mapError(error, signal, { beforeResponse: true });
+    const response = await client.chat.completions.create(body, { signal }).catch(async (error: unknown) => {
+      throw await mapError(error, signal, { beforeResponse: true });
     });
     const calls = new Map<number, { id: string; name: string; arguments: string }>();
     let usage: Usage | undefined;
@@ -118,7 +119,7 @@ export function createOpenAIAdapter(options: OpenAIAdapterOptions = {}): Provide
         if (choice.finish_reason) finishReason = choice.finish_reason;
       }
     } catch (error) {
-      throw mapError(error, signal);
+      throw await mapError(error, signal);
     }
     // The SDK ends the iteration quietly when its request is aborted.
     if (signal.aborted) throw signalReason(signal);
@@ -136,7 +137,7 @@ export function createOpenAIAdapter(options: OpenAIAdapterOptions = {}): Provide
     try {
       completion = await client.chat.completions.create({ ...params(request), stream: false }, { signal });
     } catch (error) {
-      throw mapError(error, signal);
+      throw await mapError(error, signal);
     }
     const choice = completion.choices?.[0];
     if (!choice) throw new ProviderError(ProviderErrorCode.invalidResponse, `${name}: completion without choices`, { provider: name });

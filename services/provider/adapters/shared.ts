@@ -1,5 +1,6 @@
 import type { Logger } from '../../../src/logging.ts';
 import { INVALID_ARGUMENTS_KEY } from '../../../src/protocol/index.ts';
+import type { Scrubber } from '../../../src/scrub/index.ts';
 import type { ChunkBody } from '../../../src/protocol/index.ts';
 import type { AdapterRequest, ProviderAdapter } from '../adapter.ts';
 import { streamWithFallback } from '../fallback-stream.ts';
@@ -39,15 +40,16 @@ export interface SdkLogger {
 }
 
 /**
- * Routes an SDK's own log lines to our pino logger: the message only, scrubbed, at warn or below. The
- * SDKs' extra arguments (request details, raw SSE) are dropped so nothing unscrubbed reaches a log.
+ * Routes an SDK's own log lines to our pino logger: the message only, scrubbed by the adapter's scrubber
+ * (whose configured secret is the adapter's key; the SDK calls synchronously, so its fast pass), at warn or
+ * below. The SDKs' extra arguments (request details, raw SSE) are dropped so nothing unscrubbed reaches a log.
  */
 export function bridgeSdkLogger(
   logger: { warn(object: object, message: string): void; debug(object: object, message: string): void } | undefined,
-  scrub: (text: string) => string,
+  scrubber: Pick<Scrubber, 'scrubSync'>,
 ): SdkLogger {
-  const warn = (message: string) => logger?.warn({ source: 'sdk' }, scrub(message));
-  const debug = (message: string) => logger?.debug({ source: 'sdk' }, scrub(message));
+  const warn = (message: string) => logger?.warn({ source: 'sdk' }, scrubber.scrubSync(message));
+  const debug = (message: string) => logger?.debug({ source: 'sdk' }, scrubber.scrubSync(message));
   return { error: warn, warn, info: debug, debug };
 }
 

@@ -1,0 +1,79 @@
+import { FindingPriority } from './findings.ts';
+import type { Finding } from './findings.ts';
+
+/**
+ * A few critical shapes, checked synchronously on every text, log lines included (secretlint's rules run
+ * only in the asynchronous full pass). `group` names the capture group that is the secret, when only part
+ * of the match is. `trigger` is a literal every match holds: one scan for all triggers lets a text with
+ * none skip the patterns (most log lines). No pattern matches a `"`, so a JSON log line stays JSON.
+ */
+interface SecretPattern {
+  readonly rule: string;
+  readonly trigger: RegExp;
+  readonly pattern: RegExp;
+  readonly group?: number;
+}
+
+// Left edge of a prefixed token: not in the middle of a word.
+const EDGE = String.raw`(?<![A-Za-z0-9_])`;
+// Right edge of a fixed-length token.
+const END = String.raw`(?![A-Za-z0-9_])`;
+
+const SECRET_PATTERNS: readonly SecretPattern[] = [
+  // Through its END line, or to the end of the text (or of the JSON string) when it was cut.
+  { rule: 'private-key', trigger: /-----BEGIN/, pattern: /-----BEGIN[A-Z0-9 ]{0,40} PRIVATE KEY(?: BLOCK)?-----[^"]*?(?:-----END[A-Z0-9 ]{0,40} PRIVATE KEY(?: BLOCK)?-----|(?="|$))/g },
+  { rule: 'jwt', trigger: /eyJ/, pattern: new RegExp(String.raw`${EDGE}eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]*`, 'g') },
+  { rule: 'github', trigger: /gh[pousr]_|github_pat_/, pattern: new RegExp(String.raw`${EDGE}(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})${END}`, 'g') },
+  { rule: 'gitlab', trigger: /gl(?:pat|dt|rt|ptt|cbt|oas)-/, pattern: new RegExp(String.raw`${EDGE}gl(?:pat|dt|rt|ptt|cbt|oas)-[A-Za-z0-9_-]{20,}`, 'g') },
+  { rule: 'slack', trigger: /xox[abposre]-/, pattern: new RegExp(String.raw`${EDGE}xox[abposre]-[A-Za-z0-9-]{10,}`, 'g') },
+  { rule: 'stripe', trigger: /k_(?:live|test)_|whsec_/, pattern: new RegExp(String.raw`${EDGE}(?:[rs]k_(?:live|test)|whsec)_[A-Za-z0-9]{16,}`, 'g') },
+  { rule: 'npm', trigger: /npm_/, pattern: new RegExp(String.raw`${EDGE}npm_[A-Za-z0-9]{36}${END}`, 'g') },
+  // OpenAI, Anthropic and their look-alikes, also masked as some APIs echo them (`sk-proj-****abcd`).
+  { rule: 'api-key', trigger: /sk-/, pattern: new RegExp(String.raw`${EDGE}sk-[A-Za-z0-9_*.-]{15,}[A-Za-z0-9_*]`, 'g') },
+  { rule: 'aws', trigger: /A(?:KIA|SIA|GPA|IDA|ROA|IPA|NPA|NVA|3T)/, pattern: new RegExp(String.raw`${EDGE}(?:AKIA|ASIA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|A3T[A-Z0-9])[A-Z0-9]{16}${END}`, 'g') },
+  { rule: 'google-api-key', trigger: /AIza/, pattern: new RegExp(String.raw`${EDGE}AIza[0-9A-Za-z_-]{35}${END}`, 'g') },
+  // The credential of an Authorization header; a plain word after "Bearer" or "Basic" is prose.
+  { rule: 'authorization', trigger: /Bearer|BEARER|bearer|Basic|BASIC|basic/, pattern: /\b(?:Bearer|BEARER|bearer|Basic|BASIC|basic)\s+(?![A-Za-z][a-z]+\b)([A-Za-z0-9._~+/=-]{8,})/dg, group: 1 },
+  // The password of `scheme://user:password@host`.
+  { rule: 'url-credentials', trigger: /:\/\//, pattern: /:\/\/[^\s:/?#@"'<>]*:([^\s/?#@"'<>]+)@/dg, group: 1 },
+];
+
+/**
+ * `key = value` where the key ends in a secret's name (`API_KEY`, `apiKey`, `client_secret`, `password`,
+ * `GITHUB_TOKEN`, `x-api-key`, …; not `max_tokens` or `secretName`): the value is redacted. A quoted value
+ * of 4 characters or more counts; an unquoted one counts from 6 characters when it holds a digit or a
+ * symbol other than `.`, `_` and `$`, so code such as `apiKey = process.env.OPENAI_API_KEY` is kept.
+ * Placeholders (`${…}`, `<…>`, `***`) and earlier markers are kept too.
+ */
+const ASSIGNMENT =
+  /(?:api[_-]?key|secret|passw(?:or)?d|token|private[_-]?key|access[_-]?key)["']?\s*(?::=|=>|[:=])\s*(?!["']?(?:\[REDACTED|\[redacted|\$\{|<|\*\*\*))(?:"((?:[^"\\\n]|\\.){4,1000})"|'([^'\n]{4,1000})'|([^\s"'`,;&(){}[\]<>]{6,}))/dgi;
+const CODE_REFERENCE = /^[A-Za-z_.$]+$/;
+
+const ANY_TRIGGER = new RegExp(SECRET_PATTERNS.map(({ trigger }) => trigger.source).join('|'));
+
+/** The critical patterns' findings in `text`. */
+export function findPatterns(text: string): Finding[] {
+  const findings: Finding[] = [];
+  if (!ANY_TRIGGER.test(text)) return findings;
+  for (const { rule, trigger, pattern, group } of SECRET_PATTERNS) {
+    if (!trigger.test(text)) continue;
+    for (const match of text.matchAll(pattern)) {
+      const [start, end] = group === undefined ? [match.index, match.index + match[0].length] : (match.indices?.[group] ?? [0, 0]);
+      if (end > start) findings.push({ start, end, rule, priority: FindingPriority.pattern });
+    }
+  }
+  return findings;
+}
+
+/** The values of secret-named assignments in `text`. */
+export function findAssignments(text: string): Finding[] {
+  const findings: Finding[] = [];
+  for (const match of text.matchAll(ASSIGNMENT)) {
+    const group = match[1] !== undefined ? 1 : match[2] !== undefined ? 2 : 3;
+    const span = match.indices?.[group];
+    if (!span) continue;
+    if (group === 3 && CODE_REFERENCE.test(match[3] ?? '')) continue;
+    findings.push({ start: span[0], end: span[1], rule: 'secret-assignment', priority: FindingPriority.assignment });
+  }
+  return findings;
+}

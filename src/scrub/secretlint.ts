@@ -1,0 +1,57 @@
+import { lintSource } from '@secretlint/core';
+import { secretLintProfiler } from '@secretlint/profiler';
+import { rules as recommendedRules } from '@secretlint/secretlint-rule-preset-recommend';
+import type { SecretLintCoreConfig } from '@secretlint/types';
+import { FindingPriority } from './findings.ts';
+import type { Finding } from './findings.ts';
+
+/** Finds secrets with secretlint's recommended rules (cloud keys, tokens, connection strings, private keys, …). */
+export interface SecretlintDetector {
+  find(text: string): Promise<Finding[]>;
+}
+
+const RULE_PREFIX = '@secretlint/secretlint-rule-';
+
+/**
+ * secretlint 12 marks two performance entries per rule per text and keeps them, and Node's timeline keeps
+ * them too, unbounded in a process that lints every tool output (upstream issue #1633, fixed in 13.x,
+ * which needs Node 22). Marking is turned off here; nothing in agentbus reads secretlint's profile.
+ */
+function silenceProfiler(): void {
+  secretLintProfiler.mark = () => undefined;
+}
+
+/**
+ * Creates the secretlint pass of a scrubber. Its configuration is built once, here: the rules of the
+ * recommended preset, with AWS access key ids reported (off by default in the preset) and without the
+ * `secretlint-disable` comment filter, so text being scrubbed cannot switch the scrubbing off. The rules
+ * are listed one by one rather than through the preset: secretlint 12 ignores `disabled` on a rule inside
+ * a preset.
+ *
+ * @example
+ * const findings = await createSecretlintDetector().find(toolOutput);
+ */
+export function createSecretlintDetector(): SecretlintDetector {
+  silenceProfiler();
+  const config: SecretLintCoreConfig = {
+    rules: recommendedRules
+      .filter((rule) => rule.meta.id !== `${RULE_PREFIX}filter-comments`)
+      .map((rule) => ({ id: rule.meta.id, rule, ...(rule.meta.id === `${RULE_PREFIX}aws` ? { options: { enableIDScanRule: true } } : {}) })),
+  };
+  return {
+    async find(text) {
+      const result = await lintSource({
+        source: { content: text, filePath: 'scrubbed.txt', ext: '.txt', contentType: 'text' },
+        options: { config, noPhysicFilePath: true },
+      });
+      // secretlint drops a leading byte-order mark before it reports ranges.
+      const offset = text.charCodeAt(0) === 0xfeff ? 1 : 0;
+      return result.messages.map((message) => ({
+        start: message.range[0] + offset,
+        end: message.range[1] + offset,
+        rule: message.ruleId.startsWith(RULE_PREFIX) ? message.ruleId.slice(RULE_PREFIX.length) : message.ruleId,
+        priority: FindingPriority.secretlint,
+      }));
+    },
+  };
+}

@@ -1,0 +1,179 @@
+/**
+ * A corpus for the scrubber: real secret formats with fake values (right prefixes, lengths and alphabets,
+ * drawn from a seeded generator, so a failure reproduces) and look-alikes that must survive verbatim.
+ * No value here was ever a live credential.
+ */
+
+/** A seeded generator of random strings (mulberry32). */
+export function createRandom(seed: number) {
+  let state = seed >>> 0;
+  const next = () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+  const from = (alphabet: string, length: number) => Array.from({ length }, () => alphabet[Math.floor(next() * alphabet.length)]).join('');
+  return { next, from };
+}
+
+const UPPER = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ';
+const LOWER = 'abcdefghijklmnopqrstuvwxyz';
+const DIGITS = '0123456789';
+export const ALPHABET = {
+  upperDigits: UPPER + DIGITS,
+  base62: UPPER + LOWER + DIGITS,
+  base64: `${UPPER}${LOWER}${DIGITS}+/`,
+  base64url: `${UPPER}${LOWER}${DIGITS}-_`,
+  hex: '0123456789abcdef',
+  lowerDigits: LOWER + DIGITS,
+} as const;
+
+/** One secret format: `text` is how it appears in a tool output or an error; `secrets` are the parts that must go. */
+export interface SecretSample {
+  readonly name: string;
+  readonly text: string;
+  readonly secrets: readonly string[];
+}
+
+/** A PEM block of `label` with a body of random base64 lines. */
+function pem(random: ReturnType<typeof createRandom>, label: string, lines: number): { block: string; body: string } {
+  const body = Array.from({ length: lines }, () => random.from(ALPHABET.base64, 64)).join('\n');
+  return { block: `-----BEGIN ${label}-----\n${body}\n-----END ${label}-----`, body };
+}
+
+const base64 = (text: string) => Buffer.from(text).toString('base64');
+const base64url = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64url');
+
+/** At least 40 secret formats, each in the context it is usually found in. */
+export function secretSamples(seed = 20240611): SecretSample[] {
+  const random = createRandom(seed);
+  const { from } = random;
+  const sample = (name: string, secret: string, text: (secret: string) => string): SecretSample => ({ name, text: text(secret), secrets: [secret] });
+  const rsa = pem(random, 'RSA PRIVATE KEY', 25);
+  const ec = pem(random, 'EC PRIVATE KEY', 3);
+  const openssh = pem(random, 'OPENSSH PRIVATE KEY', 6);
+  const pkcs8 = pem(random, 'PRIVATE KEY', 16);
+  const pgp = pem(random, 'PGP PRIVATE KEY BLOCK', 10);
+  const gcp = pem(random, 'PRIVATE KEY', 16);
+  const jwtSignature = from(ALPHABET.base64url, 43);
+  const jwt = `${base64url({ alg: 'HS256', typ: 'JWT' })}.${base64url({ sub: '1234567890', name: 'Ada', iat: 1716239022 })}.${jwtSignature}`;
+  const sendgrid = `SG.${from(ALPHABET.base64url, 22)}.${from(ALPHABET.base64url, 43)}`;
+  const basic = base64(`deploy-bot:${from(ALPHABET.base62, 18)}`);
+  return [
+    sample('AWS access key id', `AKIA${from(ALPHABET.upperDigits, 16)}`, (key) => `aws_access_key_id = ${key}`),
+    sample('AWS temporary access key id', `ASIA${from(ALPHABET.upperDigits, 16)}`, (key) => `export AWS_ACCESS_KEY_ID=${key}`),
+    sample('AWS secret access key (credentials file)', from(ALPHABET.base64, 40), (key) => `[default]\naws_secret_access_key = ${key}\n`),
+    sample('AWS secret access key (STS JSON)', from(ALPHABET.base64, 40), (key) => `{"Credentials": {"AccessKeyId": "x", "SecretAccessKey": "${key}"}}`),
+    sample('GitHub classic token', `ghp_${from(ALPHABET.base62, 36)}`, (token) => `git clone https://x-access-token:${token}@github.com/acme/app.git`),
+    sample('GitHub OAuth token', `gho_${from(ALPHABET.base62, 36)}`, (token) => `oauth token ${token}`),
+    sample('GitHub user-to-server token', `ghu_${from(ALPHABET.base62, 36)}`, (token) => `token=${token}`),
+    sample('GitHub server-to-server token', `ghs_${from(ALPHABET.base62, 36)}`, (token) => `GITHUB_TOKEN: ${token}`),
+    sample('GitHub refresh token', `ghr_${from(ALPHABET.base62, 76)}`, (token) => `refresh ${token}`),
+    sample('GitHub fine-grained token', `github_pat_${from(ALPHABET.base62, 22)}_${from(ALPHABET.base62, 59)}`, (token) => `using ${token} for the API`),
+    sample('GitLab personal access token', `glpat-${from(ALPHABET.base62, 20)}`, (token) => `PRIVATE-TOKEN: ${token}`),
+    sample('GitLab deploy token', `gldt-${from(ALPHABET.base62, 20)}`, (token) => `deploy with ${token}`),
+    sample('Slack bot token', `xoxb-${from(DIGITS, 12)}-${from(DIGITS, 13)}-${from(ALPHABET.base62, 24)}`, (token) => `SLACK_BOT_TOKEN=${token}`),
+    sample('Slack user token', `xoxp-${from(DIGITS, 12)}-${from(DIGITS, 12)}-${from(DIGITS, 13)}-${from(ALPHABET.hex, 32)}`, (token) => `slack: ${token}`),
+    sample('Slack webhook URL', `https://hooks.slack.com/services/T${from(ALPHABET.upperDigits, 10)}/B${from(ALPHABET.upperDigits, 10)}/${from(ALPHABET.base62, 24)}`, (url) => `webhook: ${url}`),
+    sample('Stripe live secret key', `sk_live_${from(ALPHABET.base62, 99)}`, (key) => `Stripe.api_key = "${key}"`),
+    sample('Stripe test secret key', `sk_test_${from(ALPHABET.base62, 24)}`, (key) => `stripe ${key}`),
+    sample('Stripe restricted key', `rk_live_${from(ALPHABET.base62, 24)}`, (key) => `restricted ${key}`),
+    sample('Stripe webhook secret', `whsec_${from(ALPHABET.base62, 32)}`, (key) => `endpoint secret ${key}`),
+    sample('npm access token', `npm_${from(ALPHABET.base62, 36)}`, (token) => `//registry.npmjs.org/:_authToken=${token}`),
+    sample('npm legacy auth token', `${from(ALPHABET.hex, 8)}-${from(ALPHABET.hex, 4)}-${from(ALPHABET.hex, 4)}-${from(ALPHABET.hex, 4)}-${from(ALPHABET.hex, 12)}`, (token) => `//registry.npmjs.org/:_authToken=${token}`),
+    sample('JSON Web Token', jwt, (token) => `Cookie: session=${token}`),
+    { name: 'RSA private key (PEM)', text: `key file:\n${rsa.block}\n`, secrets: rsa.body.split('\n') },
+    { name: 'EC private key (PEM)', text: ec.block, secrets: ec.body.split('\n') },
+    { name: 'OpenSSH private key', text: `$ cat ~/.ssh/id_ed25519\n${openssh.block}\n`, secrets: openssh.body.split('\n') },
+    { name: 'PKCS#8 private key', text: pkcs8.block, secrets: pkcs8.body.split('\n') },
+    { name: 'PGP private key block', text: pgp.block, secrets: pgp.body.split('\n') },
+    {
+      name: 'GCP service account private key (JSON)',
+      text: JSON.stringify({ type: 'service_account', project_id: 'acme-prod', private_key: `${gcp.block}\n`, client_email: 'bot@acme-prod.iam.gserviceaccount.com' }),
+      secrets: gcp.body.split('\n'),
+    },
+    sample('PostgreSQL URL with password', from(ALPHABET.base62, 20), (password) => `DATABASE_URL=postgres://app:${password}@db.internal:5432/app`),
+    sample('MySQL URL with password', `${from(ALPHABET.base62, 12)}!x`, (password) => `mysql://root:${password}@127.0.0.1:3306/shop`),
+    sample('MongoDB SRV URL with password', from(ALPHABET.base62, 16), (password) => `mongodb+srv://admin:${password}@cluster0.ab1cd.mongodb.net/test`),
+    sample('Redis URL with password only', from(ALPHABET.base62, 24), (password) => `REDIS_URL=redis://:${password}@cache:6379/0`),
+    sample('AMQP URL with password', from(ALPHABET.base62, 14), (password) => `amqp://guest:${password}@rabbit:5672/`),
+    sample('Azure storage account key', `${from(ALPHABET.base64, 86)}==`, (key) => `DefaultEndpointsProtocol=https;AccountName=acme;AccountKey=${key};EndpointSuffix=core.windows.net`),
+    sample('OpenAI project key', `sk-proj-${from(ALPHABET.base64url, 58)}T3BlbkFJ${from(ALPHABET.base64url, 58)}`, (key) => `OPENAI_API_KEY=${key}`),
+    sample('OpenAI legacy key', `sk-${from(ALPHABET.base62, 20)}T3BlbkFJ${from(ALPHABET.base62, 20)}`, (key) => `openai.api_key = '${key}'`),
+    sample('Anthropic API key', `sk-ant-api03-${from(ALPHABET.base64url, 93)}AA`, (key) => `x-api-key: ${key}`),
+    sample('Google API key', `AIza${from(ALPHABET.base64url, 35)}`, (key) => `https://maps.googleapis.com/maps/api/geocode/json?address=x&key=${key}`),
+    sample('SendGrid API key', sendgrid, (key) => `sendgrid ${key}`),
+    sample('Hugging Face token', `hf_${from(ALPHABET.base62, 34)}`, (token) => `huggingface-cli login --token ${token}`),
+    sample('Groq API key', `gsk_${from(ALPHABET.base62, 52)}`, (key) => `GROQ=${key}`),
+    sample('Shopify access token', `shpat_${from(ALPHABET.hex, 32)}`, (token) => `shopify ${token}`),
+    sample('Linear API key', `lin_api_${from(ALPHABET.base62, 40)}`, (key) => `linear ${key}`),
+    sample('Databricks token', `dapi${from(ALPHABET.hex, 32)}`, (token) => `databricks ${token}`),
+    sample('Basic authorization header', basic, (credential) => `Authorization: Basic ${credential}`),
+    sample('Bearer authorization header', `${from(ALPHABET.base62, 32)}.${from(ALPHABET.base62, 12)}`, (credential) => `curl -H "Authorization: Bearer ${credential}" https://api.example.com`),
+    sample('Twilio auth token (.env)', from(ALPHABET.hex, 32), (token) => `TWILIO_AUTH_TOKEN=${token}`),
+    sample('Datadog API key (YAML)', from(ALPHABET.hex, 32), (key) => `datadog:\n  api_key: "${key}"`),
+    sample('Password in a .env file', `${from(ALPHABET.base62, 10)}#${from(DIGITS, 3)}`, (password) => `DB_PASSWORD=${password}`),
+    sample('Client secret in JSON', from(ALPHABET.base64url, 40), (secret) => `{"client_id": "acme-web", "client_secret": "${secret}"}`),
+    sample('Unlabelled random credential', from(ALPHABET.base62, 40), (value) => `session cookie: ${value}`),
+  ];
+}
+
+/** At least 40 texts that look like secrets to a careless rule and must come through verbatim. */
+export function lookAlikes(seed = 20240612): string[] {
+  const random = createRandom(seed);
+  const { from } = random;
+  const uuid = () => `${from(ALPHABET.hex, 8)}-${from(ALPHABET.hex, 4)}-4${from(ALPHABET.hex, 3)}-a${from(ALPHABET.hex, 3)}-${from(ALPHABET.hex, 12)}`;
+  const sha1 = from(ALPHABET.hex, 40);
+  const sha256 = from(ALPHABET.hex, 64);
+  return [
+    `commit ${sha1}`,
+    `Merge: ${sha1.slice(0, 7)} ${from(ALPHABET.hex, 7)}`,
+    `${sha256}  agentbus-0.1.0.tgz`,
+    `sha512: ${from(ALPHABET.hex, 128)}`,
+    `image: ghcr.io/acme/agentbus@sha256:${sha256}`,
+    `"integrity": "sha512-${from(ALPHABET.base64, 86)}=="`,
+    `request ${uuid()} failed`,
+    `CorrelationId: ${uuid().toUpperCase()}`,
+    `ulid 01HZX${from('0123456789ABCDEFGHJKMNPQRSTVWXYZ', 21)}`,
+    `sessionId=${from(ALPHABET.base62, 22)}`,
+    `tool call call_${from(ALPHABET.base62, 22)} of turn ${from(ALPHABET.base62, 22)}`,
+    `{"type":"tool_use","id":"toolu_01${from(ALPHABET.base62, 22)}","name":"read_file"}`,
+    `x-request-id: req_011C${from(ALPHABET.base62, 20)}; chatcmpl-${from(ALPHABET.base62, 29)}`,
+    'export function createOAuth2ClientForTenant42() {}',
+    'class ListObjectsV2CommandOutput extends Base64EncodedSHA256Digest {}',
+    'ERR_HTTP2_STREAM_CANCEL_AND_RETRY_LATER thrown by TestHTTP2ServerPushPromiseHandler',
+    'const useQueryClientProviderV5Hook = parseISO8601DateTimeWithTz;',
+    'user_account_settings_v2_migration_2024_01',
+    'import { S3Client } from "@aws-sdk/client-s3-v3-2024";',
+    '/home/runner/work/agentbus/agentbus/services/runtime/toolExecution2Helpers.ts:42:11',
+    'C:\\Users\\BuildAgent\\AppData\\Local\\Temp\\vitest-8f3a2c\\ChromiumProfileV2',
+    'src/scrub/high-entropy.ts and test/helpers/secret-corpus.ts',
+    'https://api.github.com/repos/nats-io/nats.js/pulls?state=open&per_page=100&page=2',
+    'http://127.0.0.1:4222/varz?subs=1',
+    `https://console.aws.amazon.com/cloudwatch/home?region=eu-west-1#logsV2:log-groups/log-group/$252Faws$252Flambda$252FagentbusRuntimeV2`,
+    'git@github.com:nats-io/nats.js.git',
+    's3://acme-agentbus-logs/runtime/2024/06/11/part-00000.json.gz',
+    'arn:aws:iam::123456789012:role/AgentbusRuntimeExecutionRoleV2',
+    'ada.lovelace+agentbus@example.com',
+    'fe80::1ff:fe23:4567:890a%eth0',
+    'v1.2.3-beta.4+build.5678 released 2024-06-11T10:42:07.123Z',
+    'golang.org/x/net v0.0.0-20240112183412-5f3a9c7e1b2d',
+    `/nix/store/${from(ALPHABET.lowerDigits, 32)}-nodejs-20.19.0`,
+    'agentbus-runtime-7d9f8b6c5-x2k4m   1/1   Running   0   3d2h',
+    'com.example.agentbus.runtime.ToolExecution2Helper.executeBatch(ToolExecution2Helper.java:118)',
+    'We support Bearer authentication and Basic authentication.',
+    'The password is stored in the OS keychain; the token expires after an hour.',
+    'const apiKey = process.env.OPENAI_API_KEY;',
+    'token = getToken(); secret = config.secretValue',
+    'max_tokens: 4096\ntokenizer: cl100k_base\ninput_tokens=100000',
+    'password: ${DB_PASSWORD}',
+    'apiKey: "<your-api-key>"',
+    'Content-Type: application/json; charset=utf-8',
+    '{"maxSteps":8,"model":"openai:gpt-5.4-mini","temperature":0.2}',
+    'SGVsbG8= is base64 for Hello',
+    'color: #1f2937; background: linear-gradient(90deg, #fef3c7 0%, #fde68a 100%);',
+    '| tool round trip p50 | 0.402 ms | raw request/reply 0.326 ms | 1.23× |',
+  ];
+}

@@ -1,0 +1,145 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { HIGH_ENTROPY_RULE, createScrubber, isHighEntropySecret, secretsFromEnv, shannonEntropy } from '../src/scrub/index.ts';
+import { ALPHABET, createRandom, lookAlikes, secretSamples } from './helpers/secret-corpus.ts';
+
+const scrubber = createScrubber();
+const samples = secretSamples();
+const keep = lookAlikes();
+
+describe('the scrubber on a corpus of real secret formats', () => {
+  it('covers at least 40 formats and 40 look-alikes', () => {
+    expect(samples.length).toBeGreaterThanOrEqual(40);
+    expect(new Set(samples.map((sample) => sample.name)).size).toBe(samples.length);
+    expect(keep.length).toBeGreaterThanOrEqual(40);
+  });
+
+  it.each(samples.map((sample) => [sample.name, sample] as const))('redacts a %s', async (_name, sample) => {
+    const scrubbed = await scrubber.scrub(sample.text);
+    for (const secret of sample.secrets) expect(scrubbed).not.toContain(secret);
+    expect(scrubbed).toMatch(/\[REDACTED:[a-z0-9-]+\]/);
+  });
+
+  it.each(keep)('keeps %j verbatim', async (text) => {
+    expect(await scrubber.scrub(text)).toBe(text);
+  });
+
+  it('names the rule that found each secret in its marker', async () => {
+    const random = createRandom(7);
+    const github = `ghp_${random.from(ALPHABET.base62, 36)}`;
+    const unlabelled = random.from(ALPHABET.base62, 40);
+    const text = `token ${github}\nDATABASE_URL=postgres://app:${random.from(ALPHABET.base62, 16)}@db:5432/app\ncookie ${unlabelled}`;
+    expect(await scrubber.scrub(text)).toBe(
+      'token [REDACTED:github]\nDATABASE_URL=[REDACTED:database-connection-string]\ncookie [REDACTED:high-entropy]',
+    );
+  });
+
+  it('finds with secretlint what the fast pass alone does not (a Shopify token is hex)', async () => {
+    const token = `shpat_${createRandom(8).from(ALPHABET.hex, 32)}`;
+    expect(scrubber.scrubSync(`shopify ${token}`)).toBe(`shopify ${token}`);
+    expect(await scrubber.scrub(`shopify ${token}`)).toBe('shopify [REDACTED:shopify]');
+  });
+
+  it('does not let a secretlint-disable comment in the text switch scrubbing off', async () => {
+    const token = `shpat_${createRandom(9).from(ALPHABET.hex, 32)}`;
+    const text = `// secretlint-disable\nshopify ${token}\n`;
+    expect(await scrubber.scrub(text)).toBe('// secretlint-disable\nshopify [REDACTED:shopify]\n');
+  });
+
+  it('redacts configured secrets wherever they occur, and ignores ones too short to be keys', async () => {
+    const configured = createScrubber({ secrets: ['plain-words-key', 'abc', undefined] });
+    expect(await configured.scrub('the key is plain-words-key; abc stays')).toBe('the key is [REDACTED:configured-secret]; abc stays');
+    expect(configured.scrubSync('xplain-words-keyx')).toBe('x[REDACTED:configured-secret]x');
+  });
+
+  it('takes the secrets of a process from the variables whose names say so', () => {
+    const env = { OPENAI_API_KEY: 'sk-env-key-123456', NATS_PASSWORD: 'hunter22', NATS_KEY: '/etc/nats/key.pem', GITHUB_TOKEN: 'ghp_x', HOME: '/root' };
+    expect(secretsFromEnv(env).sort()).toEqual(['hunter22', 'sk-env-key-123456']);
+  });
+});
+
+describe('the high-entropy rule', () => {
+  const random = createRandom(11);
+
+  it('measures Shannon entropy in bits per character', () => {
+    expect(shannonEntropy('')).toBe(0);
+    expect(shannonEntropy('aaaa')).toBe(0);
+    expect(shannonEntropy('abcd')).toBe(2);
+    expect(shannonEntropy('aabb')).toBe(1);
+  });
+
+  it('flags random tokens of mixed classes from 24 to 512 characters', () => {
+    expect(isHighEntropySecret(random.from(ALPHABET.base62, 24).replace(/^./, 'aB3'))).toBe(true);
+    expect(isHighEntropySecret(`${random.from(ALPHABET.base62, 509)}aB3`)).toBe(true);
+    expect(isHighEntropySecret(`${random.from(ALPHABET.base64, 88)}==`)).toBe(true);
+  });
+
+  it('keeps tokens outside the length bounds', () => {
+    expect(isHighEntropySecret(`aB3${random.from(ALPHABET.base62, HIGH_ENTROPY_RULE.minLength - 4)}`)).toBe(false);
+    expect(isHighEntropySecret(`aB3${random.from(ALPHABET.base62, HIGH_ENTROPY_RULE.maxLength)}`)).toBe(false);
+  });
+
+  it('keeps tokens whose classes are not mixed: no digit, no capital, no lowercase', () => {
+    expect(isHighEntropySecret(random.from(ALPHABET.base62.replace(/[0-9]/g, ''), 40))).toBe(false);
+    expect(isHighEntropySecret(random.from(ALPHABET.lowerDigits, 40))).toBe(false);
+    expect(isHighEntropySecret(random.from(ALPHABET.upperDigits, 40))).toBe(false);
+  });
+
+  it('keeps hex of any case, integrity digests, provider object ids, identifiers and low-entropy runs', () => {
+    expect(isHighEntropySecret(`call_${random.from(ALPHABET.base62, 24)}`)).toBe(false);
+    expect(isHighEntropySecret(`toolu_01${random.from(ALPHABET.base62, 22)}`)).toBe(false);
+    expect(isHighEntropySecret(`${random.from('0123456789abcdefABCDEF', 64)}`)).toBe(false);
+    expect(isHighEntropySecret(`sha512-${random.from(ALPHABET.base64, 86)}==`)).toBe(false);
+    expect(isHighEntropySecret('handleOAuth2CallbackForTenant')).toBe(false);
+    expect(isHighEntropySecret('aB3aB3aB3aB3aB3aB3aB3aB3aB3aB3')).toBe(false);
+  });
+});
+
+describe('the fast pass over a JSON log line', () => {
+  const random = createRandom(12);
+  const fastSecrets = [
+    `ghp_${random.from(ALPHABET.base62, 36)}`,
+    `xoxb-${random.from('0123456789', 12)}-${random.from(ALPHABET.base62, 24)}`,
+    `sk_live_${random.from(ALPHABET.base62, 24)}`,
+    `AKIA${random.from(ALPHABET.upperDigits, 16)}`,
+    random.from(ALPHABET.base62, 32).replace(/^.../, 'aB3'),
+  ];
+  const separators = [' ', '\n', '\t', '"', '\\', ': ', '=', '\u0001', 'é '];
+
+  it('keeps the line valid JSON and removes the secret, wherever escapes fall around it', () => {
+    fc.assert(
+      fc.property(
+        fc.string({ unit: 'binary', maxLength: 40 }),
+        fc.constantFrom(...separators),
+        fc.constantFrom(...fastSecrets),
+        fc.constantFrom(...separators),
+        fc.string({ unit: 'binary', maxLength: 40 }),
+        (before, left, secret, right, after) => {
+          const message = `${before}${left}${secret}${right}${after}`;
+          const line = `${JSON.stringify({ level: 30, msg: message, nested: { detail: message } })}\n`;
+          const scrubbed = scrubber.scrubJsonLine(line);
+          const parsed = JSON.parse(scrubbed) as { msg: string; nested: { detail: string } };
+          expect(parsed.msg).not.toContain(secret);
+          expect(parsed.nested.detail).not.toContain(secret);
+        },
+      ),
+      { numRuns: 400 },
+    );
+  });
+
+  it('never breaks a line, whatever text it carries', () => {
+    fc.assert(
+      fc.property(fc.string({ unit: 'binary', maxLength: 300 }), (text) => {
+        const line = `${JSON.stringify({ msg: text, password: text })}\n`;
+        expect(() => JSON.parse(scrubber.scrubJsonLine(line))).not.toThrow();
+      }),
+      { numRuns: 400 },
+    );
+  });
+
+  it('redacts a PEM key logged with its newlines escaped, and a secret-named field', () => {
+    const key = `-----BEGIN PRIVATE KEY-----\n${random.from(ALPHABET.base64, 64)}\n-----END PRIVATE KEY-----`;
+    const line = `${JSON.stringify({ msg: `loaded ${key} ok`, config: { db_password: 'hunter2!' } })}\n`;
+    expect(JSON.parse(scrubber.scrubJsonLine(line))).toEqual({ msg: 'loaded [REDACTED:private-key] ok', config: { db_password: '[REDACTED:secret-assignment]' } });
+  });
+});
