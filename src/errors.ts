@@ -24,6 +24,11 @@ export const ErrorCode = {
    * is not idempotent: it may or may not have taken effect.
    */
   interrupted: 'interrupted',
+  /**
+   * What serves the tool is down for now (an MCP server that exited or lost its session, and is being restarted): the
+   * call may or may not have taken effect; retryable once it is back.
+   */
+  unavailable: 'unavailable',
   internal: 'internal',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
@@ -152,6 +157,20 @@ export class ToolError extends AgentbusError {
     super(code, message, options);
     this.name = 'ToolError';
     this.toolCallId = options.toolCallId;
+  }
+}
+
+/**
+ * An MCP server that cannot take a call now: it exited, its HTTP session broke, or it is being restarted. Retryable:
+ * `agentbus mcp` restarts the server and serves the call again once it is back.
+ */
+export class McpUnavailableError extends ToolError {
+  /** The MCP server, as `agentbus mcp` names it (its command or URL). */
+  readonly server: string;
+  constructor(server: string, message: string, options: AgentbusErrorOptions = {}) {
+    super(ErrorCode.unavailable, message, { retryable: true, ...options });
+    this.name = 'McpUnavailableError';
+    this.server = server;
   }
 }
 
