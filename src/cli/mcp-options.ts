@@ -1,6 +1,7 @@
 import { parseArgs } from 'node:util';
 import { SafetyTier } from '../protocol/index.ts';
 import { UsageError } from './context.ts';
+import { concurrencyFlag, serviceNameFlag } from './serving-command.ts';
 
 /** The usage line of `agentbus mcp`. */
 export const MCP_USAGE =
@@ -9,7 +10,6 @@ export const MCP_USAGE =
 /** How long one call of an MCP tool may run unless `--timeout` says otherwise (the MCP SDK's own default). */
 export const DEFAULT_MCP_TIMEOUT_MS = 60_000;
 
-const SERVICE_NAME = /^[A-Za-z0-9_-]{1,64}$/;
 const TIERS: ReadonlySet<string> = new Set(Object.values(SafetyTier));
 
 /** A value for every tool, and values for some tools by name (`--tier privileged --tier search=read_only`). */
@@ -106,24 +106,14 @@ export function parseMcp(argv: string[]): McpOptions {
   if (values.url !== undefined && split >= 0) throw new UsageError('give the MCP server as a command after -- or as --url, not both');
   if (values.url === undefined && split < 0) throw new UsageError(`mcp needs an MCP server: ${MCP_USAGE}`);
   if (values.header !== undefined && values.url === undefined) throw new UsageError('--header goes with --url (a command gets its settings from its arguments and environment)');
-  if (values.name !== undefined && !SERVICE_NAME.test(values.name)) {
-    throw new UsageError(`--name must match [A-Za-z0-9_-]{1,64}, got ${JSON.stringify(values.name)}`);
-  }
-  let concurrency: number | undefined;
-  if (values.concurrency !== undefined) {
-    concurrency = Number(values.concurrency);
-    if (!Number.isInteger(concurrency) || concurrency < 1) {
-      throw new UsageError(`--concurrency must be a positive whole number, got ${JSON.stringify(values.concurrency)}`);
-    }
-  }
   const server: McpOptions['server'] =
     values.url === undefined
       ? { kind: 'stdio', command: command[0]!, args: command.slice(1) }
       : { kind: 'http', url: readUrl(values.url), headers: readHeaders(values.header) };
   return {
     nats: values.nats,
-    name: values.name,
-    concurrency,
+    name: serviceNameFlag(values.name),
+    concurrency: concurrencyFlag(values.concurrency),
     server,
     tiers: perTool(values.tier, '--tier', readTier),
     timeouts: perTool(values.timeout, '--timeout', readTimeout),

@@ -11,6 +11,7 @@ import { UsageError } from './context.ts';
 import type { CliContext } from './context.ts';
 import { DEFAULT_MCP_TIMEOUT_MS, mcpServiceName, parseMcp } from './mcp-options.ts';
 import { packageVersion } from './package-version.ts';
+import { untilStopped } from './serving-command.ts';
 
 /** `add (read_only), rm (privileged)`. */
 function toolList(tools: readonly AnyToolDefinition[]): string {
@@ -103,13 +104,9 @@ export async function runMcp(argv: string[], context: CliContext): Promise<numbe
     throw new McpStartError(label, `could not start the MCP server ${label}: ${error instanceof Error ? error.message : String(error)}`, error);
   }
   context.stdout.write(`serving ${bridge.tools.length} tool(s) of ${label} as ${serviceName ?? mcpServiceName(undefined)} on ${target.url}: ${toolList(bridge.tools)} (Ctrl-C to stop)\n`);
-  const closed = await new Promise<Error | void>((resolve) => {
-    if (context.signal.aborted) return resolve();
-    context.signal.addEventListener('abort', () => resolve(), { once: true });
-    void nc.closed().then(resolve);
-  });
-  if (nc.isClosed()) {
-    context.stderr.write(`agentbus: the connection to ${target.url} closed${closed ? `: ${closed.message}` : ''}\n`);
+  const stopped = await untilStopped(nc, context.signal);
+  if (stopped.closed) {
+    context.stderr.write(`agentbus: the connection to ${target.url} closed${stopped.error ? `: ${stopped.error.message}` : ''}\n`);
     await bridge.stop();
     return 1;
   }
