@@ -158,7 +158,7 @@ try {
     sequential.push({ ms: performance.now() - t0, logEvents: seen.logEvents });
   }
   const roundTrips = await measureRoundTrips(nc, logger, plan.roundTrips);
-  log(`tool call p50 ${roundTrips.toolCall.p50.toFixed(3)} ms vs request ${roundTrips.request.p50.toFixed(3)} ms; append ${roundTrips.append.p50.toFixed(3)} ms, get ${roundTrips.get.p50.toFixed(3)} ms`);
+  log(`tool call p50 ${roundTrips.toolCall.p50.toFixed(3)} ms (side-effecting, ledger on: ${roundTrips.recordedToolCall.p50.toFixed(3)} ms) vs request ${roundTrips.request.p50.toFixed(3)} ms; append ${roundTrips.append.p50.toFixed(3)} ms, get ${roundTrips.get.p50.toFixed(3)} ms`);
 
   // Time to first delta: a prompt through the runtime, against a generate request to the provider alone.
   const codec = createCodec();

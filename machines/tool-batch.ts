@@ -4,6 +4,8 @@ import type { ToolCall } from '../src/protocol/index.ts';
 /** A tool call as the turn plans it: the model's call plus the tier of the tool (`unknown` when no worker serves it). */
 export interface PlannedCall extends ToolCall {
   readonly tier: SafetyTier | 'unknown';
+  /** The call may have run before (its turn is resumed after its node died): it is sent as a repeat. */
+  readonly resumed?: boolean;
 }
 
 /** A decision on a privileged call. */

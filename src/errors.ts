@@ -24,6 +24,13 @@ export const ErrorCode = {
    * is not idempotent: it may or may not have taken effect.
    */
   interrupted: 'interrupted',
+  /** The worker running a call stopped sending heartbeats: it died, hangs or lost its connection. */
+  workerLost: 'worker_lost',
+  /**
+   * A tool hook (a policy service on the bus) did not answer, answered late or malformed, or reported an error;
+   * under the default failure mode the call is blocked with this code.
+   */
+  hookFailed: 'hook_failed',
   /**
    * What serves the tool is down for now (an MCP server that exited or lost its session, and is being restarted): the
    * call may or may not have taken effect; retryable once it is back.
@@ -160,9 +167,21 @@ export class ToolError extends AgentbusError {
   }
 }
 
+/** A tool call whose worker stopped sending heartbeats: it died, hangs, or lost its connection. Retryable. */
+export class WorkerLostError extends AgentbusError {
+  readonly subject: string;
+  readonly silentMs: number;
+  constructor(message: string, options: AgentbusErrorOptions & { subject: string; silentMs: number }) {
+    super(ErrorCode.workerLost, message, { retryable: true, ...options });
+    this.name = 'WorkerLostError';
+    this.subject = options.subject;
+    this.silentMs = options.silentMs;
+  }
+}
+
 /**
  * An MCP server that cannot take a call now: it exited, its HTTP session broke, or it is being restarted. Retryable:
- * `agentbus mcp` restarts the server and serves the call again once it is back.
+ * `agentbus mcp` restarts the server, and a call made again once it is back is served.
  */
 export class McpUnavailableError extends ToolError {
   /** The MCP server, as `agentbus mcp` names it (its command or URL). */

@@ -7,6 +7,7 @@ import { PermissionViolationError } from '@nats-io/nats-core';
 import type { NatsConnection, Subscription } from '@nats-io/nats-core';
 import { busOptionsFromEnv, connectBus } from '../src/bus/connect.ts';
 import { createMemoryClient } from '../src/bus/memory-client.ts';
+import { createToolClient } from '../src/bus/tool-client.ts';
 import { ServiceInboxPrefix } from '../src/bus/inbox.ts';
 import { connectCli } from '../src/cli/connect.ts';
 import { createAgentbusClient } from '../src/client/index.ts';
@@ -14,18 +15,19 @@ import type { AgentbusClient } from '../src/client/index.ts';
 import { createLogger } from '../src/logging.ts';
 import { SafetyTier, createCodec, createSubjects } from '../src/protocol/index.ts';
 import type { AgentEvent } from '../src/protocol/index.ts';
-import { createToolWorker, defineTool } from '../src/tool-sdk/index.ts';
-import type { ToolWorker } from '../src/tool-sdk/index.ts';
+import { createHookWorker, createToolWorker, defineTool } from '../src/tool-sdk/index.ts';
+import type { HookWorker, ToolWorker } from '../src/tool-sdk/index.ts';
 import { startServiceProcess } from './helpers/service-process.ts';
 import type { ServiceProcess } from './helpers/service-process.ts';
 import { startShippedNats } from './helpers/shipped-nats.ts';
 import type { ShippedNats } from './helpers/shipped-nats.ts';
 
-// deploy/nats/nats-server.conf as shipped, with the real runtime, provider and memory processes and a tool worker
-// logged in as `tools`: each tenant reaches its own sessions and nothing else, and nobody reads a reply but its own.
+// deploy/nats/nats-server.conf as shipped, with the real runtime, provider and memory processes, a tool worker
+// logged in as `tools` and a tool hook logged in as `hooks`: each tenant reaches its own sessions and nothing else,
+// nobody reads a reply but its own, and only the runtime asks hooks and only `hooks` answers for them.
 
 const codec = createCodec();
-const USERS = ['runtime', 'provider', 'tools', 'memory', 'dashboard', 'client', 'operator', 'acme', 'globex'] as const;
+const USERS = ['runtime', 'provider', 'tools', 'hooks', 'memory', 'dashboard', 'client', 'operator', 'acme', 'globex'] as const;
 type User = (typeof USERS)[number];
 const inbox = (user: User) => `_INBOX_${user}`;
 const STATE_KEY = 'sealed/note';
@@ -41,6 +43,10 @@ let scriptDir: string;
 const processes: ServiceProcess[] = [];
 let toolsConnection: NatsConnection;
 let toolWorker: ToolWorker;
+let hooksConnection: NatsConnection;
+let hookWorker: HookWorker;
+/** The phases and tools the `audit` hook was asked about, by session. */
+const audited: string[] = [];
 /** acme and globex as an app logs in: through the CLI's connect, which takes the inbox prefix from NATS_USER. */
 let acme: NatsConnection;
 let globex: NatsConnection;
@@ -51,12 +57,15 @@ const globexSession = `g-${Date.now()}`;
 /** Refusals asked for on purpose, by connections named `deliberate-…`; the server must log these and no other. */
 let refusedOnPurpose = 0;
 
-/** A tool whose work is a round trip through its tenant's state: `context.state` asks memory, answered in `_INBOX_tools`. */
+/**
+ * A tool whose work is a round trip through its tenant's state: `context.state` asks memory, answered in
+ * `_INBOX_tools`. Side-effecting, so its worker records its outcome in the result ledger.
+ */
 const remember = defineTool({
   name: 'remember',
   description: 'Writes a note into the tenant state and reads it back',
   parameters: z.object({ key: z.string(), note: z.string() }),
-  tier: SafetyTier.readOnly,
+  tier: SafetyTier.sideEffecting,
   timeoutMs: 10_000,
   idempotent: true,
   async execute({ key, note }, { state, tenant }) {
@@ -72,7 +81,7 @@ beforeAll(async () => {
   const script = join(scriptDir, 'script.json');
   await writeFile(script, JSON.stringify(SCRIPT));
   const as = (user: User) => ({ NATS_URL: nats.url, NATS_USER: user, NATS_PASSWORD: nats.passwords[user]!, AGENTBUS_MODEL: 'scripted:default' });
-  const runtime = startServiceProcess('services/runtime/main.ts', as('runtime'));
+  const runtime = startServiceProcess('services/runtime/main.ts', { ...as('runtime'), AGENTBUS_TOOL_HOOKS: 'before:audit,after:audit' });
   const provider = startServiceProcess('services/provider/main.ts', { ...as('provider'), AGENTBUS_SCRIPT: script });
   const memory = startServiceProcess('services/memory/main.ts', { ...as('memory'), AGENTBUS_EMBED_PROVIDER: 'scripted' });
   processes.push(runtime, provider, memory);
@@ -86,6 +95,24 @@ beforeAll(async () => {
   });
   toolWorker = createToolWorker({ nc: toolsConnection, subjects: createSubjects('agentbus'), codec, logger, tools: [remember], version: '1.0.0' });
   await toolWorker.start();
+  // A tool hook of the SDK, connected as a hook process connects: every call of the runtime passes through it.
+  hooksConnection = await connectBus({
+    servers: nats.url,
+    name: 'agentbus-hook-audit',
+    logger,
+    ...busOptionsFromEnv({ NATS_USER: 'hooks', NATS_PASSWORD: nats.passwords['hooks']! }, ServiceInboxPrefix.hooks),
+  });
+  hookWorker = createHookWorker({
+    nc: hooksConnection,
+    subjects: createSubjects('agentbus'),
+    codec,
+    logger,
+    name: 'audit',
+    version: '1.0.0',
+    before: (call) => (audited.push(`before ${call.tenant}/${call.sessionId} ${call.name}`), { action: 'continue' }),
+    after: (call) => (audited.push(`after ${call.tenant}/${call.sessionId} ${call.name} isError=${call.isError}`), { action: 'continue' }),
+  });
+  await hookWorker.start();
   await Promise.all([runtime.waitFor('runtime started'), provider.waitFor('provider service started'), memory.waitFor('memory caught up with the log')]);
   acme = await connectCli(nats.url, 'acme-app', { NATS_USER: 'acme', NATS_PASSWORD: nats.passwords['acme']! });
   globex = await connectCli(nats.url, 'globex-app', { NATS_USER: 'globex', NATS_PASSWORD: nats.passwords['globex']! });
@@ -97,6 +124,8 @@ afterAll(async () => {
   await globex?.close().catch(() => undefined);
   await toolWorker?.stop().catch(() => undefined);
   await toolsConnection?.close().catch(() => undefined);
+  await hookWorker?.stop().catch(() => undefined);
+  await hooksConnection?.close().catch(() => undefined);
   await Promise.all(processes.map((process) => process.stop('SIGTERM')));
   await nats?.stop();
   if (scriptDir) await rm(scriptDir, { recursive: true, force: true });
@@ -133,6 +162,31 @@ describe('tenants sealed on the bus (deploy/nats/nats-server.conf as shipped)', 
     // What the tool saved is acme's: acme reads it back, globex under the same key finds nothing.
     expect(await acmeClient.state('acme').load(STATE_KEY)).toMatchObject({ found: true, value: { note: 'for acme only', by: 'acme' } });
     expect(await createAgentbusClient({ nc: globex }).state('globex').load(STATE_KEY)).toMatchObject({ found: false });
+
+    // The worker recorded the outcome in the result ledger: a repeat of the call, as a resumed turn makes it
+    // from the runtime's connection, is answered from the record (the worker's direct get) without running.
+    const use = events.find((event): event is Extract<AgentEvent, { type: 'tool.use' }> => event.type === 'tool.use');
+    const asRuntime = await connectBus({
+      servers: nats.url,
+      name: 'runtime-repeat',
+      logger: createLogger({ name: 'runtime-repeat', level: 'silent' }),
+      ...busOptionsFromEnv({ NATS_USER: 'runtime', NATS_PASSWORD: nats.passwords['runtime']! }, ServiceInboxPrefix.runtime),
+    });
+    try {
+      const tools = createToolClient({ nc: asRuntime, subjects: createSubjects('agentbus'), codec, logger: createLogger({ name: 'runtime-repeat', level: 'silent' }) });
+      const repeat = await tools.call(
+        { v: 1, callId: 'repeat-1', effectId: use!.data.effectId, name: 'remember', args: use!.data.args, tenant: 'acme', sessionId: acmeSession, turnId: use!.turnId!, deadline: Date.now() + 10_000 },
+        { timeoutMs: 10_000, attempt: 2 },
+      );
+      expect(repeat).toMatchObject({ ok: true, output: result!.data.output });
+      // Not run again: the state entry kept the revision the one run wrote.
+      const { revision } = JSON.parse(result!.data.output) as { revision: number };
+      expect(await acmeClient.state('acme').load(STATE_KEY)).toMatchObject({ revision });
+    } finally {
+      await asRuntime.close();
+    }
+    // The call went through the tool hook, logged in as `hooks`, before and after: the runtime asked, the hook answered.
+    expect(audited).toEqual([`before acme/${acmeSession} remember`, `after acme/${acmeSession} remember isError=false`]);
   });
 
   it('lets acme read its history, resume its events from the log, list and search its sessions', async () => {
@@ -181,7 +235,17 @@ describe('tenants sealed on the bus (deploy/nats/nats-server.conf as shipped)', 
     }
     publish('provider', '_INBOX_runtime.forged.chunk', '_INBOX_acme.forged');
     publish('tools', '_INBOX_runtime.forged.result', '_INBOX_acme.forged');
+    publish('hooks', '_INBOX_runtime.forged.decision', '_INBOX_acme.forged');
     publish('client', '_INBOX_acme.forged');
+
+    // Only the runtime asks a tool hook, and only `hooks` answers for one; a hook reaches nothing else.
+    for (const user of USERS) {
+      if (user !== 'hooks') subscribe(user, 'agentbus.hooks.audit.before', 'agentbus.hooks.audit.after');
+      if (user !== 'hooks' && user !== 'runtime') publish(user, 'agentbus.hooks.audit.before', 'agentbus.hooks.audit.after');
+    }
+    publish('hooks', 'agentbus.hooks.audit.before', 'agentbus.tools.remember.call', 'agentbus.provider.scripted.generate', `agentbus.acme.sessions.${acmeSession}.prompt`);
+    publish('hooks', `agentbus.acme.sessions.${acmeSession}.log`, 'agentbus.acme.state.load', '$JS.API.INFO', '$SRV.INFO');
+    subscribe('hooks', 'agentbus.hooks.>', 'agentbus.tools.>', 'agentbus.*.sessions.>', 'agentbus.provider.>', '$JS.>');
 
     // A tenant reaches nothing of another tenant's: session verbs, history, sessions list, memory, state, events.
     const tenantRefusals = (tenant: 'acme' | 'globex', other: 'acme' | 'globex', otherSession: string) => {
@@ -212,6 +276,10 @@ describe('tenants sealed on the bus (deploy/nats/nats-server.conf as shipped)', 
     publish('acme', '$SRV.PING', '$SRV.INFO.agentbus-tools', '$JS.API.INFO', '$JS.API.STREAM.PURGE.AGENTBUS_LOG', '$JS.API.STREAM.DELETE.AGENTBUS_LOG');
     publish('acme', '$JS.API.STREAM.CREATE.AGENTBUS_LOG', '$JS.API.STREAM.UPDATE.AGENTBUS_LOG', `$KV.AGENTBUS_STATE.acme.${STATE_KEY}`, '$KV.AGENTBUS_LEASES.acme.x');
     publish('acme', '$JS.API.DIRECT.GET.KV_AGENTBUS_STATE', `$JS.API.DIRECT.GET.KV_AGENTBUS_STATE.$KV.AGENTBUS_STATE.globex.${STATE_KEY}`);
+    // The result ledger is the tool workers' alone: no tenant, and no other service, reads or forges an outcome.
+    publish('acme', '$KV.AGENTBUS_LEDGER.acme.forged', '$JS.API.DIRECT.GET.KV_AGENTBUS_LEDGER.$KV.AGENTBUS_LEDGER.globex.x', '$JS.API.STREAM.PURGE.KV_AGENTBUS_LEDGER');
+    for (const user of ['provider', 'memory', 'dashboard', 'client', 'operator', 'hooks'] as const) publish(user, '$KV.AGENTBUS_LEDGER.acme.forged');
+    publish('runtime', '$KV.AGENTBUS_LEDGER.acme.forged', '$JS.API.DIRECT.GET.KV_AGENTBUS_LEDGER.$KV.AGENTBUS_LEDGER.acme.x');
 
     const subscriptions: Array<{ attempt: (typeof attempts)[number]; subscription: Subscription }> = [];
     for (const attempt of attempts) {
@@ -242,7 +310,7 @@ describe('tenants sealed on the bus (deploy/nats/nats-server.conf as shipped)', 
         consumerCreates: attempts.filter((attempt) => attempt.subject.includes('.CONSUMER.') && attempt.subject.includes('CREATE')).length,
       };
       console.log(`bus permissions: ${JSON.stringify(summary)}`);
-      expect(summary).toEqual({ refusals: 208, publish: 105, subscribe: 103, byTenants: 133, inboxSubscriptions: 81, consumerCreates: 28 });
+      expect(summary).toEqual({ refusals: 288, publish: 143, subscribe: 145, byTenants: 146, inboxSubscriptions: 100, consumerCreates: 28 });
       refusedOnPurpose += attempts.length;
     } finally {
       await Promise.all([...connections.values()].map(({ nc }) => nc.close()));
@@ -290,10 +358,10 @@ describe('tenants sealed on the bus (deploy/nats/nats-server.conf as shipped)', 
     }
   });
 
-  it('caused no refusal but the deliberate ones: the services, the tool worker and the tenants’ apps had every permission they used', async () => {
+  it('caused no refusal but the deliberate ones: the services, the tool worker, the tool hook and the tenants’ apps had every permission they used', async () => {
     const lines = () => nats.output().split('\n').filter((line) => /Violation/.test(line));
     // The server logs a refusal a moment after it sends it.
-    expect(refusedOnPurpose).toBe(211);
+    expect(refusedOnPurpose).toBe(291);
     await expect.poll(() => lines().length, { timeout: 5000 }).toBeGreaterThanOrEqual(refusedOnPurpose);
     expect(lines().filter((line) => !line.includes('deliberate-'))).toEqual([]);
     expect(lines()).toHaveLength(refusedOnPurpose);

@@ -60,6 +60,23 @@ const written: Array<[string, LogEvent]> = [
     `tool.use of a ${tier} tool (runTool)`,
     envelopes.create(LogEventType.toolUse, step, { toolCallId: 'call-1', effectId: 's-1:turn-1:call-1', name: 'read_file', args: { path: 'README.md' }, tier }),
   ]),
+  [
+    'tool.use whose arguments a before-hook rewrote (runTool)',
+    envelopes.create(LogEventType.toolUse, step, { toolCallId: 'call-1', effectId: 's-1:turn-1:call-1', name: 'write_file', args: { path: 'sandbox/a' }, tier: 'side_effecting', argsRewrittenBy: ['paths', 'policy'] }),
+  ],
+  [
+    'tool.result of a call a before-hook blocked (runTool)',
+    envelopes.create(LogEventType.toolResult, step, {
+      toolCallId: 'call-1',
+      name: 'write_file',
+      output: 'writes are off today',
+      isError: true,
+      error: { code: 'denied', message: 'blocked by tool hook policy', retryable: false },
+      durationMs: 3,
+      blockedBy: 'policy',
+    }),
+  ],
+  ['tool.result an after-hook rewrote (runTool)', envelopes.create(LogEventType.toolResult, step, { toolCallId: 'call-1', name: 'read_file', output: '[phone]', isError: false, durationMs: 9, outputRewrittenBy: ['redact'] })],
   ['tool.result of a call that ran (runTool)', envelopes.create(LogEventType.toolResult, step, { toolCallId: 'call-1', name: 'read_file', output: '# Demo', isError: false, durationMs: 14 })],
   [
     'tool.result of a failed call (runTool)',

@@ -188,6 +188,47 @@ describe('failover between runtime nodes', () => {
     events.stop();
   }, 60_000);
 
+  it('does not run a side effect again whose node died after it ran, before its result was logged: the resumed turn gets the recorded outcome', async () => {
+    gate.open();
+    let killHolder: (() => Promise<void>) | undefined;
+    const runs = new Map<string, number>();
+    // `bump` again, not idempotent: its worker records the outcome in the result ledger before it replies. The
+    // first run kills the node that called it and answers a moment later, to a node that is gone.
+    const killingBump = defineTool({
+      name: 'bump',
+      description: 'a side effect that must run once',
+      parameters: z.object({}),
+      tier: 'side_effecting',
+      timeoutMs: 10_000,
+      idempotent: false,
+      execute: async (_args, { effectId }) => {
+        runs.set(effectId, (runs.get(effectId) ?? 0) + 1);
+        bumps.set(effectId, (bumps.get(effectId) ?? 0) + 1);
+        const kill = killHolder;
+        killHolder = undefined;
+        await kill?.();
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        return `bumped ${effectId}`;
+      },
+    });
+    const { events, holder, other, nodes } = await twoNodesWithSession('recorded', {}, [killingBump, gate.tool]);
+    killHolder = () => nodes[holder]!.stop('SIGKILL').then(() => undefined);
+    expect(await requestJson(client, `agentbus.${TENANT}.sessions.recorded.prompt`, { text: 'bump once' })).toMatchObject({ accepted: true });
+    await events.until((seen) => seen.filter((event) => event.type === 'turn.ended').length === 2, 20_000);
+    expect(await holderOf('recorded')).toBe(other);
+    // The counter in the tool: one run, though the call was made twice (the second a repeat from the ledger).
+    expect([...runs.values()]).toEqual([1]);
+    const [effectId] = [...runs.keys()];
+    const uses = events.events.filter((event) => event.type === 'tool.use' && event.data.name === 'bump');
+    expect(uses.length).toBeGreaterThanOrEqual(2);
+    const results = events.events.filter((event) => event.type === 'tool.result' && event.data.name === 'bump');
+    expect(results).toHaveLength(1);
+    expect(results[0]).toMatchObject({ data: { isError: false, output: `bumped ${effectId}` } });
+    expect(events.events.filter((event) => event.type === 'turn.ended').at(-1)).toMatchObject({ data: { reason: 'yielded', text: 'all done' } });
+    await check(['recorded']);
+    events.stop();
+  }, 60_000);
+
   it('takes the sessions of a node paused past its TTL, and the paused node gives them up when it wakes: one writer, one end', async () => {
     const { events, holder, other, nodes } = await twoNodesWithSession('paused');
     expect(await requestJson(client, `agentbus.${TENANT}.sessions.paused.prompt`, { text: 'bump, then hold' })).toMatchObject({ accepted: true });

@@ -352,6 +352,9 @@ describe('tool discovery', () => {
       tier: 'read_only',
       timeoutMs: 2000,
       idempotent: true,
+      // Its worker sends heartbeats every second; a read-only tool has nothing for a result ledger.
+      heartbeatMs: 1000,
+      ledger: false,
     });
     await worker.stop();
     expect((await tools.listTools({})).map((tool) => tool.name)).not.toContain('echo');

@@ -8,12 +8,14 @@ import { createCodec, createSubjects } from '../../src/protocol/index.ts';
 import type { ToolCallRequest } from '../../src/protocol/index.ts';
 import { summarize } from './stats.ts';
 import type { Summary } from './stats.ts';
-import { TOOL_NAME } from './workload.ts';
+import { RECORDED_TOOL_NAME, TOOL_NAME } from './workload.ts';
 
 /** Round trips measured in one interleaved loop, so they share the machine's conditions. */
 export interface RoundTrips {
   /** The runtime's tool client calling `bench_lookup` on a worker process. */
   readonly toolCall: Summary;
+  /** The same for `bench_record`, side-effecting: the worker writes the outcome to the result ledger before it replies. */
+  readonly recordedToolCall: Summary;
   /** A core NATS request/reply to an echo responder in that same worker process, same payload. */
   readonly request: Summary;
   /** A JetStream publish to a file stream with `Nats-Msg-Id` and expected last subject sequence, as the log appends. */
@@ -32,12 +34,13 @@ export async function measureRoundTrips(nc: NatsConnection, logger: Logger, iter
   const stream = 'BENCH_RAW';
   await jsm.streams.add({ name: stream, subjects: ['bench.raw.>'], storage: StorageType.File, retention: RetentionPolicy.Limits, duplicate_window: 120_000_000_000, allow_direct: true });
   const lastSeq = new Map<string, number>();
-  const samples = { toolCall: [] as number[], request: [] as number[], append: [] as number[], get: [] as number[] };
-  const toolRequest = (i: number): ToolCallRequest => ({
+  const samples = { toolCall: [] as number[], recordedToolCall: [] as number[], request: [] as number[], append: [] as number[], get: [] as number[] };
+  const run = nuid.next();
+  const toolRequest = (i: number, name = TOOL_NAME): ToolCallRequest => ({
     v: 1,
     callId: `c${i}`,
-    effectId: `bench:t:c${i}`,
-    name: TOOL_NAME,
+    effectId: `bench:${run}:${name}:${i}`,
+    name,
     args: { key: 'alpha' },
     tenant: 'bench',
     sessionId: 'rt',
@@ -53,6 +56,10 @@ export async function measureRoundTrips(nc: NatsConnection, logger: Logger, iter
     if (!reply.ok) throw new Error(`tool call failed: ${JSON.stringify(reply.error)}`);
     if (record) samples.toolCall.push(performance.now() - t);
     t = performance.now();
+    const recorded = await tools.call(toolRequest(i, RECORDED_TOOL_NAME), { timeoutMs: 10_000 });
+    if (!recorded.ok) throw new Error(`recorded tool call failed: ${JSON.stringify(recorded.error)}`);
+    if (record) samples.recordedToolCall.push(performance.now() - t);
+    t = performance.now();
     await nc.request('bench.echo', echoPayload, { timeout: 10_000, headers: msgpackHeaders() });
     if (record) samples.request.push(performance.now() - t);
     t = performance.now();
@@ -67,5 +74,5 @@ export async function measureRoundTrips(nc: NatsConnection, logger: Logger, iter
   for (let i = 0; i < Math.min(200, iterations); i++) await round(i, false);
   for (let i = 0; i < iterations; i++) await round(i, true);
   await jsm.streams.delete(stream);
-  return { toolCall: summarize(samples.toolCall), request: summarize(samples.request), append: summarize(samples.append), get: summarize(samples.get) };
+  return { toolCall: summarize(samples.toolCall), recordedToolCall: summarize(samples.recordedToolCall), request: summarize(samples.request), append: summarize(samples.append), get: summarize(samples.get) };
 }

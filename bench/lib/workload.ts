@@ -6,6 +6,9 @@
 /** Name of the bench tool: read-only, answers at once (or after `delayMs` for the I/O-bound run). */
 export const TOOL_NAME = 'bench_lookup';
 
+/** A side-effecting bench tool: its worker records each outcome in the result ledger before it replies. */
+export const RECORDED_TOOL_NAME = 'bench_record';
+
 /** The prompt every session starts with. */
 export const PROMPT = 'Look up alpha, beta, gamma and delta, then sum them up.';
 

@@ -1,5 +1,26 @@
 import { DEFAULT_ADMISSION_LIMITS } from './admission.ts';
 import type { AdmissionLimits } from './admission.ts';
+import { TOKEN_PATTERN, isToken } from '../../src/protocol/index.ts';
+
+/** What the runtime does with a call when a tool hook fails (no answer, a late or malformed one, or an error). */
+export const ToolHookOnError = {
+  /** The call is not run (before) or its result is withheld (after): the result is a `hook_failed` error. */
+  block: 'block',
+  /** The failed hook is skipped, logged at warn: the call runs, or its result stands, as if the hook were not there. */
+  continue: 'continue',
+} as const;
+export type ToolHookOnError = (typeof ToolHookOnError)[keyof typeof ToolHookOnError];
+
+/** The tool hooks of a deployment, each a service on the bus named by one subject token. */
+export interface ToolHookConfig {
+  /** Hooks asked before a call is sent to a worker, in order: a block stops the chain, rewritten args go on to the next. */
+  readonly before: readonly string[];
+  /** Hooks asked after a call's result came back, in order: a rewritten result goes on to the next. */
+  readonly after: readonly string[];
+  /** The longest wait for one hook's answer. */
+  readonly timeoutMs: number;
+  readonly onError: ToolHookOnError;
+}
 
 /** Settings of the runtime service. */
 export interface RuntimeConfig {
@@ -16,6 +37,13 @@ export interface RuntimeConfig {
   readonly providerTimeoutMs: number;
   readonly providerIdleTimeoutMs: number;
   readonly toolTimeoutMs: number;
+  /**
+   * How long the worker of a running call may send no heartbeat before the call is given up (`worker_lost`) and,
+   * when that is safe, made again on another worker (`AGENTBUS_TOOL_HEARTBEAT_LAPSE_MS`).
+   */
+  readonly toolHeartbeatLapseMs: number;
+  /** How long tool workers' recorded outcomes are kept in the result ledger (`AGENTBUS_LEDGER_TTL_MS`). */
+  readonly ledgerTtlMs: number;
   readonly maxToolOutputChars: number;
   readonly approvalTimeoutMs: number;
   /**
@@ -38,6 +66,11 @@ export interface RuntimeConfig {
    * ask), how long to wait for memory, and how many snippets to ask for.
    */
   readonly recall: { readonly share: number; readonly timeoutMs: number; readonly k: number };
+  /**
+   * Tool hooks of this deployment: services on the bus asked before a call is sent to a worker and after its result
+   * comes back (`AGENTBUS_TOOL_HOOKS`, `AGENTBUS_TOOL_HOOK_TIMEOUT_MS`, `AGENTBUS_TOOL_HOOK_ON_ERROR`). None by default.
+   */
+  readonly toolHooks: ToolHookConfig;
 }
 
 /** Defaults of {@link RuntimeConfig}. */
@@ -51,10 +84,66 @@ export const DEFAULT_RUNTIME_CONFIG: Omit<RuntimeConfig, 'nodeId'> = {
   providerTimeoutMs: 10 * 60_000,
   providerIdleTimeoutMs: 120_000,
   toolTimeoutMs: 60_000,
+  toolHeartbeatLapseMs: 3_000,
+  ledgerTtlMs: 24 * 60 * 60_000,
   maxToolOutputChars: 100_000,
   approvalTimeoutMs: 10 * 60_000,
   leaseTtlMs: 2_000,
   idleMs: 5 * 60_000,
   admission: DEFAULT_ADMISSION_LIMITS,
   recall: { share: 0.1, timeoutMs: 300, k: 5 },
+  toolHooks: { before: [], after: [], timeoutMs: 2_000, onError: ToolHookOnError.block },
 };
+
+/**
+ * Tool hooks from `AGENTBUS_TOOL_HOOKS` (a comma-separated chain of `before:<hook>` and `after:<hook>`, e.g.
+ * `before:policy,after:redact,before:audit`: before-hooks run in the order listed, after-hooks too),
+ * `AGENTBUS_TOOL_HOOK_TIMEOUT_MS` (default 2000) and `AGENTBUS_TOOL_HOOK_ON_ERROR` (`block`, the default, or
+ * `continue`). Undefined when none of them is set. Throws an Error naming the variable of a bad value.
+ *
+ * @example
+ * toolHooksFromEnv({ AGENTBUS_TOOL_HOOKS: 'before:policy,after:redact' });
+ * // { before: ['policy'], after: ['redact'], timeoutMs: 2000, onError: 'block' }
+ */
+export function toolHooksFromEnv(env: NodeJS.ProcessEnv): ToolHookConfig | undefined {
+  const names = ['AGENTBUS_TOOL_HOOKS', 'AGENTBUS_TOOL_HOOK_TIMEOUT_MS', 'AGENTBUS_TOOL_HOOK_ON_ERROR'];
+  if (names.every((name) => !env[name]?.trim())) return undefined;
+  const defaults = DEFAULT_RUNTIME_CONFIG.toolHooks;
+  const chain = parseToolHookChain(env.AGENTBUS_TOOL_HOOKS ?? '');
+  const rawTimeout = env.AGENTBUS_TOOL_HOOK_TIMEOUT_MS?.trim();
+  let timeoutMs = defaults.timeoutMs;
+  if (rawTimeout) {
+    timeoutMs = Number(rawTimeout);
+    if (!Number.isInteger(timeoutMs) || timeoutMs <= 0) {
+      throw new Error(`AGENTBUS_TOOL_HOOK_TIMEOUT_MS must be a positive whole number of milliseconds, got ${JSON.stringify(env.AGENTBUS_TOOL_HOOK_TIMEOUT_MS)}`);
+    }
+  }
+  const rawOnError = env.AGENTBUS_TOOL_HOOK_ON_ERROR?.trim();
+  let onError = defaults.onError;
+  if (rawOnError) {
+    if (rawOnError !== ToolHookOnError.block && rawOnError !== ToolHookOnError.continue) {
+      throw new Error(`AGENTBUS_TOOL_HOOK_ON_ERROR must be block or continue, got ${JSON.stringify(env.AGENTBUS_TOOL_HOOK_ON_ERROR)}`);
+    }
+    onError = rawOnError;
+  }
+  return { ...chain, timeoutMs, onError };
+}
+
+/** Parses the `AGENTBUS_TOOL_HOOKS` chain; the same hook may be both a before- and an after-hook, but once each. */
+function parseToolHookChain(text: string): Pick<ToolHookConfig, 'before' | 'after'> {
+  const before: string[] = [];
+  const after: string[] = [];
+  if (text.trim() === '') return { before, after };
+  text.split(',').forEach((raw, index) => {
+    const entry = raw.trim();
+    const where = `AGENTBUS_TOOL_HOOKS entry ${index + 1} (${JSON.stringify(entry)})`;
+    const match = /^(before|after):(.*)$/.exec(entry);
+    if (!match) throw new Error(`${where} must be before:<hook> or after:<hook>, as in before:policy,after:redact`);
+    const name = match[2]!.trim();
+    if (!isToken(name)) throw new Error(`${where}: a hook name must match ${TOKEN_PATTERN.source}`);
+    const list = match[1] === 'before' ? before : after;
+    if (list.includes(name)) throw new Error(`${where} lists ${match[1]}:${name} a second time`);
+    list.push(name);
+  });
+  return { before, after };
+}

@@ -4,6 +4,7 @@ import { nuid } from '@nats-io/nats-core';
 import { createMemoryClient } from '../../src/bus/memory-client.ts';
 import { createProviderClient } from '../../src/bus/provider-client.ts';
 import { replicasFromEnv } from '../../src/bus/streams.ts';
+import { createHookClient } from '../../src/bus/hook-client.ts';
 import { createToolClient } from '../../src/bus/tool-client.ts';
 import type { Logger } from '../../src/logging.ts';
 import { createCodec, createSubjects } from '../../src/protocol/index.ts';
@@ -12,23 +13,26 @@ import { createTokenCounter } from '../../src/tokens.ts';
 import type { TokenCounter } from '../../src/tokens.ts';
 import { DEFAULT_ADMISSION_LIMITS } from './admission.ts';
 import type { AdmissionLimits, Rate } from './admission.ts';
-import { DEFAULT_RUNTIME_CONFIG } from './config.ts';
+import { DEFAULT_RUNTIME_CONFIG, toolHooksFromEnv } from './config.ts';
 import type { RuntimeConfig } from './config.ts';
 import { startNodeHealth } from './node-health.ts';
 import type { NodeHealthFigures } from './node-health.ts';
 import { createMemoryPort } from './recall.ts';
 import { startRuntime } from './runtime.ts';
 import type { Runtime } from './runtime.ts';
+import { createToolHooks } from './tool-hooks.ts';
 
 export { startRuntime } from './runtime.ts';
 export type { Runtime, RuntimeDeps } from './runtime.ts';
 export { RUNTIME_SERVICE_NAME } from './node-health.ts';
 export type { NodeHealthFigures } from './node-health.ts';
-export { DEFAULT_RUNTIME_CONFIG } from './config.ts';
-export type { RuntimeConfig } from './config.ts';
+export { DEFAULT_RUNTIME_CONFIG, ToolHookOnError } from './config.ts';
+export type { RuntimeConfig, ToolHookConfig } from './config.ts';
 export { DEFAULT_ADMISSION_LIMITS } from './admission.ts';
 export type { AdmissionLimits, Rate } from './admission.ts';
-export type { ProviderPort, ToolPort, ToolInfo } from './ports.ts';
+export type { ProviderPort, ToolHookPort, ToolPort, ToolInfo } from './ports.ts';
+export { createToolHooks } from './tool-hooks.ts';
+export type { ToolHooks } from './tool-hooks.ts';
 
 /** Options of {@link startRuntimeService}: the connection, a logger, and any config to override. */
 export interface RuntimeServiceOptions {
@@ -87,7 +91,11 @@ export async function startRuntimeService(options: RuntimeServiceOptions): Promi
       logger,
       config,
       provider: createProviderClient({ nc, subjects, codec, logger }),
-      tools: createToolClient({ nc, subjects, codec, logger }),
+      tools: createToolClient({ nc, subjects, codec, logger, heartbeatLapseMs: config.toolHeartbeatLapseMs }),
+      // No hooks configured: no hook client, and not a single extra request per call.
+      ...(config.toolHooks.before.length + config.toolHooks.after.length > 0
+        ? { hooks: createToolHooks({ port: createHookClient({ nc, subjects, codec, logger }), config: config.toolHooks, logger, now: () => Date.now() }) }
+        : {}),
       memory: createMemoryPort(createMemoryClient({ nc, codec, prefix: config.prefix }), () => Date.now()),
       tokens,
       scrubber: createScrubber(),
@@ -122,9 +130,11 @@ export function runtimeConfigFromEnv(env: NodeJS.ProcessEnv): Partial<RuntimeCon
   }
   const replicas = replicasFromEnv(env);
   if (replicas !== undefined) config.replicas = replicas;
-  const numbers: Array<[string, 'maxSteps' | 'toolTimeoutMs' | 'providerTimeoutMs' | 'leaseTtlMs' | 'idleMs']> = [
+  const numbers: Array<[string, 'maxSteps' | 'toolTimeoutMs' | 'toolHeartbeatLapseMs' | 'ledgerTtlMs' | 'providerTimeoutMs' | 'leaseTtlMs' | 'idleMs']> = [
     ['AGENTBUS_MAX_STEPS', 'maxSteps'],
     ['AGENTBUS_TOOL_TIMEOUT_MS', 'toolTimeoutMs'],
+    ['AGENTBUS_TOOL_HEARTBEAT_LAPSE_MS', 'toolHeartbeatLapseMs'],
+    ['AGENTBUS_LEDGER_TTL_MS', 'ledgerTtlMs'],
     ['AGENTBUS_PROVIDER_TIMEOUT_MS', 'providerTimeoutMs'],
     ['AGENTBUS_LEASE_TTL_MS', 'leaseTtlMs'],
     ['AGENTBUS_IDLE_MS', 'idleMs'],
@@ -140,6 +150,8 @@ export function runtimeConfigFromEnv(env: NodeJS.ProcessEnv): Partial<RuntimeCon
   if (admission) config.admission = admission;
   const recall = recallFromEnv(env);
   if (recall) config.recall = recall;
+  const toolHooks = toolHooksFromEnv(env);
+  if (toolHooks) config.toolHooks = toolHooks;
   return config;
 }
 

@@ -30,6 +30,7 @@ import { startNodeLiveness } from './node-liveness.ts';
 import { createParkedMessages } from './parked-messages.ts';
 import type { ProviderPort, ToolPort } from './ports.ts';
 import type { MemoryPort } from './recall.ts';
+import type { ToolHooks } from './tool-hooks.ts';
 import { createSessionDeleter } from './session-delete.ts';
 import type { SessionDeleter } from './session-delete.ts';
 import { openSession } from './session-host.ts';
@@ -54,6 +55,8 @@ export interface RuntimeDeps {
   readonly config: RuntimeConfig;
   readonly provider: ProviderPort;
   readonly tools: ToolPort;
+  /** The deployment's tool hooks (`createToolHooks`); without them calls go straight to the workers. */
+  readonly hooks?: ToolHooks;
   /** Memory to recall from at a turn's first step; without it, turns recall nothing. */
   readonly memory?: MemoryPort;
   readonly tokens: TokenCounter;
@@ -89,6 +92,8 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
   // Kept past the time it takes to find a node dead, with room for a holder that died while handling one.
   const parked = createParkedMessages({ keepMs: 2 * config.leaseTtlMs + 2_000, maxBytes: 64 * 1024 * 1024 });
   const tombstoneBucket = await new Kvm(nc).create(buckets.tombstones, { history: 1, replicas });
+  // The tool workers' result ledger: made here, where every bucket is made, and only written and read by workers.
+  await new Kvm(nc).create(buckets.ledger, { history: 1, ttl: config.ledgerTtlMs, replicas, description: 'agentbus: outcomes of side-effecting tool calls by effectId' });
   const tombstones: RuntimeTombstones = createRuntimeTombstones({ kv: tombstoneBucket, codec, nodeId: config.nodeId, now: deps.now });
   // A write refused by the lease guard never reached the log: there is no sequence to name.
   const transcriptSeqUnknown = -1;
@@ -103,6 +108,7 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
     live: createLivePublisher({ nc, subjects, codec, envelopes }),
     provider: deps.provider,
     tools: deps.tools,
+    ...(deps.hooks ? { hooks: deps.hooks } : {}),
     ...(deps.memory ? { memory: deps.memory } : {}),
     tokens: deps.tokens,
     toolTokens: (specs: readonly ToolSpec[]) => {

@@ -135,6 +135,7 @@ class HostedSession implements SessionHost {
       live: deps.live,
       provider: deps.provider,
       tools: deps.tools,
+      ...(deps.hooks ? { hooks: deps.hooks } : {}),
       ...(deps.memory ? { memory: deps.memory } : {}),
       tokens: deps.tokens,
       toolTokens: deps.toolTokens,
@@ -341,18 +342,21 @@ async function resumeQueue(
       continue;
     }
     // Calls run in order, a side-effecting or privileged one alone: only the first open call can have been
-    // running when the node died. Run it again (same effectId) only when that is safe, a read-only or
-    // idempotent tool. A side effect that may have happened is not made twice: the call ends `interrupted`,
-    // and the model is told so. (A privileged call not yet approved never started.)
+    // running when the node died. It is made again as a repeat of the same effectId when that is safe: the tool
+    // is read-only or idempotent, or its workers keep a result ledger (the repeat gets the outcome recorded
+    // before the node died, or `interrupted` when there is none). Otherwise a side effect that may have happened
+    // is not made twice: the call ends `interrupted`, and the model is told so. (A privileged call not yet
+    // approved never started.)
     const pendingCalls: PlannedCall[] = [];
     for (const [index, call] of turn.openCalls.entries()) {
       const tool = byName.get(call.name);
-      const started = index === 0 && (tool?.tier === 'side_effecting' || (tool?.tier === 'privileged' && turn.decisions[call.id]?.approved === true));
-      if (started && !tool.idempotent) {
+      const sideEffect = tool?.tier === 'side_effecting' || (tool?.tier === 'privileged' && turn.decisions[call.id]?.approved === true);
+      const started = index === 0 && sideEffect;
+      if (started && !tool.idempotent && tool.ledger !== true) {
         await writer.append(LogEventType.toolResult, { turnId: turn.turnId, step: turn.lastStep }, interruptedResult(call));
         continue;
       }
-      pendingCalls.push({ ...call, tier: tool?.tier ?? 'unknown' });
+      pendingCalls.push({ ...call, tier: tool?.tier ?? 'unknown', ...(started ? { resumed: true } : {}) });
     }
     if (pendingCalls.length === 0 && turn.lastStep >= base.maxSteps) {
       await writer.append(LogEventType.turnEnded, { turnId: turn.turnId, step: turn.lastStep }, { reason: TurnEndReason.budgetExceeded, ...ending });

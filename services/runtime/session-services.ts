@@ -7,6 +7,7 @@ import type { LivePublisher } from './live-publisher.ts';
 import type { ProviderPort, ToolPort } from './ports.ts';
 import type { MemoryPort } from './recall.ts';
 import type { SessionWriter } from './session-writer.ts';
+import type { ToolHooks } from './tool-hooks.ts';
 import type { Transcript } from './transcript.ts';
 
 /** What the runtime shares with every session, and its actors use as they are. */
@@ -14,6 +15,8 @@ export interface RuntimeServices {
   readonly live: LivePublisher;
   readonly provider: ProviderPort;
   readonly tools: ToolPort;
+  /** The deployment's tool hooks; none when no hook is configured (then a call costs no extra round trip). */
+  readonly hooks?: ToolHooks;
   /** Memory to recall from; none in tests and setups without it. */
   readonly memory?: MemoryPort;
   readonly tokens: TokenCounter;

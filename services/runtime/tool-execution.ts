@@ -4,46 +4,52 @@ import type { ErrorData } from '../../src/protocol/index.ts';
 import type { ExecuteToolsInput, PlannedCall, RequestApprovalInput } from '../../machines/index.ts';
 import type { ToolInfo } from './ports.ts';
 import { stepTools } from './session-scope.ts';
+import { callToolWithRecovery } from './tool-call-attempts.ts';
 import type { StepActorDeps } from './session-scope.ts';
 import type { SessionServices } from './session-services.ts';
+import { fitToolOutput, runAfterHooks, runBeforeHooks } from './tool-call-hooks.ts';
+import type { HookedResult } from './tool-hooks.ts';
 
-/** Runs one planned call (or answers it with an error: denied, or a tool nobody serves) and appends its `tool.use` and `tool.result`. */
+/** The result of a call that failed: the error, and the output the model is shown for it. */
+function failed(error: ErrorData): HookedResult {
+  return { output: `${error.code}: ${error.message}`, error };
+}
+
+/**
+ * Runs one planned call (or answers it with an error: denied, blocked by a before-hook, or a tool nobody serves),
+ * with the deployment's tool hooks around it, and appends its `tool.use` and `tool.result`.
+ */
 async function runTool(services: SessionServices, input: ExecuteToolsInput, call: PlannedCall, byName: Map<string, ToolInfo>, signal: AbortSignal): Promise<void> {
   const { config, writer, tenant, sessionId } = services;
   const scope = { turnId: input.turnId, step: input.step };
   const effectId = `${sessionId}:${input.turnId}:${call.id}`;
   const started = services.now();
-  await writer.append(LogEventType.toolUse, scope, { toolCallId: call.id, effectId, name: call.name, args: call.args, tier: call.tier });
-  let output: string;
-  let error: ErrorData | undefined;
+  const hooked = await runBeforeHooks(services, { input, call, effectId, byName }, signal);
+  await writer.append(LogEventType.toolUse, scope, { toolCallId: call.id, effectId, name: call.name, args: hooked.args, tier: call.tier, ...hooked.logged });
   const decision = input.decisions[call.id];
   const info = byName.get(call.name);
+  let settled: HookedResult;
   if (decision && !decision.approved) {
-    error = { code: ErrorCode.denied, message: `approval denied${decision.reason ? `: ${decision.reason}` : ''}`, retryable: false };
+    settled = failed({ code: ErrorCode.denied, message: `approval denied${decision.reason ? `: ${decision.reason}` : ''}`, retryable: false });
   } else if (!info) {
     const available = [...byName.keys()].sort().join(', ') || 'none';
-    error = { code: ErrorCode.unknownTool, message: `unknown tool "${call.name}"; available tools: ${available}`, retryable: false };
-  }
-  if (error) {
-    output = `${error.code}: ${error.message}`;
+    settled = failed({ code: ErrorCode.unknownTool, message: `unknown tool "${call.name}"; available tools: ${available}`, retryable: false });
+  } else if (hooked.blocked) {
+    settled = hooked.blocked;
   } else {
-    const timeoutMs = info?.timeoutMs ?? config.toolTimeoutMs;
-    const reply = await services.tools.call(
-      { v: 1, callId: call.id, effectId, name: call.name, args: call.args, tenant, sessionId, turnId: input.turnId, deadline: services.now() + timeoutMs },
+    const timeoutMs = info.timeoutMs ?? config.toolTimeoutMs;
+    const reply = await callToolWithRecovery(
+      services,
+      { v: 1, callId: call.id, effectId, name: call.name, args: hooked.args, tenant, sessionId, turnId: input.turnId, deadline: services.now() + timeoutMs },
+      info,
+      { turnId: input.turnId, step: input.step, toolCallId: call.id, ...(call.resumed ? { firstAttempt: 2 } : {}) },
       { signal, timeoutMs },
     );
-    if (reply.ok) {
-      output = typeof reply.output === 'string' ? reply.output : JSON.stringify(reply.output ?? null);
-    } else {
-      error = reply.error;
-      output = `${reply.error.code}: ${reply.error.message}`;
-    }
+    settled = reply.ok ? { output: typeof reply.output === 'string' ? reply.output : JSON.stringify(reply.output ?? null) } : failed(reply.error);
   }
-  output = services.scrubber.scrub(output);
-  if (output.length > config.maxToolOutputChars) {
-    output = `${output.slice(0, config.maxToolOutputChars)}\n[output truncated at ${config.maxToolOutputChars} characters]`;
-  }
-  const result = { toolCallId: call.id, name: call.name, output, isError: error !== undefined, durationMs: services.now() - started };
+  settled = { ...settled, output: fitToolOutput(services, settled.output) };
+  const { output, error, logged } = await runAfterHooks(services, hooked, settled, signal);
+  const result = { toolCallId: call.id, name: call.name, output, isError: error !== undefined, durationMs: services.now() - started, ...logged };
   // After a cancel, finishTurn closes the call; a late result must not be appended too. Results that
   // finish together are written as one pipelined group.
   await writer.appendUnless(LogEventType.toolResult, scope, error ? { ...result, error } : result, { unless: signal });

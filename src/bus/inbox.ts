@@ -14,6 +14,8 @@ export const ServiceInboxPrefix = {
   tools: '_INBOX_tools',
   memory: '_INBOX_memory',
   dashboard: '_INBOX_dashboard',
+  /** A tool hook process (the `hooks` user). */
+  hooks: '_INBOX_hooks',
 } as const;
 export type ServiceInboxPrefix = (typeof ServiceInboxPrefix)[keyof typeof ServiceInboxPrefix];
 

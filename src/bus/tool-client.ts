@@ -1,12 +1,14 @@
-import type { NatsConnection } from '@nats-io/nats-core';
-import { ErrorCode, NoRespondersError, TimeoutError, abortReason, toErrorData } from '../errors.ts';
+import { headers as createHeaders } from '@nats-io/nats-core';
+import type { MsgHdrs, NatsConnection } from '@nats-io/nats-core';
+import { ErrorCode, NoRespondersError, TimeoutError, WorkerLostError, abortReason, toErrorData } from '../errors.ts';
 import type { ErrorData } from '../errors.ts';
 import type { Logger } from '../logging.ts';
-import { isToken, toolCallReplySchema } from '../protocol/index.ts';
-import type { CancelRequest, Codec, Subjects, ToolCallReply, ToolCallRequest } from '../protocol/index.ts';
+import { ToolCallHeader, ToolWorkerMetadataKey, isToken, toolCallReplySchema } from '../protocol/index.ts';
+import type { CancelRequest, Codec, Subjects, ToolCallEvent, ToolCallReply, ToolCallRequest } from '../protocol/index.ts';
 import { parseToolMetadata } from '../tool-sdk/tool-metadata.ts';
 import type { ToolDescriptor } from '../tool-sdk/tool-metadata.ts';
-import { abortPromise, request } from './request.ts';
+import { abortPromise, msgpackHeaders, request } from './request.ts';
+import { requestToolCall } from './tool-call-request.ts';
 import { createReplyMux } from './reply-mux.ts';
 import type { ReplyMux } from './reply-mux.ts';
 import { discoverServices } from './service-discovery.ts';
@@ -30,21 +32,44 @@ export interface ToolClientOptions {
   readonly serviceName?: string;
   /** Longest wait for a cancel acknowledgement; default 500 ms. */
   readonly cancelTimeoutMs?: number;
+  /**
+   * How long a worker that sends heartbeats may be silent before its call is given up as lost (`worker_lost`);
+   * at least three of its announced heartbeat intervals. Default 3000 ms.
+   */
+  readonly heartbeatLapseMs?: number;
   /** Reply subjects for calls; by default the client makes its own mux on `nc`. */
   readonly replies?: ReplyMux;
   readonly now?: () => number;
 }
 
+/** A tool as discovered: what its workers announced, and what every one of them does besides. */
+export interface DiscoveredTool extends ToolDescriptor {
+  /** The longest heartbeat interval its workers announce; undefined when one of them sends none. */
+  readonly heartbeatMs?: number;
+  /** True when every worker serving it keeps a result ledger for it (a repeat is answered from the record). */
+  readonly ledger: boolean;
+}
+
+/** Options of one {@link ToolClient.call}. */
+export interface ToolCallOptions {
+  readonly signal?: AbortSignal;
+  readonly timeoutMs?: number;
+  /** 1 (default) for a first attempt; 2 and up for a repeat of the same `effectId`. */
+  readonly attempt?: number;
+  /** Hears the worker's progress reports. */
+  readonly onProgress?: (event: ToolCallEvent) => void;
+}
+
 /** The runtime's view of the tools on the bus. */
 export interface ToolClient {
   /** Every tool some live worker serves, from `$SRV.INFO`, cached for the discovery TTL. */
-  listTools(options: { signal?: AbortSignal }): Promise<ToolDescriptor[]>;
+  listTools(options: { signal?: AbortSignal }): Promise<DiscoveredTool[]>;
   /**
    * Calls a tool. Never throws for tool-level failures: unknown tool, timeout, bad arguments, worker
-   * errors and malformed replies all come back as `{ ok: false, error }`. On abort it sends a cancel to
-   * the workers and rejects with the signal's reason.
+   * errors, a worker that fell silent (`worker_lost`) and malformed replies all come back as `{ ok: false, error }`.
+   * On abort it sends a cancel to the workers and rejects with the signal's reason.
    */
-  call(request: ToolCallRequest, options: { signal?: AbortSignal; timeoutMs?: number }): Promise<ToolCallReply>;
+  call(request: ToolCallRequest, options: ToolCallOptions): Promise<ToolCallReply>;
   /** Forgets the cached tool list, so the next `listTools` asks the bus. */
   invalidate(): void;
 }
@@ -68,21 +93,33 @@ export function createToolClient(options: ToolClientOptions): ToolClient {
   const logger = options.logger.child({ component: 'tool-client' });
   const ttl = options.discoveryTtlMs ?? 2000;
   const refreshAt = ttl - Math.min(ttl, options.refreshAheadMs ?? ttl / 4);
-  let cached: { tools: ToolDescriptor[]; at: number } | undefined;
-  let pending: Promise<ToolDescriptor[]> | undefined;
+  const lapseMs = options.heartbeatLapseMs ?? 3000;
+  let cached: { tools: DiscoveredTool[]; byName: Map<string, DiscoveredTool>; at: number } | undefined;
+  let pending: Promise<DiscoveredTool[]> | undefined;
+  const firstHeaders = callHeaders(1);
 
-  async function discover(): Promise<ToolDescriptor[]> {
+  async function discover(): Promise<DiscoveredTool[]> {
     const instances = await discoverServices(nc, options.serviceName, {
       timeoutMs: options.discoveryTimeoutMs ?? 1000,
       codec,
       logger,
     });
-    const tools = new Map<string, ToolDescriptor>();
+    const tools = new Map<string, { -readonly [K in keyof DiscoveredTool]: DiscoveredTool[K] }>();
     for (const instance of instances) {
       for (const endpoint of instance.endpoints) {
-        if (tools.has(endpoint.name) || !isToken(endpoint.name) || endpoint.subject !== subjects.toolCall(endpoint.name)) continue;
+        if (!isToken(endpoint.name) || endpoint.subject !== subjects.toolCall(endpoint.name)) continue;
+        const heartbeatMs = Number(endpoint.metadata[ToolWorkerMetadataKey.heartbeatMs]);
+        const beats = Number.isInteger(heartbeatMs) && heartbeatMs > 0 ? heartbeatMs : undefined;
+        const ledger = endpoint.metadata[ToolWorkerMetadataKey.ledger] === 'true';
+        const known = tools.get(endpoint.name);
+        if (known) {
+          // A call goes to any of the workers: count on what all of them do.
+          known.heartbeatMs = known.heartbeatMs === undefined || beats === undefined ? undefined : Math.max(known.heartbeatMs, beats);
+          known.ledger &&= ledger;
+          continue;
+        }
         const descriptor = parseToolMetadata(endpoint.name, endpoint.metadata, codec);
-        if (descriptor) tools.set(endpoint.name, descriptor);
+        if (descriptor) tools.set(endpoint.name, { ...descriptor, ledger, ...(beats === undefined ? {} : { heartbeatMs: beats }) });
         else logger.warn({ tool: endpoint.name, service: instance.name, id: instance.id }, 'skipped a tool with malformed metadata');
       }
     }
@@ -90,10 +127,10 @@ export function createToolClient(options: ToolClientOptions): ToolClient {
   }
 
   /** Starts a discovery unless one runs; concurrent callers share it. */
-  function refresh(): Promise<ToolDescriptor[]> {
+  function refresh(): Promise<DiscoveredTool[]> {
     pending ??= discover()
       .then((tools) => {
-        cached = { tools, at: now() };
+        cached = { tools, byName: new Map(tools.map((tool) => [tool.name, tool])), at: now() };
         return tools;
       })
       .finally(() => {
@@ -102,7 +139,7 @@ export function createToolClient(options: ToolClientOptions): ToolClient {
     return pending;
   }
 
-  async function listTools(listOptions: { signal?: AbortSignal }): Promise<ToolDescriptor[]> {
+  async function listTools(listOptions: { signal?: AbortSignal }): Promise<DiscoveredTool[]> {
     listOptions.signal?.throwIfAborted();
     if (cached && now() - cached.at < ttl) {
       if (now() - cached.at >= refreshAt) refresh().catch((err: unknown) => logger.warn({ err }, 'background tool discovery failed'));
@@ -128,7 +165,7 @@ export function createToolClient(options: ToolClientOptions): ToolClient {
     }
   }
 
-  async function call(toolRequest: ToolCallRequest, callOptions: { signal?: AbortSignal; timeoutMs?: number }): Promise<ToolCallReply> {
+  async function call(toolRequest: ToolCallRequest, callOptions: ToolCallOptions): Promise<ToolCallReply> {
     const { callId, name } = toolRequest;
     const signal = callOptions.signal;
     signal?.throwIfAborted();
@@ -142,8 +179,21 @@ export function createToolClient(options: ToolClientOptions): ToolClient {
     } catch (error) {
       return failed(callId, toErrorData(error));
     }
+    // The last tool list says whether this tool's workers all send heartbeats: then silence from the start means
+    // a lost call. Otherwise silence counts only after a first heartbeat.
+    const beats = cached?.byName.get(name)?.heartbeatMs;
+    const attempt = callOptions.attempt ?? 1;
     try {
-      const message = await request(nc, subjects.toolCall(name), payload, { timeoutMs, replies, ...(signal ? { signal } : {}) });
+      const message = await requestToolCall(nc, subjects.toolCall(name), payload, {
+        replies,
+        codec,
+        headers: attempt === 1 ? firstHeaders : callHeaders(attempt),
+        timeoutMs,
+        lapseMs: Math.max(lapseMs, 3 * (beats ?? 0)),
+        expectHeartbeats: beats !== undefined,
+        ...(signal ? { signal } : {}),
+        ...(callOptions.onProgress ? { onEvent: progressOnly(callOptions.onProgress) } : {}),
+      });
       const reply = toolCallReplySchema.safeParse(decodeQuietly(message.data, message.headers?.get('Content-Type') || undefined));
       if (!reply.success || reply.data.callId !== callId) {
         logger.warn({ tool: name, callId }, 'malformed tool reply');
@@ -157,6 +207,11 @@ export function createToolClient(options: ToolClientOptions): ToolClient {
       }
       if (error instanceof NoRespondersError) {
         return failed(callId, { code: ErrorCode.unknownTool, message: `no live worker serves tool ${name}`, retryable: false });
+      }
+      if (error instanceof WorkerLostError) {
+        // It may be alive but stalled (paused, partitioned): tell it to stop.
+        void sendCancel(name, callId);
+        return failed(callId, toErrorData(error));
       }
       if (error instanceof TimeoutError) {
         void sendCancel(name, callId);
@@ -185,4 +240,18 @@ export function createToolClient(options: ToolClientOptions): ToolClient {
   };
 }
 
-export type { ToolDescriptor };
+/** The headers of a call: msgpack, heartbeats asked for, and the attempt when it is a repeat. */
+function callHeaders(attempt: number): MsgHdrs {
+  const extra = createHeaders();
+  extra.set(ToolCallHeader.heartbeat, '1');
+  if (attempt > 1) extra.set(ToolCallHeader.attempt, String(attempt));
+  return msgpackHeaders(extra);
+}
+
+function progressOnly(onProgress: (event: ToolCallEvent) => void): (event: ToolCallEvent) => void {
+  return (event) => {
+    if (event.kind === 'progress') onProgress(event);
+  };
+}
+
+export type { ToolDescriptor, ToolCallEvent };

@@ -38,8 +38,11 @@ export function describeData(event: AgentEvent): string {
       return `${event.data.reason}${event.data.error ? ` (${event.data.error.code}: ${event.data.error.message})` : ''} after ${event.data.steps} step(s), $${event.data.cost.toFixed(6)}`;
     case 'assistant.delta':
       return JSON.stringify(event.data.text);
-    case 'tool.progress':
-      return `${event.data.name}: ${event.data.message}`;
+    case 'tool.progress': {
+      const { progress, total } = event.data;
+      const counted = progress === undefined ? '' : ` (${progress}${total === undefined ? '' : `/${total}`})`;
+      return `${event.data.name}: ${event.data.message}${counted}`;
+    }
     case 'progress':
       return event.data.message;
     case 'state':

@@ -93,8 +93,11 @@ export interface EventDataMap {
     readonly toolCallId: string;
     readonly effectId: string;
     readonly name: string;
+    /** The arguments sent to the worker: the model's (in `assistant.message`), or a before-hook's rewrite. */
     readonly args: unknown;
     readonly tier: SafetyTier | 'unknown';
+    /** The before-hooks that replaced the arguments, in order; absent when none did. */
+    readonly argsRewrittenBy?: readonly string[];
   };
   'tool.result': {
     readonly toolCallId: string;
@@ -103,6 +106,10 @@ export interface EventDataMap {
     readonly isError: boolean;
     readonly error?: ErrorData;
     readonly durationMs: number;
+    /** The before-hook that blocked the call (it reached no worker; `output` is the hook's, or its failure). */
+    readonly blockedBy?: string;
+    /** The after-hooks that replaced the output or changed `isError`, in order. */
+    readonly outputRewrittenBy?: readonly string[];
   };
   'approval.requested': { readonly toolCallId: string; readonly name: string; readonly args: unknown };
   'approval.decided': { readonly toolCallId: string; readonly approved: boolean; readonly reason?: string };
@@ -116,7 +123,8 @@ export interface EventDataMap {
     readonly steps: number;
   };
   'assistant.delta': { readonly text: string };
-  'tool.progress': { readonly toolCallId: string; readonly name: string; readonly message: string };
+  /** A running call's progress report, as its worker sent it (`progress` of `total`, in the tool's own unit). */
+  'tool.progress': { readonly toolCallId: string; readonly name: string; readonly message: string; readonly progress?: number; readonly total?: number };
   progress: {
     readonly kind: 'provider_call' | 'tool_execution' | 'rolling_summary';
     readonly message: string;

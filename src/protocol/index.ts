@@ -50,6 +50,19 @@ export type {
   GenerateChunk,
   ChunkBody,
 } from './schemas.ts';
+export { ToolCallEventKind, ToolCallHeader, ToolWorkerMetadataKey, toolCallEventSchema } from './tool-call-events.ts';
+export type { ToolCallEvent } from './tool-call-events.ts';
+export {
+  HookAction,
+  HookPhase,
+  afterHookReplySchema,
+  afterHookRequestSchema,
+  beforeHookReplySchema,
+  beforeHookRequestSchema,
+  decodeHookReply,
+  hookFailureReplySchema,
+} from './hooks.ts';
+export type { AfterHookReply, AfterHookRequest, BeforeHookReply, BeforeHookRequest, HookFailureReply, HookReply } from './hooks.ts';
 export { logEventSchema } from './log-schemas.ts';
 export { liveEventSchema } from './live-schemas.ts';
 export { decodeSessionEvent } from './session-event.ts';

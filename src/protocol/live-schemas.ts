@@ -10,7 +10,7 @@ import { errorDataSchema } from './schemas.ts';
 
 const assistantDelta = z.object({ text: z.string() });
 
-const toolProgress = z.object({ toolCallId: z.string(), name: z.string(), message: z.string() });
+const toolProgress = z.object({ toolCallId: z.string(), name: z.string(), message: z.string(), progress: z.number().optional(), total: z.number().optional() });
 
 const progress = z.object({
   kind: z.enum(['provider_call', 'tool_execution', 'rolling_summary']),

@@ -40,6 +40,7 @@ const toolUse = z.object({
   name: z.string(),
   args: z.unknown(),
   tier: z.enum([SafetyTier.readOnly, SafetyTier.sideEffecting, SafetyTier.privileged, 'unknown']),
+  argsRewrittenBy: z.array(z.string()).readonly().optional(),
 });
 
 const toolResult = z.object({
@@ -49,6 +50,8 @@ const toolResult = z.object({
   isError: z.boolean(),
   error: errorDataSchema.optional(),
   durationMs: z.number(),
+  blockedBy: z.string().optional(),
+  outputRewrittenBy: z.array(z.string()).readonly().optional(),
 });
 
 const approvalRequested = z.object({ toolCallId: z.string(), name: z.string(), args: z.unknown() });

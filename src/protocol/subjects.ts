@@ -1,4 +1,5 @@
 import { InvalidInputError } from '../errors.ts';
+import type { HookPhase } from './hooks.ts';
 
 /** Default subject prefix. */
 export const DEFAULT_PREFIX = 'agentbus';
@@ -47,6 +48,10 @@ export interface Subjects {
   toolCall(name: string): string;
   toolCancel(name: string): string;
   toolQueue(name: string): string;
+  /** `<prefix>.hooks.<hook>.before|after`: a tool hook's requests (request/reply, queue group {@link toolHookQueue}). */
+  toolHook(hook: string, phase: HookPhase): string;
+  /** `<prefix>.hooks.<hook>`: the queue group of one hook's processes, both phases. */
+  toolHookQueue(hook: string): string;
   providerGenerate(provider: string): string;
   providerCancel(provider: string): string;
   /** `agentbus.provider.<provider>.embed`: texts in, one vector each out (request/reply, the provider's queue group). */
@@ -82,6 +87,8 @@ export function createSubjects(prefix: string = DEFAULT_PREFIX): Subjects {
     toolCall: (name) => `${prefix}.tools.${assertToken(name, 'tool name')}.call`,
     toolCancel: (name) => `${prefix}.tools.${assertToken(name, 'tool name')}.cancel`,
     toolQueue: (name) => `${prefix}.tools.${name}`,
+    toolHook: (hook, phase) => `${prefix}.hooks.${assertToken(hook, 'hook name')}.${phase}`,
+    toolHookQueue: (hook) => `${prefix}.hooks.${assertToken(hook, 'hook name')}`,
     providerGenerate: (provider) => `${prefix}.provider.${assertToken(provider, 'provider')}.generate`,
     providerCancel: (provider) => `${prefix}.provider.${assertToken(provider, 'provider')}.cancel`,
     providerEmbed: (provider) => `${prefix}.provider.${assertToken(provider, 'provider')}.embed`,
@@ -99,9 +106,10 @@ export function createSubjects(prefix: string = DEFAULT_PREFIX): Subjects {
 /**
  * Stream names derived from the prefix, so two prefixes never share a stream. `leases`, `nodes` (runtime node
  * heartbeats), `tombstones` and `state` (per-tenant agent state) are key-value buckets (streams `KV_<name>`);
- * `memory` is memory's object store of index snapshots (stream `OBJ_<name>`).
+ * `memory` is memory's object store of index snapshots (stream `OBJ_<name>`). `ledger` is the bucket of tool outcomes
+ * by `effectId` that tool workers keep for side-effecting and privileged tools.
  */
-export function streamNames(prefix: string = DEFAULT_PREFIX): { log: string; live: string; leases: string; nodes: string; tombstones: string; state: string; memory: string } {
+export function streamNames(prefix: string = DEFAULT_PREFIX): { log: string; live: string; leases: string; nodes: string; tombstones: string; state: string; memory: string; ledger: string } {
   const base = prefix.toUpperCase().replace(/[^A-Z0-9_-]/g, '_');
   return {
     log: `${base}_LOG`,
@@ -111,5 +119,6 @@ export function streamNames(prefix: string = DEFAULT_PREFIX): { log: string; liv
     tombstones: `${base}_TOMBSTONES`,
     state: `${base}_STATE`,
     memory: `${base}_MEMORY`,
+    ledger: `${base}_LEDGER`,
   };
 }

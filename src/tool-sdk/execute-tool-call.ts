@@ -20,6 +20,8 @@ export interface ExecuteToolCallOptions {
   readonly stateFor?: (tenant: string) => StateClient;
   /** Where the tool's `context.progress` reports go (the worker sends them to the caller); ignored when absent. */
   readonly onProgress?: (update: ToolProgress) => void;
+  /** Called right before `execute` runs: from here on the call may have had its effect (the result ledger records it). */
+  readonly onStarted?: () => void;
 }
 
 /** A state client whose calls take `signal` unless they name their own. */
@@ -98,6 +100,7 @@ export async function executeToolCall(options: ExecuteToolCallOptions): Promise<
   }, limit);
   const { promise: aborted, cleanup } = abortPromise(signal);
   try {
+    options.onStarted?.();
     const output = await Promise.race([
       Promise.resolve().then(() =>
         tool.execute(parsed.data, {

@@ -10,3 +10,7 @@ export { ToolMetadataKey, parseToolMetadata, toToolMetadata, toolParametersSchem
 export type { ToolDescriptor } from './tool-metadata.ts';
 export { createConcurrencyGate } from './concurrency-gate.ts';
 export type { ConcurrencyGate } from './concurrency-gate.ts';
+export { createHookWorker, DEFAULT_HOOK_SERVICE_NAME } from './hook-worker.ts';
+export type { HookWorker, HookWorkerOptions } from './hook-worker.ts';
+export { runHook, hookFailureReply } from './run-hook.ts';
+export type { AfterHookDecision, AfterHookHandler, BeforeHookDecision, BeforeHookHandler, HookContext, HookJob, HookReplyBody } from './run-hook.ts';

@@ -2,7 +2,7 @@ import type { Msg, NatsConnection, Subscription } from '@nats-io/nats-core';
 import { CancelledError, ErrorCode, InvalidInputError, toErrorData } from '../errors.ts';
 import { createRefusalLog } from '../refusal-log.ts';
 import type { Logger } from '../logging.ts';
-import { cancelRequestSchema, toolCallRequestSchema } from '../protocol/index.ts';
+import { SafetyTier, ToolCallHeader, ToolWorkerMetadataKey, cancelRequestSchema, toolCallRequestSchema } from '../protocol/index.ts';
 import type { CancelAck, Codec, Subjects, ToolCallReply, ToolCallRequest } from '../protocol/index.ts';
 import { abortPromise, msgpackHeaders } from '../bus/request.ts';
 import { createReplyMux } from '../bus/reply-mux.ts';
@@ -10,10 +10,14 @@ import type { ReplyMux } from '../bus/reply-mux.ts';
 import { createServiceRegistration } from '../bus/service-registry.ts';
 import { createStateClient } from '../bus/state-client.ts';
 import type { ServiceRegistration } from '../bus/service-registry.ts';
+import { createCallHeartbeats } from './call-heartbeats.ts';
 import { createCallRegistry } from './call-registry.ts';
 import { createConcurrencyGate } from './concurrency-gate.ts';
 import type { AnyToolDefinition } from './define-tool.ts';
 import { errorReply, executeToolCall } from './execute-tool-call.ts';
+import { answerRepeat, recordOutcome } from './recorded-call.ts';
+import { createResultLedger } from './result-ledger.ts';
+import type { ResultLedger } from './result-ledger.ts';
 import { toToolMetadata } from './tool-metadata.ts';
 
 /** The service name tool workers register under unless told otherwise. */
@@ -37,8 +41,21 @@ export interface ToolWorkerOptions {
   readonly statsData?: () => Record<string, unknown>;
   /** Calls run at once across all tools; more wait in the subscription buffers. Default 64. */
   readonly maxConcurrency?: number;
+  /**
+   * Calls accepted and waiting for a slot (they get heartbeats); past this many the rest wait unread in the
+   * subscription. Default 1024.
+   */
+  readonly maxQueued?: number;
   /** How long `stop()` lets running calls finish before aborting them. Default 5000 ms. */
   readonly stopGraceMs?: number;
+  /** Milliseconds between heartbeats of a running call whose caller asked for them (announced on `$SRV`). Default 1000. */
+  readonly heartbeatMs?: number;
+  /**
+   * Where outcomes of side-effecting and privileged calls are recorded by `effectId`, and repeats answered from;
+   * by default the bus's ledger bucket (`AGENTBUS_LEDGER`, made by the runtime). `false`: no ledger, and the
+   * worker does not announce one.
+   */
+  readonly ledger?: ResultLedger | false;
   readonly now?: () => number;
   readonly newId?: () => string;
 }
@@ -64,6 +81,14 @@ interface AcceptedCall {
   readonly request: ToolCallRequest;
   readonly controller: AbortController;
   readonly started: number;
+  /** 1 for a first attempt; more for a repeat of the same `effectId`. */
+  readonly attempt: number;
+}
+
+/** The attempt a call says it is (`Agentbus-Attempt`); a missing or malformed header is a first attempt. */
+function attemptOf(message: Msg): number {
+  const value = Number(message.headers?.get(ToolCallHeader.attempt) || 1);
+  return Number.isInteger(value) && value >= 1 ? value : 1;
 }
 
 /**
@@ -85,7 +110,14 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
   // Malformed cancels are expected; a flood of them must not become a flood of log lines.
   const refusals = createRefusalLog({ logger, what: 'tool message refused' });
   const gate = createConcurrencyGate(options.maxConcurrency ?? 64);
+  const maxQueued = options.maxQueued ?? 1024;
   const calls = createCallRegistry();
+  const heartbeatMs = options.heartbeatMs ?? 1000;
+  const beats = createCallHeartbeats({ nc, codec, logger, intervalMs: heartbeatMs, now });
+  const ledger = options.ledger === false ? undefined : (options.ledger ?? createResultLedger({ nc, codec, logger, prefix: subjects.prefix }));
+  // Read-only calls have no effect to record.
+  const ledgered = (tool: AnyToolDefinition) => ledger !== undefined && tool.tier !== SafetyTier.readOnly;
+  const callKey = (tool: string, callId: string) => `${tool}\u0000${callId}`;
   // Tools' state requests share one reply subscription, made on the first.
   let stateReplies: ReplyMux | undefined;
   const stateFor = (tenant: string) => createStateClient({ nc, codec, tenant, prefix: subjects.prefix, replies: (stateReplies ??= createReplyMux(nc)) });
@@ -106,6 +138,7 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
   let stopped: Promise<void> | undefined;
 
   function reply(call: { tool: AnyToolDefinition; message: Msg; started: number }, body: ToolCallReply): void {
+    beats.remove(callKey(call.tool.name, body.callId));
     registration?.record(call.tool.name, {
       durationMs: now() - call.started,
       ...(body.ok ? {} : { error: `${body.error.code}: ${body.error.message}` }),
@@ -151,6 +184,8 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
       reply(base, errorReply(request.callId, toErrorData(new CancelledError('cancelled before it started'))));
       return;
     }
+    // From here the caller hears from this worker while the call waits for a slot and while it runs.
+    if (message.headers?.get(ToolCallHeader.heartbeat) === '1') beats.add(callKey(tool.name, request.callId), { reply: message.reply, callId: request.callId });
     let release: () => void;
     try {
       release = await gate.acquire({ signal: controller.signal });
@@ -160,15 +195,46 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
       reply(base, errorReply(request.callId, toErrorData(error)));
       return;
     }
-    void run({ ...base, request, controller }, release);
+    void run({ ...base, request, controller, attempt: attemptOf(message) }, release);
+  }
+
+  /**
+   * The outcome of a call: a repeat of a recorded tool's call may be answered from the ledger without running;
+   * otherwise the tool runs, and a recorded tool's outcome is sent to the ledger before the reply goes out.
+   */
+  async function outcome(call: AcceptedCall): Promise<{ body: ToolCallReply; recording?: Promise<void> }> {
+    const { tool, request } = call;
+    const signal = call.controller.signal;
+    const recordable = ledgered(tool) ? ledger : undefined;
+    if (recordable && call.attempt > 1) {
+      const answered = await answerRepeat(recordable, tool, request, { signal, logger });
+      if (answered) return { body: answered };
+    }
+    let ran = false;
+    const key = callKey(tool.name, request.callId);
+    const body = await executeToolCall({
+      tool,
+      request,
+      logger: () => logger.child({ tool: tool.name, callId: request.callId }),
+      signal,
+      now,
+      stateFor,
+      onStarted: () => {
+        ran = true;
+      },
+      onProgress: (update) => beats.progress(key, update),
+    });
+    if (!recordable || !ran) return { body };
+    return { body, recording: recordOutcome(recordable, tool, request, body, { now, workerId: registration?.id, logger }) };
   }
 
   function run(call: AcceptedCall, release: () => void): Promise<void> {
     const task = (async () => {
-      const callLogger = () => logger.child({ tool: call.tool.name, callId: call.request.callId });
       try {
-        const body = await executeToolCall({ tool: call.tool, request: call.request, logger: callLogger, signal: call.controller.signal, now, stateFor });
+        const { body, recording } = await outcome(call);
+        // The record went out first; its acknowledgement is awaited after the reply, not before it.
         reply(call, body);
+        await recording;
       } finally {
         calls.close(call.tool.name, call.request.callId);
         release();
@@ -181,8 +247,15 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
 
   async function serve(tool: AnyToolDefinition, subscription: Subscription): Promise<void> {
     try {
-      // Waiting in accept() before pulling the next message keeps the rest queued in the subscription.
-      for await (const message of subscription) await accept(tool, message);
+      for await (const message of subscription) {
+        // Accepted calls wait for a slot in the gate, with heartbeats; past maxQueued of them, waiting here for
+        // this one's slot keeps the rest unread in the subscription.
+        const admitted = accept(tool, message).catch((err: unknown) => logger.error({ err, tool: tool.name }, 'a tool call was not accepted'));
+        // stop() waits for calls still waiting for a slot as for running ones.
+        running.add(admitted);
+        void admitted.finally(() => running.delete(admitted));
+        if (gate.waiting >= maxQueued) await admitted;
+      }
     } catch (err) {
       logger.error({ err, tool: tool.name }, 'tool subscription failed');
     }
@@ -237,7 +310,11 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
           name: tool.name,
           subject: subjects.toolCall(tool.name),
           queueGroup: subjects.toolQueue(tool.name),
-          metadata: toToolMetadata(tool),
+          metadata: {
+            ...toToolMetadata(tool),
+            [ToolWorkerMetadataKey.heartbeatMs]: String(heartbeatMs),
+            ...(ledgered(tool) ? { [ToolWorkerMetadataKey.ledger]: 'true' } : {}),
+          },
         })),
       },
       { logger, now, ...(options.newId ? { newId: options.newId } : {}), ...(options.statsData ? { statsData: options.statsData } : {}) },
@@ -276,6 +353,7 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
     await Promise.allSettled([...loops, ...running]);
     for (const subscription of cancelSubscriptions) if (!subscription.isClosed()) subscription.unsubscribe();
     refusals.close();
+    beats.stop();
     const results = await Promise.allSettled(drains);
     for (const result of results) if (result.status === 'rejected') logger.warn({ err: result.reason }, 'tool subscription drain failed');
     state = 'stopped';

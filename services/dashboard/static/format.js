@@ -88,7 +88,7 @@ export function describe(event) {
     case 'summary.created': return `${data.tokens} tokens through seq ${data.throughSeq}`;
     case 'turn.ended': return `${data.reason}${data.error ? ` (${data.error.code}: ${data.error.message})` : ''} after ${data.steps} step(s) · ${money(data.cost)}`;
     case 'assistant.delta': return JSON.stringify(data.text);
-    case 'tool.progress': return `${data.name}: ${data.message}`;
+    case 'tool.progress': return `${data.name}: ${data.message}${data.progress === undefined ? '' : ` (${data.progress}${data.total === undefined ? '' : `/${data.total}`})`}`;
     case 'progress': return data.message;
     case 'state': return `${data.machine} → ${data.value}`;
     case 'retry': return `attempt ${data.attempt}/${data.maxAttempts} in ${data.delayMs} ms: ${data.error?.message ?? ''}`;

@@ -1,0 +1,57 @@
+import { ErrorCode, LiveEventType, SafetyTier } from '../../src/protocol/index.ts';
+import type { ToolCallReply, ToolCallRequest } from '../../src/protocol/index.ts';
+import type { ToolInfo } from './ports.ts';
+import type { SessionServices } from './session-services.ts';
+
+/** Attempts of one call whose workers keep falling silent, the first included. */
+const MAX_ATTEMPTS = 3;
+
+/** What {@link callToolWithRecovery} needs to know of the call besides its request. */
+export interface CallScope {
+  readonly turnId: string;
+  readonly step: number;
+  /** The model's id of the call, which `tool.progress` events name. */
+  readonly toolCallId: string;
+  /** 2 when the call may have run before (a resumed turn); default 1. */
+  readonly firstAttempt?: number;
+}
+
+/**
+ * Calls a tool and recovers from a worker that fell silent (`worker_lost`): the call is made again, as a repeat
+ * of the same `effectId`, when that cannot make a side effect twice: the tool is read-only or idempotent, or its
+ * workers keep a result ledger (a repeat then gets the recorded outcome, or `interrupted` when the lost worker
+ * recorded none). Otherwise the call ends `interrupted`. The worker's progress reports become `tool.progress`.
+ */
+export async function callToolWithRecovery(
+  services: SessionServices,
+  request: ToolCallRequest,
+  info: ToolInfo,
+  scope: CallScope,
+  options: { signal: AbortSignal; timeoutMs: number },
+): Promise<ToolCallReply> {
+  const { tenant, sessionId } = services;
+  const onProgress = (event: { message?: string; progress?: number; total?: number }) =>
+    services.live.publish(LiveEventType.toolProgress, { tenant, sessionId, turnId: scope.turnId, step: scope.step }, {
+      toolCallId: scope.toolCallId,
+      name: request.name,
+      message: services.scrubber.scrub(event.message ?? ''),
+      ...(event.progress === undefined ? {} : { progress: event.progress }),
+      ...(event.total === undefined ? {} : { total: event.total }),
+    });
+  const repeatable = info.tier === SafetyTier.readOnly || info.idempotent || info.ledger === true;
+  let attempt = scope.firstAttempt ?? 1;
+  for (;;) {
+    // A repeat has a call id of its own: the workers remember the lost attempt's id as cancelled.
+    const callId = attempt === 1 ? request.callId : `${request.callId}~${attempt}`;
+    const reply = await services.tools.call({ ...request, callId }, { ...options, attempt, onProgress });
+    if (reply.ok || reply.error.code !== ErrorCode.workerLost) return { ...reply, callId: request.callId };
+    services.logger.warn({ tool: request.name, effectId: request.effectId, attempt, error: reply.error }, 'a tool worker fell silent during a call');
+    if (!repeatable) {
+      const message = `the worker running ${request.name} stopped answering mid-call (${reply.error.message}); it may or may not have taken effect, and the call is not made again because ${request.name} is not idempotent`;
+      return { v: 1, callId: request.callId, ok: false, error: { code: ErrorCode.interrupted, message, retryable: false } };
+    }
+    if (attempt - (scope.firstAttempt ?? 1) + 1 >= MAX_ATTEMPTS) return { ...reply, callId: request.callId };
+    options.signal.throwIfAborted();
+    attempt += 1;
+  }
+}

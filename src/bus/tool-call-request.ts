@@ -1,0 +1,95 @@
+import type { Msg, MsgHdrs, NatsConnection } from '@nats-io/nats-core';
+import { NoRespondersError, TimeoutError, WorkerLostError, abortReason } from '../errors.ts';
+import { ToolCallHeader, toolCallEventSchema } from '../protocol/index.ts';
+import type { Codec, ToolCallEvent } from '../protocol/index.ts';
+import { isNoResponders } from './request.ts';
+import type { ReplyMux } from './reply-mux.ts';
+
+/** Options of {@link requestToolCall}. */
+export interface ToolCallRequestOptions {
+  readonly replies: ReplyMux;
+  readonly codec: Codec;
+  readonly headers: MsgHdrs;
+  /** Longest wait for the reply, heartbeats or not. */
+  readonly timeoutMs: number;
+  /**
+   * Longest silence of the worker once the call is sent: past it the call is given up as lost. Counted from the
+   * send when `expectHeartbeats`, otherwise from the first heartbeat (a worker that sends none is waited for
+   * until `timeoutMs`).
+   */
+  readonly lapseMs: number;
+  readonly expectHeartbeats: boolean;
+  readonly signal?: AbortSignal;
+  /** Hears each heartbeat and progress report. */
+  readonly onEvent?: (event: ToolCallEvent) => void;
+}
+
+/**
+ * Sends one tool call and waits for its reply, taking the heartbeats and progress reports the worker sends to
+ * the same reply subject before it (messages with an `Agentbus-Tool-Event` header). Rejects with
+ * {@link NoRespondersError}, {@link TimeoutError}, {@link WorkerLostError} when the worker falls silent, or
+ * the signal's reason; a late message after that is dropped.
+ */
+export function requestToolCall(nc: NatsConnection, subject: string, payload: Uint8Array, options: ToolCallRequestOptions): Promise<Msg> {
+  return new Promise<Msg>((resolve, reject) => {
+    const { signal } = options;
+    if (signal?.aborted) {
+      reject(abortReason(signal));
+      return;
+    }
+    let lapse: ReturnType<typeof setTimeout> | undefined;
+    let heardAt = Date.now();
+    const finish = () => {
+      route.close();
+      clearTimeout(timer);
+      clearTimeout(lapse);
+      signal?.removeEventListener('abort', onAbort);
+    };
+    const onAbort = () => {
+      finish();
+      reject(abortReason(signal!));
+    };
+    const armLapse = () => {
+      clearTimeout(lapse);
+      lapse = setTimeout(() => {
+        finish();
+        const silentMs = Date.now() - heardAt;
+        reject(new WorkerLostError(`the worker of ${subject} sent no heartbeat for ${silentMs} ms`, { subject, silentMs }));
+      }, options.lapseMs);
+    };
+    const route = options.replies.route((message) => {
+      const kind = message.headers?.get(ToolCallHeader.event);
+      if (kind) {
+        heardAt = Date.now();
+        armLapse();
+        const event = toolCallEventSchema.safeParse(decodeQuietly(options.codec, message));
+        if (event.success) options.onEvent?.(event.data);
+        return;
+      }
+      finish();
+      if (isNoResponders(message)) reject(new NoRespondersError(subject));
+      else resolve(message);
+    });
+    const timer = setTimeout(() => {
+      finish();
+      reject(new TimeoutError(`no reply on ${subject} within ${options.timeoutMs} ms`, options.timeoutMs, subject));
+    }, options.timeoutMs);
+    signal?.addEventListener('abort', onAbort, { once: true });
+    if (options.expectHeartbeats) armLapse();
+    try {
+      nc.publish(subject, payload, { reply: route.subject, headers: options.headers });
+    } catch (error) {
+      finish();
+      reject(error);
+    }
+  });
+}
+
+function decodeQuietly(codec: Codec, message: Msg): unknown {
+  try {
+    return codec.decode(message.data, message.headers?.get('Content-Type') || undefined);
+  } catch {
+    // A heartbeat that does not decode still shows the worker is alive; only its content is lost.
+    return undefined;
+  }
+}
