@@ -170,10 +170,12 @@ describe('agentbus mcp over stdio', () => {
     expect(await recordWhere((record) => record.event === 'call' && record.tool === 'add')).toMatchObject({ args: { a: 2, b: 3 } });
   });
 
-  it('passes a turn\'s cancel on to the MCP server as a cancellation', async () => {
+  it('shows a turn the server\'s progress as tool.progress, and passes the turn\'s cancel on to it as a cancellation', async () => {
     const watcher = collectEvents(stack.client, 'default', 'mcp-1');
     expect(await requestJson(stack.client, 'agentbus.default.sessions.mcp-1.prompt', { text: 'Count for a long time' })).toMatchObject({ accepted: true });
     await recordWhere((record) => record.event === 'call' && record.tool === 'slow');
+    const seen = await watcher.until((events) => events.some((event) => event.type === 'tool.progress'));
+    expect(seen.find((event) => event.type === 'tool.progress')).toMatchObject({ data: { name: 'slow', message: 'step 1 of 200', progress: 1, total: 200 } });
     expect(await requestJson(stack.client, 'agentbus.default.sessions.mcp-1.cancel', {})).toMatchObject({ ok: true });
     const events = await watcher.until((seen) => seen.some((event) => event.type === 'turn.ended'));
     watcher.stop();
