@@ -91,7 +91,7 @@ beforeAll(async () => {
     },
   });
   tools = createToolClient({ nc: stack.client, subjects: createSubjects('agentbus'), codec: createCodec(), logger: silent, discoveryTtlMs: 0 });
-  mcp = startAgentbus(['mcp', '--nats', stack.server.url, '--timeout', 'slow=30000', '--', ...MCP_STDIO_SERVER], mcpEnv());
+  mcp = startAgentbus(['mcp', '--nats', stack.server.url, '--timeout', 'slow=30000', '--timeout', 'nosuch=5', '--', ...MCP_STDIO_SERVER], mcpEnv());
   await mcp.waitFor('(Ctrl-C to stop)');
 });
 
@@ -143,6 +143,7 @@ describe('agentbus mcp over stdio', () => {
   it('serves each MCP tool under its own name, with its schema and the tier its annotations give', async () => {
     expect(mcp.stdout()).toMatch(/^serving 7 tool\(s\) of node --import tsx test\/helpers\/mcp-stdio-server\.ts as agentbus-test-mcp on nats:\/\/127\.0\.0\.1:\d+: add \(read_only\), echo \(read_only\), slow \(read_only\), remove \(privileged\), note \(side_effecting\), fail \(read_only\), grow \(privileged\) \(Ctrl-C to stop\)\n$/);
     expect(mcp.stderr()).toContain('not serving the MCP tool "bad.name": its name is not a bus subject token');
+    expect(mcp.stderr()).toContain('--timeout names "nosuch", which the MCP server does not offer');
     const listed = (await tools.listTools({})).filter((tool) => MCP_TOOLS.includes(tool.name));
     expect(listed.map((tool) => `${tool.name}:${tool.tier}:${tool.idempotent}:${tool.timeoutMs}`)).toEqual([
       'add:read_only:true:60000',

@@ -55,6 +55,12 @@ export async function runMcp(argv: string[], context: CliContext): Promise<numbe
     switch (event.type) {
       case 'serving':
         for (const skipped of event.skipped) context.stderr.write(`agentbus: not serving the MCP tool ${JSON.stringify(skipped.name)}: ${skipped.reason}\n`);
+        if (event.first) {
+          const offered = new Set([...event.tools.map((tool) => tool.name), ...event.skipped.map((tool) => tool.name)]);
+          for (const [flag, names] of [['--tier', options.tiers.byTool.keys()], ['--timeout', options.timeouts.byTool.keys()]] as const) {
+            for (const name of names) if (!offered.has(name)) context.stderr.write(`agentbus: ${flag} names ${JSON.stringify(name)}, which the MCP server does not offer\n`);
+          }
+        }
         if (!event.first) context.stdout.write(`the MCP server's tools changed; serving ${event.tools.length} tool(s): ${toolList(event.tools)}\n`);
         return;
       case 'down':
