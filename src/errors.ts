@@ -31,6 +31,11 @@ export const ErrorCode = {
    * under the default failure mode the call is blocked with this code.
    */
   hookFailed: 'hook_failed',
+  /**
+   * What serves the tool is down for now (an MCP server that exited or lost its session, and is being restarted): the
+   * call may or may not have taken effect; retryable once it is back.
+   */
+  unavailable: 'unavailable',
   internal: 'internal',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
@@ -171,6 +176,20 @@ export class WorkerLostError extends AgentbusError {
     this.name = 'WorkerLostError';
     this.subject = options.subject;
     this.silentMs = options.silentMs;
+  }
+}
+
+/**
+ * An MCP server that cannot take a call now: it exited, its HTTP session broke, or it is being restarted. Retryable:
+ * `agentbus mcp` restarts the server, and a call made again once it is back is served.
+ */
+export class McpUnavailableError extends ToolError {
+  /** The MCP server, as `agentbus mcp` names it (its command or URL). */
+  readonly server: string;
+  constructor(server: string, message: string, options: AgentbusErrorOptions = {}) {
+    super(ErrorCode.unavailable, message, { retryable: true, ...options });
+    this.name = 'McpUnavailableError';
+    this.server = server;
   }
 }
 

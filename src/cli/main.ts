@@ -11,6 +11,7 @@ import { runTail, TAIL_USAGE } from './tail.ts';
 import { runUp, UP_USAGE } from './up.ts';
 import { runViz, VIZ_USAGE } from './viz.ts';
 import { runWorker, WORKER_USAGE } from './worker.ts';
+import { MCP_USAGE } from './mcp-options.ts';
 import { packageVersion } from './package-version.ts';
 
 const HELP = `agentbus — an actor-model runtime for LLM agents on a NATS message bus
@@ -34,6 +35,8 @@ Usage:
       Print a machine's diagram (default: the turn machine, as Mermaid), drawn from its own definition.
   ${WORKER_USAGE}
       Serve the tools a module exports (defineTool results) as a tool worker until Ctrl-C.
+  ${MCP_USAGE}
+      Serve the tools of an MCP server (a command over stdio, or a streamable-HTTP URL) as a tool worker until Ctrl-C.
   agentbus help | --help | --version
 
 Environment: NATS_URL, AGENTBUS_PREFIX, AGENTBUS_SCRIPT, AGENTBUS_MODEL, AGENTBUS_WORKSPACE, AGENTBUS_DASHBOARD_PORT, LOG_LEVEL.
@@ -71,6 +74,9 @@ export async function main(argv: string[], context: CliContext = processContext(
         return await runMemory(rest, context);
       case 'worker':
         return await runWorker(rest, context);
+      case 'mcp':
+        // Loaded only here: the MCP SDK takes a while to import, and no other command needs it.
+        return await (await import('./mcp.ts')).runMcp(rest, context);
       case '--version':
       case '-v':
         context.stdout.write(`${packageVersion()}\n`);

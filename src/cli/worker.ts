@@ -11,11 +11,9 @@ import { UsageError } from './context.ts';
 import type { CliContext } from './context.ts';
 import { packageVersion } from './package-version.ts';
 import { loadToolModule } from './tool-module.ts';
+import { concurrencyFlag, serviceNameFlag, untilStopped } from './serving-command.ts';
 
 export const WORKER_USAGE = 'agentbus worker <module> [--nats URL] [--name N] [--concurrency N]';
-
-/** A `$SRV` service name (the NATS services API allows these characters). */
-const SERVICE_NAME = /^[A-Za-z0-9_-]{1,64}$/;
 
 /** The flags of `worker`. */
 export interface WorkerOptions {
@@ -36,17 +34,7 @@ export function parseWorker(argv: string[]): WorkerOptions {
   });
   if (positionals.length === 0) throw new UsageError(`worker needs a module of tools: ${WORKER_USAGE}`);
   if (positionals.length > 1) throw new UsageError(`worker takes one module, got ${positionals.length}: ${positionals.join(' ')}`);
-  if (values.name !== undefined && !SERVICE_NAME.test(values.name)) {
-    throw new UsageError(`--name must match [A-Za-z0-9_-]{1,64}, got ${JSON.stringify(values.name)}`);
-  }
-  let concurrency: number | undefined;
-  if (values.concurrency !== undefined) {
-    concurrency = Number(values.concurrency);
-    if (!Number.isInteger(concurrency) || concurrency < 1) {
-      throw new UsageError(`--concurrency must be a positive whole number, got ${JSON.stringify(values.concurrency)}`);
-    }
-  }
-  return { module: positionals[0]!, nats: values.nats, name: values.name, concurrency };
+  return { module: positionals[0]!, nats: values.nats, name: serviceNameFlag(values.name), concurrency: concurrencyFlag(values.concurrency) };
 }
 
 /** The default service name of a module: its file name without extension (`examples/text-tools.ts` → `text-tools`). */
@@ -89,13 +77,9 @@ export async function runWorker(argv: string[], context: CliContext): Promise<nu
   }
   const names = tools.map((tool) => tool.name).join(', ');
   context.stdout.write(`serving ${tools.length} tool(s) as ${serviceName} on ${target.url}: ${names} (Ctrl-C to stop)\n`);
-  const closed = await new Promise<Error | void>((resolve) => {
-    if (context.signal.aborted) return resolve();
-    context.signal.addEventListener('abort', () => resolve(), { once: true });
-    void nc.closed().then(resolve);
-  });
-  if (nc.isClosed()) {
-    context.stderr.write(`agentbus: the connection to ${target.url} closed${closed ? `: ${closed.message}` : ''}\n`);
+  const stopped = await untilStopped(nc, context.signal);
+  if (stopped.closed) {
+    context.stderr.write(`agentbus: the connection to ${target.url} closed${stopped.error ? `: ${stopped.error.message}` : ''}\n`);
     await worker.stop();
     return 1;
   }

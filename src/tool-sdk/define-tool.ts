@@ -47,8 +47,18 @@ export interface ToolDefinition<S extends z.ZodType = z.ZodType> {
   readonly name: string;
   /** What the tool does, for the model. */
   readonly description: string;
-  /** Schema of the arguments; announced as JSON Schema and checked before `execute` runs. */
+  /**
+   * Schema of the arguments, checked before `execute` runs; announced as JSON Schema unless `jsonSchema` is
+   * given.
+   */
   readonly parameters: S;
+  /**
+   * The JSON Schema to announce for the arguments instead of the one derived from `parameters`: for a tool whose
+   * schema comes from elsewhere as JSON Schema (an MCP server's tool). Announced as is (a top-level `$schema` is
+   * dropped, as for derived schemas); it must be an object schema. `parameters` still checks the arguments, so
+   * give one that agrees with it (see `jsonSchemaParameters`) or a permissive one when the tool checks its own.
+   */
+  readonly jsonSchema?: Readonly<Record<string, unknown>>;
   readonly tier: SafetyTier;
   /** Longest run of one call; the request deadline may cut it shorter. */
   readonly timeoutMs: number;
@@ -90,12 +100,20 @@ export function defineTool<S extends z.ZodType>(definition: ToolDefinition<S>): 
   if (!Number.isFinite(definition.timeoutMs) || definition.timeoutMs <= 0) {
     throw new InvalidInputError(`tool ${definition.name}: timeoutMs must be a positive number`);
   }
+  if (definition.jsonSchema !== undefined && !isObjectSchema(definition.jsonSchema)) {
+    throw new InvalidInputError(`tool ${definition.name}: jsonSchema must be a JSON Schema object with type "object"`);
+  }
   return definition;
+}
+
+/** A JSON Schema of an object: a plain object whose `type` is `object` (what a tool's arguments are). */
+function isObjectSchema(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value) && (value as { type?: unknown }).type === 'object';
 }
 
 /**
  * True when `value` is a tool definition as {@link defineTool} accepts it: a valid name, tier and timeout,
- * a description, a zod schema and an `execute` function. For loaders that take tools from a module's exports.
+ * a description, a zod schema (and, when present, an object `jsonSchema`) and an `execute` function. For loaders that take tools from a module's exports.
  *
  * @example
  * const tools = Object.values(await import(file)).filter(isToolDefinition);
@@ -116,6 +134,7 @@ export function isToolDefinition(value: unknown): value is AnyToolDefinition {
     Number.isFinite(candidate.timeoutMs) &&
     candidate.timeoutMs > 0 &&
     typeof candidate.idempotent === 'boolean' &&
+    (candidate.jsonSchema === undefined || isObjectSchema(candidate.jsonSchema)) &&
     typeof candidate.execute === 'function'
   );
 }

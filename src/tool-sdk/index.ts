@@ -4,6 +4,8 @@ export { createToolWorker, DEFAULT_TOOL_SERVICE_NAME } from './tool-worker.ts';
 export type { ToolWorker, ToolWorkerOptions } from './tool-worker.ts';
 export { executeToolCall, errorReply, formatIssues } from './execute-tool-call.ts';
 export type { ExecuteToolCallOptions } from './execute-tool-call.ts';
+export { jsonSchemaParameters } from './json-schema-parameters.ts';
+export type { JsonSchemaCheck, JsonSchemaCheckResult } from './json-schema-parameters.ts';
 export { ToolMetadataKey, parseToolMetadata, toToolMetadata, toolParametersSchema } from './tool-metadata.ts';
 export type { ToolDescriptor } from './tool-metadata.ts';
 export { createConcurrencyGate } from './concurrency-gate.ts';

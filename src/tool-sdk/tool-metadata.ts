@@ -27,9 +27,12 @@ export interface ToolDescriptor {
   readonly idempotent: boolean;
 }
 
-/** The JSON Schema of a tool's arguments, as the model is shown it (input side, no `$schema`). */
+/**
+ * The JSON Schema of a tool's arguments, as the model is shown it (no `$schema`): the tool's own `jsonSchema` when
+ * it has one, else its zod `parameters` converted (input side).
+ */
 export function toolParametersSchema(tool: AnyToolDefinition): Record<string, unknown> {
-  const { $schema: _ignored, ...schema } = z.toJSONSchema(tool.parameters, { io: 'input', unrepresentable: 'any' });
+  const { $schema: _ignored, ...schema } = tool.jsonSchema ?? z.toJSONSchema(tool.parameters, { io: 'input', unrepresentable: 'any' });
   return schema;
 }
 

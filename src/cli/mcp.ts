@@ -1,0 +1,123 @@
+import type { DestinationStream } from 'pino';
+import { createLogger } from '../logging.ts';
+import { createMcpBridge, describeMcpSource, mcpServerEnvironment, openMcpSession } from '../mcp/index.ts';
+import type { McpBridgeEvent, McpSource } from '../mcp/index.ts';
+import { createCodec, createSubjects } from '../protocol/index.ts';
+import { createToolWorker } from '../tool-sdk/index.ts';
+import type { AnyToolDefinition } from '../tool-sdk/index.ts';
+import { findBus } from './bus-target.ts';
+import { connectCli } from './connect.ts';
+import { UsageError } from './context.ts';
+import type { CliContext } from './context.ts';
+import { DEFAULT_MCP_TIMEOUT_MS, mcpServiceName, parseMcp } from './mcp-options.ts';
+import { packageVersion } from './package-version.ts';
+import { untilStopped } from './serving-command.ts';
+
+/** `add (read_only), rm (privileged)`. */
+function toolList(tools: readonly AnyToolDefinition[]): string {
+  return tools.map((tool) => `${tool.name} (${tool.tier})`).join(', ');
+}
+
+/** The MCP server could not be started, or listed no tool that can be served. */
+export class McpStartError extends Error {
+  readonly server: string;
+  constructor(server: string, message: string, cause?: unknown) {
+    super(message, cause === undefined ? undefined : { cause });
+    this.name = 'McpStartError';
+    this.server = server;
+  }
+}
+
+/**
+ * `agentbus mcp`: starts an MCP server over stdio (the command after `--`) or reaches one over streamable HTTP (`--url`),
+ * and serves each of its tools on the bus of `--nats`, `NATS_URL` or the stack `agentbus up` runs here, as a tool
+ * worker (see `createMcpBridge`), until SIGINT/SIGTERM; then it leaves `$SRV`, lets running calls finish (up to 5 s),
+ * closes the server and drains. Exits 0 after a clean stop, 1 when the server cannot be started or serves no tool or
+ * the connection closes under it, 2 on a usage error.
+ */
+export async function runMcp(argv: string[], context: CliContext): Promise<number> {
+  const options = parseMcp(argv);
+  const target = await findBus(context, options.nats);
+  if (target.kind === 'none') throw new UsageError('no bus to serve on: pass --nats URL, set NATS_URL, or start a stack here with `npx agentbus up`');
+  const source: McpSource =
+    options.server.kind === 'stdio'
+      ? { ...options.server, env: mcpServerEnvironment(context.env), cwd: context.cwd }
+      : options.server;
+  const label = describeMcpSource(source);
+  const logger = createLogger({ name: 'mcp', level: context.env.LOG_LEVEL ?? 'warn', destination: context.stderr as DestinationStream });
+  const nc = await connectCli(target.url, `agentbus-mcp`, context.env);
+  const subjects = createSubjects(context.env.AGENTBUS_PREFIX ?? 'agentbus');
+  const codec = createCodec();
+  // The server's own name unless --name says otherwise: known once the first session is open, then kept.
+  let serviceName = options.name;
+
+  const report = (event: McpBridgeEvent): void => {
+    switch (event.type) {
+      case 'serving':
+        for (const skipped of event.skipped) context.stderr.write(`agentbus: not serving the MCP tool ${JSON.stringify(skipped.name)}: ${skipped.reason}\n`);
+        if (event.first) {
+          const offered = new Set([...event.tools.map((tool) => tool.name), ...event.skipped.map((tool) => tool.name)]);
+          for (const [flag, names] of [['--tier', options.tiers.byTool.keys()], ['--timeout', options.timeouts.byTool.keys()]] as const) {
+            for (const name of names) if (!offered.has(name)) context.stderr.write(`agentbus: ${flag} names ${JSON.stringify(name)}, which the MCP server does not offer\n`);
+          }
+        }
+        if (!event.first) context.stdout.write(`the MCP server's tools changed; serving ${event.tools.length} tool(s): ${toolList(event.tools)}\n`);
+        return;
+      case 'down':
+        context.stderr.write(`agentbus: the MCP server is down (${event.error?.message ?? 'it exited'}); restarting it in ${event.retryInMs} ms (attempt ${event.attempt})\n`);
+        return;
+      case 'restarted':
+        context.stderr.write(`agentbus: the MCP server is back${event.pid === undefined ? '' : ` (pid ${event.pid})`}\n`);
+        return;
+    }
+  };
+
+  const bridge = createMcpBridge({
+    source,
+    logger,
+    open: ({ signal, onToolsChanged, onError }) =>
+      openMcpSession(source, { signal, onToolsChanged, onError, client: { name: 'agentbus', version: packageVersion() } }),
+    serve: async (tools) => {
+      serviceName ??= mcpServiceName(bridge.server?.name);
+      const worker = createToolWorker({
+        nc,
+        subjects,
+        codec,
+        logger,
+        tools,
+        serviceName,
+        version: packageVersion(),
+        description: `agentbus mcp ${bridge.server?.name ?? source.kind}`,
+        metadata: { mcp: source.kind, ...(bridge.server?.name ? { mcpServer: bridge.server.name } : {}) },
+        ...(options.concurrency === undefined ? {} : { maxConcurrency: options.concurrency }),
+      });
+      await worker.start({ signal: context.signal });
+      return worker;
+    },
+    tierOf: (name) => options.tiers.byTool.get(name) ?? options.tiers.all,
+    timeoutOf: (name) => options.timeouts.byTool.get(name) ?? options.timeouts.all ?? DEFAULT_MCP_TIMEOUT_MS,
+    onEvent: report,
+  });
+
+  try {
+    await bridge.start({ signal: context.signal });
+    if (bridge.tools.length === 0) throw new McpStartError(label, `the MCP server ${label} lists no tool that agentbus can serve`);
+  } catch (error) {
+    await bridge.stop().catch(() => undefined);
+    await nc.close().catch(() => undefined);
+    if (context.signal.aborted) return 130;
+    if (error instanceof McpStartError) throw error;
+    throw new McpStartError(label, `could not start the MCP server ${label}: ${error instanceof Error ? error.message : String(error)}`, error);
+  }
+  context.stdout.write(`serving ${bridge.tools.length} tool(s) of ${label} as ${serviceName ?? mcpServiceName(undefined)} on ${target.url}: ${toolList(bridge.tools)} (Ctrl-C to stop)\n`);
+  const stopped = await untilStopped(nc, context.signal);
+  if (stopped.closed) {
+    context.stderr.write(`agentbus: the connection to ${target.url} closed${stopped.error ? `: ${stopped.error.message}` : ''}\n`);
+    await bridge.stop();
+    return 1;
+  }
+  context.stderr.write(`stopping: leaving $SRV, finishing running calls, closing the MCP server\n`);
+  await bridge.stop();
+  await nc.drain().catch((err: unknown) => logger.warn({ err }, 'drain failed'));
+  return 0;
+}

@@ -1,0 +1,15 @@
+export { createMcpBridge } from './mcp-bridge.ts';
+export type { McpBridge, McpBridgeEvent, McpBridgeOptions, McpRestartPolicy, ServedTools } from './mcp-bridge.ts';
+export { createArgumentChecks } from './mcp-arguments.ts';
+export type { ArgumentCheckFactory } from './mcp-arguments.ts';
+export { createMcpCall, progressUpdate } from './mcp-call.ts';
+export type { McpCallOptions } from './mcp-call.ts';
+export { MCP_OUTPUT_LIMIT, contentPartText, mcpResultOutput } from './mcp-result.ts';
+export { openMcpSession } from './mcp-session.ts';
+export type { McpProgress, McpSession, OpenMcpSessionOptions } from './mcp-session.ts';
+export { describeMcpSource, mcpServerEnvironment } from './mcp-source.ts';
+export type { McpSource } from './mcp-source.ts';
+export { classifyMcpTool } from './mcp-tier.ts';
+export type { McpToolClass, McpToolHints } from './mcp-tier.ts';
+export { mcpToolDefinitions } from './mcp-tools.ts';
+export type { McpToolCall, McpToolDefinitionsOptions, SkippedMcpTool } from './mcp-tools.ts';

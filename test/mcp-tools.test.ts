@@ -1,0 +1,67 @@
+import { describe, expect, it } from 'vitest';
+import { ToolError } from '../src/errors.ts';
+import { classifyMcpTool, createArgumentChecks, mcpResultOutput, mcpServerEnvironment, mcpToolDefinitions, progressUpdate } from '../src/mcp/index.ts';
+import { SafetyTier } from '../src/protocol/index.ts';
+import { pino } from 'pino';
+
+describe('MCP tools as agentbus tools', () => {
+  it('takes the tier from the annotations, with the MCP defaults, unless overridden', () => {
+    expect(classifyMcpTool(undefined)).toEqual({ tier: SafetyTier.privileged, idempotent: false });
+    expect(classifyMcpTool({ readOnlyHint: true })).toEqual({ tier: SafetyTier.readOnly, idempotent: true });
+    expect(classifyMcpTool({ readOnlyHint: true, destructiveHint: true })).toEqual({ tier: SafetyTier.readOnly, idempotent: true });
+    expect(classifyMcpTool({ destructiveHint: true, idempotentHint: true })).toEqual({ tier: SafetyTier.privileged, idempotent: true });
+    expect(classifyMcpTool({ destructiveHint: false })).toEqual({ tier: SafetyTier.sideEffecting, idempotent: false });
+    expect(classifyMcpTool({ destructiveHint: false, idempotentHint: true })).toEqual({ tier: SafetyTier.sideEffecting, idempotent: true });
+    expect(classifyMcpTool({ readOnlyHint: true }, SafetyTier.privileged)).toEqual({ tier: SafetyTier.privileged, idempotent: true });
+  });
+
+  it('serves tools under their own names, skipping names that are no bus token and task-only tools', () => {
+    const inputSchema = { type: 'object' as const, properties: {} };
+    const { tools, skipped } = mcpToolDefinitions(
+      [
+        { name: 'search', description: 'Searches', inputSchema, annotations: { readOnlyHint: true } },
+        { name: 'files.delete', inputSchema },
+        { name: 'long_job', inputSchema, execution: { taskSupport: 'required' } },
+        { name: 'titled', title: 'A title', inputSchema },
+      ],
+      { call: async () => 'x', tierOf: (name) => (name === 'titled' ? SafetyTier.sideEffecting : undefined), timeoutOf: () => 1234 },
+    );
+    expect(tools.map((tool) => [tool.name, tool.tier, tool.timeoutMs, tool.description])).toEqual([
+      ['search', 'read_only', 1234, 'Searches'],
+      ['titled', 'side_effecting', 1234, 'A title'],
+    ]);
+    expect(skipped.map((tool) => tool.name)).toEqual(['files.delete', 'long_job']);
+    expect(skipped[0]!.reason).toMatch(/not a bus subject token/);
+  });
+
+  it('turns a result into output: text joined, other parts summarised, structured content first, isError thrown', () => {
+    expect(mcpResultOutput({ content: [{ type: 'text', text: 'a' }, { type: 'text', text: 'b' }] }, 't')).toBe('a\nb');
+    expect(mcpResultOutput({ content: [{ type: 'image', data: 'aGVsbG8=', mimeType: 'image/png' }] }, 't')).toBe('[image: image/png, 5 bytes, not shown]');
+    expect(mcpResultOutput({ content: [{ type: 'resource', resource: { uri: 'file:///a.txt', text: 'hi' } }] }, 't')).toBe('[resource file:///a.txt]\nhi');
+    expect(mcpResultOutput({ content: [{ type: 'resource_link', name: 'a', uri: 'file:///a' }] }, 't')).toBe('[resource link: a file:///a]');
+    expect(mcpResultOutput({ content: [{ type: 'text', text: '{"n":1}' }], structuredContent: { n: 1 } }, 't')).toEqual({ n: 1 });
+    expect(mcpResultOutput({ content: [{ type: 'text', text: 'x'.repeat(20) }] }, 't', 10)).toBe(`${'x'.repeat(10)}\n[truncated: 10 more characters not shown]`);
+    expect(mcpResultOutput({ toolResult: { legacy: true } }, 't')).toEqual({ legacy: true });
+    expect(() => mcpResultOutput({ content: [{ type: 'text', text: 'no such file' }], isError: true }, 't')).toThrow(ToolError);
+    expect(() => mcpResultOutput({ content: [], isError: true }, 't')).toThrow(/the MCP tool t failed/);
+  });
+
+  it('checks arguments with ajv, in words about the arguments, and leaves a schema ajv cannot compile to the server', () => {
+    const checks = createArgumentChecks(pino({ level: 'silent' }));
+    const schema = { $schema: 'https://json-schema.org/draft/2020-12/schema', type: 'object', properties: { a: { type: 'number' } }, required: ['a', 'b'] };
+    const check = checks('add', schema)!;
+    expect(check({ a: 1, b: 2 })).toEqual({ valid: true });
+    expect(check({ a: 'x' })).toEqual({ valid: false, errorMessage: "arguments must have required property 'b', a must be number" });
+    expect(checks('broken', { type: 'object', properties: { a: { $ref: '#/nowhere' } } })).toBeUndefined();
+  });
+
+  it('reports progress with the server\'s message, or a count when it sent none', () => {
+    expect(progressUpdate('slow', { progress: 2, total: 5, message: 'copying' })).toEqual({ message: 'copying', progress: 2, total: 5 });
+    expect(progressUpdate('slow', { progress: 2, total: 5 })).toEqual({ message: 'slow: 2 of 5', progress: 2, total: 5 });
+    expect(progressUpdate('slow', { progress: 7 })).toEqual({ message: 'slow: 7', progress: 7 });
+  });
+
+  it('gives a stdio server the environment without the bus\'s variables', () => {
+    expect(mcpServerEnvironment({ PATH: '/bin', GITHUB_TOKEN: 'g', NATS_PASSWORD: 'p', NATS_URL: 'u', AGENTBUS_PREFIX: 'x' })).toEqual({ PATH: '/bin', GITHUB_TOKEN: 'g' });
+  });
+});
