@@ -1,10 +1,14 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { ErrorCode, LiveEventType, SafetyTier } from '../../src/protocol/index.ts';
 import type { ToolCallReply, ToolCallRequest } from '../../src/protocol/index.ts';
 import type { ToolInfo } from './ports.ts';
 import type { SessionServices } from './session-services.ts';
 
-/** Attempts of one call whose workers keep falling silent, the first included. */
+/** Attempts of one call whose workers keep falling silent or unavailable, the first included. */
 const MAX_ATTEMPTS = 3;
+
+/** Wait before asking again for a tool that was `unavailable`, times the attempt (an MCP server restarts in 250 ms). */
+const UNAVAILABLE_DELAY_MS = 500;
 
 /** What {@link callToolWithRecovery} needs to know of the call besides its request. */
 export interface CallScope {
@@ -20,7 +24,9 @@ export interface CallScope {
  * Calls a tool and recovers from a worker that fell silent (`worker_lost`): the call is made again, as a repeat
  * of the same `effectId`, when that cannot make a side effect twice: the tool is read-only or idempotent, or its
  * workers keep a result ledger (a repeat then gets the recorded outcome, or `interrupted` when the lost worker
- * recorded none). Otherwise the call ends `interrupted`. The worker's progress reports become `tool.progress`.
+ * recorded none). Otherwise the call ends `interrupted`. A read-only or idempotent call answered `unavailable`
+ * (what the worker fronts is restarting) is made again after a short wait. At most 3 attempts in all. The
+ * worker's progress reports become `tool.progress`.
  */
 export async function callToolWithRecovery(
   services: SessionServices,
@@ -38,19 +44,29 @@ export async function callToolWithRecovery(
       ...(event.progress === undefined ? {} : { progress: event.progress }),
       ...(event.total === undefined ? {} : { total: event.total }),
     });
-  const repeatable = info.tier === SafetyTier.readOnly || info.idempotent || info.ledger === true;
-  let attempt = scope.firstAttempt ?? 1;
+  // Running it twice has the effect of once; with a ledger, a repeat is answered from the record instead.
+  const safeTwice = info.tier === SafetyTier.readOnly || info.idempotent;
+  const repeatable = safeTwice || info.ledger === true;
+  const first = scope.firstAttempt ?? 1;
+  let attempt = first;
   for (;;) {
     // A repeat has a call id of its own: the workers remember the lost attempt's id as cancelled.
     const callId = attempt === 1 ? request.callId : `${request.callId}~${attempt}`;
     const reply = await services.tools.call({ ...request, callId }, { ...options, attempt, onProgress });
+    if (!reply.ok && reply.error.code === ErrorCode.unavailable && safeTwice && attempt - first + 1 < MAX_ATTEMPTS) {
+      // The worker is alive but what it fronts is not (an MCP server it is restarting): wait a little, ask again.
+      services.logger.debug({ tool: request.name, attempt, error: reply.error }, 'a tool was unavailable; calling again');
+      await sleep(UNAVAILABLE_DELAY_MS * attempt, undefined, { signal: options.signal });
+      attempt += 1;
+      continue;
+    }
     if (reply.ok || reply.error.code !== ErrorCode.workerLost) return { ...reply, callId: request.callId };
     services.logger.warn({ tool: request.name, effectId: request.effectId, attempt, error: reply.error }, 'a tool worker fell silent during a call');
     if (!repeatable) {
       const message = `the worker running ${request.name} stopped answering mid-call (${reply.error.message}); it may or may not have taken effect, and the call is not made again because ${request.name} is not idempotent`;
       return { v: 1, callId: request.callId, ok: false, error: { code: ErrorCode.interrupted, message, retryable: false } };
     }
-    if (attempt - (scope.firstAttempt ?? 1) + 1 >= MAX_ATTEMPTS) return { ...reply, callId: request.callId };
+    if (attempt - first + 1 >= MAX_ATTEMPTS) return { ...reply, callId: request.callId };
     options.signal.throwIfAborted();
     attempt += 1;
   }

@@ -33,12 +33,15 @@ export async function answerRepeat(
   return errorReply(request.callId, { code: ErrorCode.interrupted, message, retryable: false });
 }
 
+/** Codes of runs the tool did not settle itself: cut off, or what it fronts was down (an MCP server restarting). */
+const NOT_SETTLED: ReadonlySet<string> = new Set([ErrorCode.cancelled, ErrorCode.timeout, ErrorCode.unavailable]);
+
 /**
  * Records the outcome of a call that ran. The write is sent before this returns, so a reply sent next on the same
  * connection reaches the server after it; the promise settles with the server's acknowledgement (a refused or
  * unacknowledged write is logged: a repeat of that call then ends `interrupted`). Only what the tool itself
- * settled is an outcome: a run cut off (a cancel, a stopping worker, a timeout) may or may not have had its
- * effect, and is left unrecorded so that a repeat runs again only if the tool is idempotent.
+ * settled is an outcome: a run cut off (a cancel, a stopping worker, a timeout, what it fronts going down) may or
+ * may not have had its effect, and is left unrecorded so that a repeat runs again only if the tool is idempotent.
  */
 export function recordOutcome(
   ledger: ResultLedger,
@@ -47,7 +50,7 @@ export function recordOutcome(
   reply: ToolCallReply,
   options: { now: () => number; workerId: string | undefined; logger: Logger },
 ): Promise<void> {
-  if (!reply.ok && (reply.error.code === ErrorCode.cancelled || reply.error.code === ErrorCode.timeout)) return Promise.resolve();
+  if (!reply.ok && NOT_SETTLED.has(reply.error.code)) return Promise.resolve();
   const warn = (err: unknown) =>
     options.logger.warn({ err, tool: tool.name, effectId: request.effectId }, 'could not record a call outcome in the result ledger: a repeat of it will end interrupted');
   try {

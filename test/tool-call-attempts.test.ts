@@ -1,0 +1,110 @@
+import { describe, expect, it } from 'vitest';
+import { pino } from 'pino';
+import { ErrorCode } from '../src/protocol/index.ts';
+import type { ToolCallReply, ToolCallRequest } from '../src/protocol/index.ts';
+import { createScrubber } from '../src/scrub/index.ts';
+import type { ToolCallOptions } from '../src/bus/tool-client.ts';
+import { callToolWithRecovery } from '../services/runtime/tool-call-attempts.ts';
+import type { ToolInfo } from '../services/runtime/ports.ts';
+import type { SessionServices } from '../services/runtime/session-services.ts';
+
+// How the runtime recovers a call whose worker fell silent or was unavailable, against a fake tool port that
+// records every attempt.
+
+type Answer = (request: ToolCallRequest, attempt: number) => ToolCallReply;
+
+function harness(answers: Answer[]) {
+  const attempts: Array<{ callId: string; effectId: string; attempt: number }> = [];
+  const published: unknown[] = [];
+  const services = {
+    tenant: 'acme',
+    sessionId: 's1',
+    logger: pino({ level: 'silent' }),
+    scrubber: createScrubber(),
+    live: { publish: (_type: string, _scope: unknown, data: unknown) => published.push(data) },
+    tools: {
+      listTools: async () => [],
+      call: async (request: ToolCallRequest, options: ToolCallOptions) => {
+        const attempt = options.attempt ?? 1;
+        attempts.push({ callId: request.callId, effectId: request.effectId, attempt });
+        const answer = answers[Math.min(attempts.length - 1, answers.length - 1)]!;
+        return answer(request, attempt);
+      },
+    },
+  } as unknown as SessionServices;
+  return { services, attempts, published };
+}
+
+const request: ToolCallRequest = { v: 1, callId: 'call_1', effectId: 's1:t1:call_1', name: 'lookup', args: {}, tenant: 'acme', sessionId: 's1', turnId: 't1', deadline: Date.now() + 60_000 };
+const scope = { turnId: 't1', step: 1, toolCallId: 'call_1' };
+const tool = (over: Partial<ToolInfo>): ToolInfo => ({ name: 'lookup', description: '', parameters: {}, tier: 'read_only', timeoutMs: 5_000, idempotent: false, ...over });
+const lost: Answer = (call) => ({ v: 1, callId: call.callId, ok: false, error: { code: ErrorCode.workerLost, message: 'no heartbeat for 3000 ms', retryable: true } });
+const unavailable: Answer = (call) => ({ v: 1, callId: call.callId, ok: false, error: { code: ErrorCode.unavailable, message: 'the MCP server is down', retryable: true } });
+const fine: Answer = (call, attempt) => ({ v: 1, callId: call.callId, ok: true, output: `answered at attempt ${attempt}` });
+const options = () => ({ signal: new AbortController().signal, timeoutMs: 5_000 });
+
+describe('a call whose worker was lost', () => {
+  it('is made again for a read-only tool, as a repeat with a call id of its own and the same effectId', async () => {
+    const { services, attempts } = harness([lost, fine]);
+    const reply = await callToolWithRecovery(services, request, tool({}), scope, options());
+    expect(reply).toEqual({ v: 1, callId: 'call_1', ok: true, output: 'answered at attempt 2' });
+    expect(attempts).toEqual([
+      { callId: 'call_1', effectId: 's1:t1:call_1', attempt: 1 },
+      { callId: 'call_1~2', effectId: 's1:t1:call_1', attempt: 2 },
+    ]);
+  });
+
+  it('ends interrupted, without a second call, for a side-effecting tool that is not idempotent and keeps no ledger', async () => {
+    const { services, attempts } = harness([lost, fine]);
+    const reply = await callToolWithRecovery(services, request, tool({ tier: 'side_effecting' }), scope, options());
+    expect(reply).toMatchObject({ callId: 'call_1', ok: false, error: { code: 'interrupted', retryable: false } });
+    expect(attempts).toHaveLength(1);
+  });
+
+  it('is made again as a repeat when the workers keep a ledger: the worker answers it from the record', async () => {
+    const { services, attempts } = harness([lost, fine]);
+    const reply = await callToolWithRecovery(services, request, tool({ tier: 'privileged', ledger: true }), scope, options());
+    expect(reply).toMatchObject({ ok: true });
+    expect(attempts.map((attempt) => attempt.attempt)).toEqual([1, 2]);
+  });
+
+  it('gives up after three attempts in all, with the last worker_lost', async () => {
+    const { services, attempts } = harness([lost]);
+    const reply = await callToolWithRecovery(services, request, tool({ idempotent: true, tier: 'side_effecting' }), scope, options());
+    expect(reply).toMatchObject({ callId: 'call_1', ok: false, error: { code: 'worker_lost' } });
+    expect(attempts.map((attempt) => attempt.attempt)).toEqual([1, 2, 3]);
+  });
+
+  it('counts a resumed call as a repeat from its first attempt', async () => {
+    const { services, attempts } = harness([fine]);
+    await callToolWithRecovery(services, request, tool({ tier: 'side_effecting', ledger: true }), { ...scope, firstAttempt: 2 }, options());
+    expect(attempts).toEqual([{ callId: 'call_1~2', effectId: 's1:t1:call_1', attempt: 2 }]);
+  });
+});
+
+describe('a call answered unavailable', () => {
+  it('is asked again after a short wait for a read-only tool', async () => {
+    const { services, attempts } = harness([unavailable, fine]);
+    const started = Date.now();
+    const reply = await callToolWithRecovery(services, request, tool({}), scope, options());
+    expect(reply).toMatchObject({ ok: true, output: 'answered at attempt 2' });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(450);
+    expect(attempts).toHaveLength(2);
+  });
+
+  it('is handed to the model as it is for a tool that is not safe to run twice', async () => {
+    const { services, attempts } = harness([unavailable, fine]);
+    const reply = await callToolWithRecovery(services, request, tool({ tier: 'side_effecting', ledger: true }), scope, options());
+    expect(reply).toMatchObject({ ok: false, error: { code: 'unavailable' } });
+    expect(attempts).toHaveLength(1);
+  });
+
+  it('stops waiting when the turn is cancelled', async () => {
+    const { services, attempts } = harness([unavailable, fine]);
+    const controller = new AbortController();
+    const pending = callToolWithRecovery(services, request, tool({}), scope, { signal: controller.signal, timeoutMs: 5_000 });
+    setTimeout(() => controller.abort(new Error('cancelled by the user')), 50);
+    await expect(pending).rejects.toThrow();
+    expect(attempts).toHaveLength(1);
+  });
+});
