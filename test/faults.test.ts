@@ -88,6 +88,27 @@ async function diagnose(): Promise<string> {
   return `$SRV.PING answers: ${answered.length}\n${answered.join('\n')}\n${states.join('\n')}`;
 }
 
+/** How many instances of a `$SRV` service answer a ping now. */
+async function pingCount(service: string): Promise<number> {
+  let count = 0;
+  const replies = await client.requestMany(`$SRV.PING.${service}`, new Uint8Array(), { maxWait: 500 }).catch(() => undefined);
+  for await (const _reply of replies ?? []) count += 1;
+  return count;
+}
+
+/**
+ * After a server restart: waits (at most 15 s) until every runtime node and tool worker answers `$SRV.PING`
+ * again, that is until each has reconnected and subscribed again. A request sent before that finds no
+ * responder at all, as it would from any client; the next scenario must not start in that window.
+ */
+async function busBack(): Promise<void> {
+  const deadline = Date.now() + 15_000;
+  while (Date.now() < deadline) {
+    if ((await pingCount('agentbus-runtime')) >= nodes.size && (await pingCount('agentbus-tools')) >= workers.length) return;
+    await sleep(100);
+  }
+}
+
 async function holderOf(sessionId: string): Promise<string | undefined> {
   const entry = await (await new Kvm(client).open('AGENTBUS_LEASES')).get(`${TENANT}.${sessionId}`);
   return entry?.operation === 'PUT' ? (codec.decode(entry.value) as { node: string }).node : undefined;
@@ -220,6 +241,7 @@ describe(`the fault suite (${FULL ? 'full' : 'bounded'}; seed ${firstSeed})`, ()
       await prompt(sessionId, 'apply the effect');
       await sleep(random() * 1200);
       await server.restart();
+      await busBack();
       await waitEnds(sessionId, watcher, 1);
     }
   }, 600_000);
