@@ -19,6 +19,7 @@ function harness(answers: Answer[]) {
   const services = {
     tenant: 'acme',
     sessionId: 's1',
+    newId: () => `n${attempts.length}`,
     logger: pino({ level: 'silent' }),
     scrubber: createScrubber(),
     live: { publish: (_type: string, _scope: unknown, data: unknown) => published.push(data) },
@@ -44,13 +45,13 @@ const fine: Answer = (call, attempt) => ({ v: 1, callId: call.callId, ok: true, 
 const options = () => ({ signal: new AbortController().signal, timeoutMs: 5_000 });
 
 describe('a call whose worker was lost', () => {
-  it('is made again for a read-only tool, as a repeat with a call id of its own and the same effectId', async () => {
+  it('is made again for a read-only tool, as a repeat with a call id of its own (unique to the attempt) and the same effectId', async () => {
     const { services, attempts } = harness([lost, fine]);
     const reply = await callToolWithRecovery(services, request, tool({}), scope, options());
     expect(reply).toEqual({ v: 1, callId: 'call_1', ok: true, output: 'answered at attempt 2' });
     expect(attempts).toEqual([
       { callId: 'call_1', effectId: 's1:t1:call_1', attempt: 1 },
-      { callId: 'call_1~2', effectId: 's1:t1:call_1', attempt: 2 },
+      { callId: 'call_1~2.n1', effectId: 's1:t1:call_1', attempt: 2 },
     ]);
   });
 
@@ -78,7 +79,7 @@ describe('a call whose worker was lost', () => {
   it('counts a resumed call as a repeat from its first attempt', async () => {
     const { services, attempts } = harness([fine]);
     await callToolWithRecovery(services, request, tool({ tier: 'side_effecting', ledger: true }), { ...scope, firstAttempt: 2 }, options());
-    expect(attempts).toEqual([{ callId: 'call_1~2', effectId: 's1:t1:call_1', attempt: 2 }]);
+    expect(attempts).toEqual([{ callId: 'call_1~2.n0', effectId: 's1:t1:call_1', attempt: 2 }]);
   });
 });
 

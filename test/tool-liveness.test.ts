@@ -169,6 +169,28 @@ describe('heartbeats', () => {
   });
 });
 
+describe('a schema that throws', () => {
+  it('answers invalid_arguments, and the worker goes on serving', async () => {
+    const parsing = defineTool({
+      name: 'parse_json',
+      description: 'Parses a JSON text',
+      parameters: z.object({ text: z.string().transform((text) => JSON.parse(text) as unknown) }),
+      tier: SafetyTier.readOnly,
+      timeoutMs: 5_000,
+      idempotent: true,
+      execute: ({ text }) => text,
+    });
+    const started = await startWorker([parsing]);
+    try {
+      const tools = client();
+      expect(await tools.call(request('parse_json', { text: '{bad' }), { timeoutMs: 5_000 })).toMatchObject({ ok: false, error: { code: 'invalid_arguments' } });
+      expect(await tools.call(request('parse_json', { text: '{"ok":true}' }), { timeoutMs: 5_000 })).toMatchObject({ ok: true, output: { ok: true } });
+    } finally {
+      await stopWorker(started);
+    }
+  });
+});
+
 describe('progress', () => {
   it("carries a tool's progress reports to the caller, in order", async () => {
     const started = await startWorker([sleepingTool('counting_nap', 800, { progress: true })]);
@@ -275,6 +297,19 @@ describe('result ledger', () => {
     } finally {
       await stopWorker(withLedger);
       await stopWorker(without);
+    }
+  });
+
+  it('refuses a repeat of a non-idempotent call on a worker that keeps no ledger: it cannot know the first did not run', async () => {
+    const runs = new Map<string, number>();
+    const started = await startWorker([countingTool('unrecorded_charge', runs)], { ledger: false });
+    try {
+      const tools = client();
+      const repeat = await tools.call(request('unrecorded_charge', { amount: 2 }, { effectId: 'no-ledger-1' }), { timeoutMs: 5_000, attempt: 2 });
+      expect(repeat).toMatchObject({ ok: false, error: { code: 'interrupted', retryable: false } });
+      expect(runs.size).toBe(0);
+    } finally {
+      await stopWorker(started);
     }
   });
 

@@ -356,7 +356,10 @@ async function resumeQueue(
         await writer.append(LogEventType.toolResult, { turnId: turn.turnId, step: turn.lastStep }, interruptedResult(call));
         continue;
       }
-      pendingCalls.push({ ...call, tier: tool?.tier ?? 'unknown', ...(started ? { resumed: true } : {}) });
+      // A read-only call of the open batch may have run too, and one of a tool no worker serves now may have run
+      // before: each goes out as a repeat (a worker that finds no record of a side effect refuses it).
+      const mayHaveRun = started || tool?.tier === 'read_only' || (index === 0 && tool === undefined);
+      pendingCalls.push({ ...call, tier: tool?.tier ?? 'unknown', ...(mayHaveRun ? { resumed: true } : {}) });
     }
     if (pendingCalls.length === 0 && turn.lastStep >= base.maxSteps) {
       await writer.append(LogEventType.turnEnded, { turnId: turn.turnId, step: turn.lastStep }, { reason: TurnEndReason.budgetExceeded, ...ending });

@@ -50,8 +50,9 @@ export async function callToolWithRecovery(
   const first = scope.firstAttempt ?? 1;
   let attempt = first;
   for (;;) {
-    // A repeat has a call id of its own: the workers remember the lost attempt's id as cancelled.
-    const callId = attempt === 1 ? request.callId : `${request.callId}~${attempt}`;
+    // A repeat has a call id of its own, unique to this attempt: the workers remember a lost attempt's id as
+    // cancelled, and an earlier node's attempt of a resumed call may still run under its own.
+    const callId = attempt === 1 ? request.callId : `${request.callId}~${attempt}.${services.newId()}`;
     const reply = await services.tools.call({ ...request, callId }, { ...options, attempt, onProgress });
     if (!reply.ok && reply.error.code === ErrorCode.unavailable && safeTwice && attempt - first + 1 < MAX_ATTEMPTS) {
       // The worker is alive but what it fronts is not (an MCP server it is restarting): wait a little, ask again.

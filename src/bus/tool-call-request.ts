@@ -2,6 +2,7 @@ import type { Msg, MsgHdrs, NatsConnection } from '@nats-io/nats-core';
 import { NoRespondersError, TimeoutError, WorkerLostError, abortReason } from '../errors.ts';
 import { ToolCallHeader, toolCallEventSchema } from '../protocol/index.ts';
 import type { Codec, ToolCallEvent } from '../protocol/index.ts';
+import type { Logger } from '../logging.ts';
 import { isNoResponders } from './request.ts';
 import type { ReplyMux } from './reply-mux.ts';
 
@@ -22,6 +23,8 @@ export interface ToolCallRequestOptions {
   readonly signal?: AbortSignal;
   /** Hears each heartbeat and progress report. */
   readonly onEvent?: (event: ToolCallEvent) => void;
+  /** Told when `onEvent` throws. */
+  readonly logger?: Pick<Logger, 'warn'>;
 }
 
 /**
@@ -63,7 +66,14 @@ export function requestToolCall(nc: NatsConnection, subject: string, payload: Ui
         heardAt = Date.now();
         armLapse();
         const event = toolCallEventSchema.safeParse(decodeQuietly(options.codec, message));
-        if (event.success) options.onEvent?.(event.data);
+        // This runs in the connection's shared reply callback: a listener's error must not reach nats.js.
+        if (event.success) {
+          try {
+            options.onEvent?.(event.data);
+          } catch (err) {
+            options.logger?.warn({ err, subject }, 'a tool call event listener failed');
+          }
+        }
         return;
       }
       finish();

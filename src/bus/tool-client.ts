@@ -191,6 +191,7 @@ export function createToolClient(options: ToolClientOptions): ToolClient {
         timeoutMs,
         lapseMs: Math.max(lapseMs, 3 * (beats ?? 0)),
         expectHeartbeats: beats !== undefined,
+        logger,
         ...(signal ? { signal } : {}),
         ...(callOptions.onProgress ? { onEvent: progressOnly(callOptions.onProgress) } : {}),
       });

@@ -73,8 +73,15 @@ export async function executeToolCall(options: ExecuteToolCallOptions): Promise<
       retryable: false,
     });
   }
-  // Models often send no arguments at all for a tool without parameters.
-  const parsed = tool.parameters.safeParse(request.args ?? {});
+  // Models often send no arguments at all for a tool without parameters. A schema's own transform or refine may
+  // throw rather than report: that is bad arguments too, not a crash of the worker.
+  let parsed: ReturnType<typeof tool.parameters.safeParse>;
+  try {
+    parsed = tool.parameters.safeParse(request.args ?? {});
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    return errorReply(callId, { code: ErrorCode.invalidArguments, message: `invalid arguments for ${tool.name}: ${message}`, retryable: false });
+  }
   if (!parsed.success) {
     return errorReply(callId, {
       code: ErrorCode.invalidArguments,

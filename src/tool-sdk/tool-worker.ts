@@ -210,6 +210,10 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
     if (recordable && call.attempt > 1) {
       const answered = await answerRepeat(recordable, tool, request, { signal, logger });
       if (answered) return { body: answered };
+    } else if (call.attempt > 1 && tool.tier !== SafetyTier.readOnly && !tool.idempotent) {
+      // No ledger to tell whether the earlier attempt ran: at most once, as the repeat's caller asked.
+      const message = `an earlier attempt of this call to ${tool.name} may have run, and this worker keeps no record of outcomes; it is not run again because ${tool.name} is not idempotent`;
+      return { body: errorReply(request.callId, { code: ErrorCode.interrupted, message, retryable: false }) };
     }
     let ran = false;
     const key = callKey(tool.name, request.callId);
@@ -232,10 +236,18 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
   function run(call: AcceptedCall, release: () => void): Promise<void> {
     const task = (async () => {
       try {
-        const { body, recording } = await outcome(call);
+        let settled: Awaited<ReturnType<typeof outcome>>;
+        try {
+          settled = await outcome(call);
+        } catch (error) {
+          // outcome() answers every failure of the tool; this is a defect of the worker itself. The caller still
+          // gets a reply (and stops hearing heartbeats), and the process lives on.
+          logger.error({ err: error, tool: call.tool.name, callId: call.request.callId }, 'a tool call failed inside the worker');
+          settled = { body: errorReply(call.request.callId, { code: ErrorCode.internal, message: `the worker of ${call.tool.name} failed: ${error instanceof Error ? error.message : String(error)}`, retryable: false }) };
+        }
         // The record went out first; its acknowledgement is awaited after the reply, not before it.
-        reply(call, body);
-        await recording;
+        reply(call, settled.body);
+        await settled.recording;
       } finally {
         calls.close(call.tool.name, call.request.callId);
         release();
