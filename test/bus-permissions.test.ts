@@ -14,7 +14,7 @@ import { createAgentbusClient } from '../src/client/index.ts';
 import type { AgentbusClient } from '../src/client/index.ts';
 import { createLogger } from '../src/logging.ts';
 import { SafetyTier, createCodec, createSubjects } from '../src/protocol/index.ts';
-import type { AgentEvent } from '../src/protocol/index.ts';
+import type { AgentEvent, ToolCallReply } from '../src/protocol/index.ts';
 import { createHookWorker, createToolWorker, defineTool } from '../src/tool-sdk/index.ts';
 import type { HookWorker, ToolWorker } from '../src/tool-sdk/index.ts';
 import { startServiceProcess } from './helpers/service-process.ts';
@@ -131,6 +131,24 @@ afterAll(async () => {
   if (scriptDir) await rm(scriptDir, { recursive: true, force: true });
 });
 
+/** A repeat of a logged tool call, made as a resumed turn makes it: from a connection of the runtime user. */
+async function repeatAsRuntime(use: Extract<AgentEvent, { type: 'tool.use' }>, sessionId: string): Promise<ToolCallReply> {
+  const logger = createLogger({ name: 'runtime-repeat', level: 'silent' });
+  const asRuntime = await connectBus({
+    servers: nats.url,
+    name: 'runtime-repeat',
+    logger,
+    ...busOptionsFromEnv({ NATS_USER: 'runtime', NATS_PASSWORD: nats.passwords['runtime']! }, ServiceInboxPrefix.runtime),
+  });
+  try {
+    const tools = createToolClient({ nc: asRuntime, subjects: createSubjects('agentbus'), codec, logger });
+    const request = { v: 1 as const, callId: `repeat-${sessionId}`, effectId: use.data.effectId, name: use.data.name, args: use.data.args, tenant: 'acme', sessionId, turnId: use.turnId!, deadline: Date.now() + 10_000 };
+    return await tools.call(request, { timeoutMs: 10_000, attempt: 2 });
+  } finally {
+    await asRuntime.close();
+  }
+}
+
 /** Every permission violation the server reports to a connection, as it comes. */
 function recordViolations(connection: NatsConnection): PermissionViolationError[] {
   const seen: PermissionViolationError[] = [];
@@ -166,27 +184,28 @@ describe('tenants sealed on the bus (deploy/nats/nats-server.conf as shipped)', 
     // The worker recorded the outcome in the result ledger: a repeat of the call, as a resumed turn makes it
     // from the runtime's connection, is answered from the record (the worker's direct get) without running.
     const use = events.find((event): event is Extract<AgentEvent, { type: 'tool.use' }> => event.type === 'tool.use');
-    const asRuntime = await connectBus({
-      servers: nats.url,
-      name: 'runtime-repeat',
-      logger: createLogger({ name: 'runtime-repeat', level: 'silent' }),
-      ...busOptionsFromEnv({ NATS_USER: 'runtime', NATS_PASSWORD: nats.passwords['runtime']! }, ServiceInboxPrefix.runtime),
-    });
-    try {
-      const tools = createToolClient({ nc: asRuntime, subjects: createSubjects('agentbus'), codec, logger: createLogger({ name: 'runtime-repeat', level: 'silent' }) });
-      const repeat = await tools.call(
-        { v: 1, callId: 'repeat-1', effectId: use!.data.effectId, name: 'remember', args: use!.data.args, tenant: 'acme', sessionId: acmeSession, turnId: use!.turnId!, deadline: Date.now() + 10_000 },
-        { timeoutMs: 10_000, attempt: 2 },
-      );
-      expect(repeat).toMatchObject({ ok: true, output: result!.data.output });
-      // Not run again: the state entry kept the revision the one run wrote.
-      const { revision } = JSON.parse(result!.data.output) as { revision: number };
-      expect(await acmeClient.state('acme').load(STATE_KEY)).toMatchObject({ revision });
-    } finally {
-      await asRuntime.close();
-    }
+    const repeat = await repeatAsRuntime(use!, acmeSession);
+    expect(repeat).toMatchObject({ ok: true, output: result!.data.output });
+    // Not run again: the state entry kept the revision the one run wrote.
+    const { revision } = JSON.parse(result!.data.output) as { revision: number };
+    expect(await acmeClient.state('acme').load(STATE_KEY)).toMatchObject({ revision });
     // The call went through the tool hook, logged in as `hooks`, before and after: the runtime asked, the hook answered.
     expect(audited).toEqual([`before acme/${acmeSession} remember`, `after acme/${acmeSession} remember isError=false`]);
+  });
+
+  it('lets acme delete a session; the tool outcomes recorded for it are purged with its log', async () => {
+    const sessionId = `a-del-${Date.now()}`;
+    const events: AgentEvent[] = [];
+    const ended = await acmeClient.ask({ tenant: 'acme', sessionId }, { text: 'Remember this for me.' }, { onEvent: ({ event }) => events.push(event), timeoutMs: 20_000 });
+    expect(ended.reason).toBe('yielded');
+    const use = events.find((event): event is Extract<AgentEvent, { type: 'tool.use' }> => event.type === 'tool.use');
+    const result = events.find((event): event is Extract<AgentEvent, { type: 'tool.result' }> => event.type === 'tool.result');
+    const { revision } = JSON.parse(result!.data.output) as { revision: number };
+    expect(await acmeClient.deleteSession({ tenant: 'acme', sessionId })).toMatchObject({ alreadyDeleted: false });
+    // No record left (the runtime purged `$KV.AGENTBUS_LEDGER.acme.<session>.>`): the idempotent tool runs again.
+    const repeat = await repeatAsRuntime(use!, sessionId);
+    expect(repeat.ok).toBe(true);
+    expect((JSON.parse((repeat as { output: string }).output) as { revision: number }).revision).toBeGreaterThan(revision);
   });
 
   it('lets acme read its history, resume its events from the log, list and search its sessions', async () => {

@@ -144,7 +144,9 @@ describe('the after-hook chain', () => {
   it('withholds the result when a hook fails, by default; passes it on under onError continue', async () => {
     const blocking = chain({ after: ['redact'] }, { after: { redact: down } });
     const withheld = await blocking.hooks.after(call, result, { signal, fit });
-    expect(withheld.error).toMatchObject({ code: 'hook_failed', message: expect.stringContaining('tool hook redact (after) failed: no_responders') });
+    // The failure's text is fitted (scrubbed and cut) like any output; this test's fit upper-cases it.
+    expect(withheld.error).toMatchObject({ code: 'hook_failed', message: expect.stringContaining('TOOL HOOK REDACT (AFTER) FAILED: NO_RESPONDERS') });
+    expect(withheld.output).toBe(`hook_failed: ${withheld.error!.message}`);
     expect(withheld.output).not.toContain('555');
     const lenient = chain({ after: ['redact'], onError: 'continue' }, { after: { redact: down } });
     expect(await lenient.hooks.after(call, result, { signal, fit })).toEqual({ ...result, rewrittenBy: [] });

@@ -11,6 +11,7 @@ import type { ToolCallEvent, ToolCallRequest } from '../src/protocol/index.ts';
 import { createToolClient } from '../src/bus/tool-client.ts';
 import { createReplyMux } from '../src/bus/reply-mux.ts';
 import { createToolWorker, defineTool } from '../src/tool-sdk/index.ts';
+import { ledgerKey } from '../src/tool-sdk/result-ledger.ts';
 import type { AnyToolDefinition, ToolWorker, ToolWorkerOptions } from '../src/tool-sdk/index.ts';
 import { useNatsServer } from './helpers/nats-fixture.ts';
 
@@ -233,8 +234,32 @@ describe('result ledger', () => {
       expect(await tools.call(first, { timeoutMs: 5_000 })).toMatchObject({ ok: true, output: { charged: 5, run: 1 } });
       // A resumed turn or a retry: the same effectId under a new call id, marked as a repeat.
       const again = { ...request('charge', { amount: 5 }, { effectId: 'acme-order-1' }) };
-      expect(await tools.call(again, { timeoutMs: 5_000, attempt: 2 })).toEqual({ v: 1, callId: again.callId, ok: true, output: { charged: 5, run: 1 } });
+      // The record keeps the output as the model sees it: text, scrubbed.
+      expect(await tools.call(again, { timeoutMs: 5_000, attempt: 2 })).toEqual({ v: 1, callId: again.callId, ok: true, output: '{"charged":5,"run":1}' });
       expect(runs.get('acme-order-1')).toBe(1);
+    } finally {
+      await stopWorker(started);
+    }
+  });
+
+  it('keeps no secret: what it records is scrubbed', async () => {
+    const leaky = defineTool({
+      name: 'leaky_deploy',
+      description: 'Deploys, and prints a token it should not',
+      parameters: z.object({}),
+      tier: SafetyTier.sideEffecting,
+      timeoutMs: 5_000,
+      idempotent: false,
+      execute: () => 'deployed with ghp_0123456789abcdefghijklmnopqrstuvwxyzAB',
+    });
+    const started = await startWorker([leaky]);
+    try {
+      const tools = client();
+      await tools.call(request('leaky_deploy', {}, { effectId: 'leaky-1' }), { timeoutMs: 5_000 });
+      const stored = await new Kvm(nats.nc).open(streamNames(prefix).ledger).then((kv) => kv.get(ledgerKey({ tenant: 'acme', sessionId: 's1' }, 'leaky-1')));
+      const entry = codec.decode(stored!.value) as { reply: { output: string } };
+      expect(entry.reply.output).toMatch(/^deployed with \[REDACTED:/);
+      expect(entry.reply.output).not.toContain('ghp_');
     } finally {
       await stopWorker(started);
     }

@@ -148,7 +148,7 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
   let stopping = false;
   const deleter: SessionDeleter = createSessionDeleter({
     jsm,
-    streams: names,
+    streams: { log: names.log, live: names.live, ledger: `KV_${buckets.ledger}` },
     subjects,
     log,
     tombstones,

@@ -34,7 +34,8 @@ export interface SessionDeleter {
 /** What the deleter needs of the runtime. */
 export interface SessionDeleterDeps {
   readonly jsm: JetStreamManager;
-  readonly streams: { readonly log: string; readonly live: string };
+  /** The log and live streams, and the stream of the tool workers' result ledger (`KV_<bucket>`). */
+  readonly streams: { readonly log: string; readonly live: string; readonly ledger: string };
   readonly subjects: Subjects;
   readonly log: Pick<SessionLog, 'lastSeq'>;
   readonly tombstones: RuntimeTombstones;
@@ -95,6 +96,12 @@ export function createSessionDeleter(deps: SessionDeleterDeps): SessionDeleter {
         } catch (err) {
           // Live events age out within minutes anyway; the log is what must go.
           logger.warn({ err, tenant, sessionId }, 'live events of a deleted session not purged; they expire with the live stream');
+        }
+        try {
+          // The outcomes tool workers recorded for the session's calls (keys `<tenant>.<sessionId>.<digest>`).
+          await purge(deps.streams.ledger, `$KV.${deps.streams.ledger.slice('KV_'.length)}.${tenant}.${sessionId}.>`);
+        } catch (err) {
+          logger.warn({ err, tenant, sessionId }, 'recorded tool outcomes of a deleted session not purged; they expire with the ledger');
         }
         await deps.leases.forget(tenant, sessionId);
         logger.info({ tenant, sessionId, purged, alreadyDeleted: !created }, 'session deleted');

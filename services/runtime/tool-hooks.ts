@@ -108,7 +108,9 @@ export function createToolHooks(options: ToolHooksOptions): ToolHooks {
         if (!answer.ok) {
           const failed = failure(hook, HookPhase.after, call, answer.error);
           if (config.onError === ToolHookOnError.continue) continue;
-          return { output: `${failed.code}: ${failed.message}`, error: failed, rewrittenBy };
+          // The hook's own error text reaches the log and the model: scrubbed and cut like any output.
+          const message = await fit(failed.message);
+          return { output: `${failed.code}: ${message}`, error: { ...failed, message }, rewrittenBy };
         }
         const reply = answer.reply;
         let changed = false;

@@ -1,5 +1,6 @@
 import type { DestinationStream } from 'pino';
 import { createLogger } from '../logging.ts';
+import { secretsFromEnv } from '../scrub/index.ts';
 import { createMcpBridge, describeMcpSource, mcpServerEnvironment, openMcpSession } from '../mcp/index.ts';
 import type { McpBridgeEvent, McpSource } from '../mcp/index.ts';
 import { createCodec, createSubjects } from '../protocol/index.ts';
@@ -44,7 +45,13 @@ export async function runMcp(argv: string[], context: CliContext): Promise<numbe
       ? { ...options.server, env: mcpServerEnvironment(context.env), cwd: context.cwd }
       : options.server;
   const label = describeMcpSource(source);
-  const logger = createLogger({ name: 'mcp', level: context.env.LOG_LEVEL ?? 'warn', destination: context.stderr as DestinationStream });
+  const headerValues = options.server.kind === 'http' ? Object.values(options.server.headers) : [];
+  const logger = createLogger({
+    name: 'mcp',
+    level: context.env.LOG_LEVEL ?? 'warn',
+    destination: context.stderr as DestinationStream,
+    secrets: [...secretsFromEnv(context.env), ...headerValues],
+  });
   const nc = await connectCli(target.url, `agentbus-mcp`, context.env);
   const subjects = createSubjects(context.env.AGENTBUS_PREFIX ?? 'agentbus');
   const codec = createCodec();

@@ -13,8 +13,8 @@ import type { McpSession } from './mcp-session.ts';
 
 /** Tools being served on the bus (a started tool worker), as the bridge needs them. */
 export interface ServedTools {
-  /** Leaves discovery and lets running calls finish (a tool worker's `stop`). */
-  stop(): Promise<void>;
+  /** Leaves discovery and lets running calls finish, for `graceMs` when given (a tool worker's `stop`). */
+  stop(options?: { graceMs?: number }): Promise<void>;
 }
 
 /** What a bridge reports as it goes, for the person running it. */
@@ -141,11 +141,13 @@ export function createMcpBridge(options: McpBridgeOptions): McpBridge {
     if (next === servedAnnouncement) return;
     const worker = built.tools.length > 0 ? await options.serve(built.tools) : undefined;
     const previous = served;
+    // The replaced worker's calls run on a live session: they may take as long as their tools allow.
+    const graceMs = Math.max(0, ...servedTools.map((tool) => tool.timeoutMs));
     served = worker;
     servedTools = built.tools;
     servedAnnouncement = next;
     options.onEvent?.({ type: 'serving', tools: built.tools, skipped: built.skipped, first });
-    await previous?.stop();
+    await previous?.stop({ graceMs });
   }
 
   /** Runs `task` after every update before it, whatever became of those; resolves or rejects as `task` does. */

@@ -37,13 +37,19 @@ const entrySchema = z.object({
 /** The outcomes of side-effecting and privileged calls, by tenant and `effectId`, in a JetStream KV bucket. */
 export interface ResultLedger {
   /** The recorded outcome of a call, or undefined when none was recorded. Rejects when the bucket cannot be read. */
-  lookup(tenant: string, effectId: string, options: { signal?: AbortSignal }): Promise<LedgerEntry | undefined>;
+  lookup(scope: LedgerScope, effectId: string, options: { signal?: AbortSignal }): Promise<LedgerEntry | undefined>;
   /**
    * Records an outcome. The write is sent before this returns (a caller that then replies on the same connection
    * knows the server gets the record first: NATS keeps a connection's messages in order); the promise settles
    * with the server's acknowledgement, and rejects when the write was refused or not acknowledged in time.
    */
-  record(tenant: string, entry: LedgerEntry, options: { signal?: AbortSignal }): Promise<void>;
+  record(scope: LedgerScope, entry: LedgerEntry, options: { signal?: AbortSignal }): Promise<void>;
+}
+
+/** Whose call an outcome is: its keys sit under the tenant and the session, so a session's delete purges them. */
+export interface LedgerScope {
+  readonly tenant: string;
+  readonly sessionId: string;
 }
 
 /** Options of {@link createResultLedger}. */
@@ -58,12 +64,13 @@ export interface ResultLedgerOptions {
 }
 
 /**
- * The key of an outcome: `<tenant>.<digest of effectId>` (an effectId may hold characters a key cannot, and a
- * tenant's keys share a prefix that permissions or a purge can name).
+ * The key of an outcome: `<tenant>.<sessionId>.<digest of effectId>` (an effectId may hold characters a key
+ * cannot; a tenant's and a session's keys share a prefix that permissions or a purge can name).
  */
-export function ledgerKey(tenant: string, effectId: string): string {
-  if (!isToken(tenant)) throw new InvalidInputError(`tenant must match [A-Za-z0-9_-]{1,64}, got ${JSON.stringify(tenant)}`);
-  return `${tenant}.${createHash('sha256').update(effectId).digest('base64url')}`;
+export function ledgerKey(scope: LedgerScope, effectId: string): string {
+  if (!isToken(scope.tenant)) throw new InvalidInputError(`tenant must match [A-Za-z0-9_-]{1,64}, got ${JSON.stringify(scope.tenant)}`);
+  if (!isToken(scope.sessionId)) throw new InvalidInputError(`sessionId must match [A-Za-z0-9_-]{1,64}, got ${JSON.stringify(scope.sessionId)}`);
+  return `${scope.tenant}.${scope.sessionId}.${createHash('sha256').update(effectId).digest('base64url')}`;
 }
 
 /**
@@ -73,7 +80,7 @@ export function ledgerKey(tenant: string, effectId: string): string {
  *
  * @example
  * const ledger = createResultLedger({ nc, codec, logger, prefix: 'agentbus' });
- * const recorded = await ledger.lookup('acme', effectId, { signal });
+ * const recorded = await ledger.lookup({ tenant: 'acme', sessionId: 'chat-1' }, effectId, { signal });
  */
 export function createResultLedger(options: ResultLedgerOptions): ResultLedger {
   const { nc, codec } = options;
@@ -95,8 +102,8 @@ export function createResultLedger(options: ResultLedgerOptions): ResultLedger {
   }
 
   return {
-    async lookup(tenant, effectId, { signal }) {
-      const key = ledgerKey(tenant, effectId);
+    async lookup(scope, effectId, { signal }) {
+      const key = ledgerKey(scope, effectId);
       const entry = await bounded((bucket) => bucket.get(key), 'reading', signal);
       if (!entry || entry.operation !== 'PUT' || entry.length === 0) return undefined;
       const parsed = entrySchema.safeParse(codec.decode(entry.value));
@@ -106,9 +113,9 @@ export function createResultLedger(options: ResultLedgerOptions): ResultLedger {
       }
       return parsed.data;
     },
-    record(tenant, entry, { signal }) {
+    record(scope, entry, { signal }) {
       // A plain publish to the key's subject, as a KV put is, made at once (a KV put would send it a microtask later).
-      const key = ledgerKey(tenant, entry.effectId);
+      const key = ledgerKey(scope, entry.effectId);
       const acked = request(nc, `$KV.${bucket}.${key}`, codec.encode(entry), { timeoutMs, replies: (replies ??= createReplyMux(nc)), ...(signal ? { signal } : {}) });
       return acked.then((ack) => {
         const { error } = codec.decodeAs(ackSchema, ack.data, ContentType.json);

@@ -15,7 +15,9 @@ import { createCallRegistry } from './call-registry.ts';
 import { createConcurrencyGate } from './concurrency-gate.ts';
 import type { AnyToolDefinition } from './define-tool.ts';
 import { errorReply, executeToolCall } from './execute-tool-call.ts';
-import { answerRepeat, recordOutcome } from './recorded-call.ts';
+import { answerRepeat, isSettled, recordOutcome, scrubbedForLedger } from './recorded-call.ts';
+import { createScrubber } from '../scrub/index.ts';
+import type { Scrubber } from '../scrub/index.ts';
 import { createResultLedger } from './result-ledger.ts';
 import type { ResultLedger } from './result-ledger.ts';
 import { toToolMetadata } from './tool-metadata.ts';
@@ -56,6 +58,8 @@ export interface ToolWorkerOptions {
    * worker does not announce one.
    */
   readonly ledger?: ResultLedger | false;
+  /** Scrubs what the ledger keeps (tool output is stored nowhere unscrubbed); by default one of the worker's own. */
+  readonly scrubber?: Pick<Scrubber, 'scrub'>;
   readonly now?: () => number;
   readonly newId?: () => string;
 }
@@ -65,10 +69,10 @@ export interface ToolWorker {
   /** Subscribes every tool and announces them on `$SRV`; resolves once the server has the subscriptions. */
   start(options?: { signal?: AbortSignal }): Promise<void>;
   /**
-   * Leaves discovery, stops taking calls, lets running calls finish for the grace period, then aborts
-   * the rest (they reply `cancelled`). Calls still buffered then get a retryable `no_responders` reply.
+   * Leaves discovery, stops taking calls, lets running calls finish for the grace period (`graceMs`, else the
+   * worker's `stopGraceMs`), then aborts the rest (they reply `cancelled`). Calls still buffered then get a retryable `no_responders` reply.
    */
-  stop(options?: { signal?: AbortSignal }): Promise<void>;
+  stop(options?: { signal?: AbortSignal; graceMs?: number }): Promise<void>;
   /** The `$SRV` instance id, once started. */
   readonly id: string | undefined;
   /** Calls running or waiting for a slot. */
@@ -117,6 +121,9 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
   const ledger = options.ledger === false ? undefined : (options.ledger ?? createResultLedger({ nc, codec, logger, prefix: subjects.prefix }));
   // Read-only calls have no effect to record.
   const ledgered = (tool: AnyToolDefinition) => ledger !== undefined && tool.tier !== SafetyTier.readOnly;
+  // Made on the first outcome recorded: a worker of read-only tools never builds secretlint's rules.
+  let ownScrubber: Pick<Scrubber, 'scrub'> | undefined;
+  const scrubber: Pick<Scrubber, 'scrub'> = options.scrubber ?? { scrub: (text) => (ownScrubber ??= createScrubber()).scrub(text) };
   const callKey = (tool: string, callId: string) => `${tool}\u0000${callId}`;
   // Tools' state requests share one reply subscription, made on the first.
   let stateReplies: ReplyMux | undefined;
@@ -229,8 +236,9 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
       },
       onProgress: (update) => beats.progress(key, update),
     });
-    if (!recordable || !ran) return { body };
-    return { body, recording: recordOutcome(recordable, tool, request, body, { now, workerId: registration?.id, logger }) };
+    if (!recordable || !ran || !isSettled(body)) return { body };
+    const kept = await scrubbedForLedger(body, scrubber);
+    return { body, recording: recordOutcome(recordable, tool, request, kept, { now, workerId: registration?.id, logger }) };
   }
 
   function run(call: AcceptedCall, release: () => void): Promise<void> {
@@ -341,7 +349,7 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
     logger.info({ tools: [...names], id: registration.id }, 'tool worker started');
   }
 
-  async function stopNow(stopOptions: { signal?: AbortSignal }): Promise<void> {
+  async function stopNow(stopOptions: { signal?: AbortSignal; graceMs?: number }): Promise<void> {
     if (state !== 'running') {
       state = 'stopped';
       return;
@@ -350,7 +358,7 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
     await registration?.stop();
     const closed = nc.isClosed();
     const drains = closed ? [] : callSubscriptions.map((subscription) => subscription.drain());
-    const grace = options.stopGraceMs ?? 5000;
+    const grace = stopOptions.graceMs ?? options.stopGraceMs ?? 5000;
     let timer: ReturnType<typeof setTimeout> | undefined;
     const { promise: aborted, cleanup } = abortPromise(stopOptions.signal);
     await Promise.race([
