@@ -19,7 +19,8 @@ export type DeletePhase = 'checking' | 'tombstoned';
 /** Deletes sessions this node holds the lease of. */
 export interface SessionDeleter {
   /**
-   * Deletes a session: refuses with `busy` while a turn runs or waits (cancel it first) or another message of
+   * Deletes a session: refuses with `busy` while a turn runs or waits (cancel it first; a turn that is ending is
+   * given up to a second to leave) or another message of
    * the session is being handled here, with `not_found` when it never existed. Writes its tombstone, stops
    * hosting it, purges its log and live messages, and removes its lease. A delete of a deleted session finishes
    * whatever an interrupted one left (`alreadyDeleted`).
@@ -49,6 +50,16 @@ export interface SessionDeleterDeps {
   readonly logger: Logger;
 }
 
+/** How long a delete waits for a session that is ending its turn before it refuses it `busy`. */
+const IDLE_GRACE_MS = 1000;
+
+/** Resolves when the session is idle or after `ms`, whichever comes first. */
+async function untilIdle(hosted: SessionHost, ms: number): Promise<void> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const expired = new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)));
+  await Promise.race([hosted.whenIdle(), expired]).finally(() => clearTimeout(timer));
+}
+
 /**
  * Creates the deleter. A running turn is refused rather than cancelled: a cancel ends the turn with events
  * of its own (`tool.result`s, `turn.ended`) and queued prompts would start the next turn, so a delete that
@@ -76,6 +87,9 @@ export function createSessionDeleter(deps: SessionDeleterDeps): SessionDeleter {
       const key = keyOf(tenant, sessionId);
       if (phases.has(key)) throw new SessionBusyError(`session ${tenant}/${sessionId} is being deleted`, { tenant, sessionId });
       const hosted = await deps.hostedSession(tenant, sessionId);
+      // A client that saw `turn.ended` (its own turn, or the one it cancelled) deletes at once; the session leaves
+      // its turn a moment after that event is logged. Wait that moment rather than refuse a delete that is right.
+      if (hosted?.busy()) await untilIdle(hosted, IDLE_GRACE_MS);
       // From this check to the phase being set nothing awaits: no prompt of this node slips in between.
       if (phases.has(key)) throw new SessionBusyError(`session ${tenant}/${sessionId} is being deleted`, { tenant, sessionId });
       if (hosted?.busy() || deps.othersInFlight(tenant, sessionId) > 0) {
