@@ -6,6 +6,12 @@ export interface PlannedCall extends ToolCall {
   readonly tier: SafetyTier | 'unknown';
   /** The call may have run before (its turn is resumed after its node died): it is sent as a repeat. */
   readonly resumed?: boolean;
+  /**
+   * A resumed call whose `tool.use` was logged before its node died, no hook blocking it: the arguments it went
+   * out with (the model's, or as the before-hooks rewrote them). It goes out with these again, and the
+   * before-hooks are not asked again: their decision is in the log, and a repeat must be the same call.
+   */
+  readonly sent?: { readonly args: unknown; readonly argsRewrittenBy?: readonly string[] };
 }
 
 /** A decision on a privileged call. */

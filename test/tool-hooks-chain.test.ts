@@ -141,6 +141,23 @@ describe('the after-hook chain', () => {
     expect(asked[0]?.request).toMatchObject({ isError: true, error: failedResult.error });
   });
 
+  it('carries a rewrite of a failed result into its error message, which is logged beside the output', async () => {
+    const failedResult = { output: 'tool_failed: no record for Ada, phone 555-0100', error: { code: 'tool_failed', message: 'no record for Ada, phone 555-0100', retryable: false } };
+    const { hooks } = chain({ after: ['redact'] }, { after: { redact: ok({ v: 1, action: 'continue', output: 'tool_failed: no record for Ada, phone [phone]' }) } });
+    const rewritten = await hooks.after(call, failedResult, { signal, fit: async (output) => output });
+    expect(rewritten).toEqual({
+      output: 'tool_failed: no record for Ada, phone [phone]',
+      error: { code: 'tool_failed', message: 'tool_failed: no record for Ada, phone [phone]', retryable: false },
+      rewrittenBy: ['redact'],
+    });
+    expect(JSON.stringify(rewritten)).not.toContain('555');
+  });
+
+  it('does not count an output handed back unchanged as a rewrite', async () => {
+    const { hooks } = chain({ after: ['audit'] }, { after: { audit: ok({ v: 1, action: 'continue', output: result.output }) } });
+    expect(await hooks.after(call, result, { signal, fit: async (output) => output })).toEqual({ ...result, rewrittenBy: [] });
+  });
+
   it('withholds the result when a hook fails, by default; passes it on under onError continue', async () => {
     const blocking = chain({ after: ['redact'] }, { after: { redact: down } });
     const withheld = await blocking.hooks.after(call, result, { signal, fit });
@@ -171,6 +188,20 @@ describe('the hooks of runTool', () => {
     await runBeforeHooks(services(hooks), { input, call: { ...planned, id: 'denied' }, effectId: 'e', byName }, signal);
     await runBeforeHooks(services(hooks), { input, call: { ...planned, name: 'missing' }, effectId: 'e', byName }, signal);
     expect(asked).toEqual([]);
+  });
+
+  it('sends a resumed call that went out before its node died as it went out, asking no before-hook again; after-hooks still see its result', async () => {
+    const { hooks, asked } = chain(
+      { before: ['policy'], after: ['audit'] },
+      { before: { policy: ok({ v: 1, action: 'block', output: 'quota used up' }) }, after: { audit: ok({ v: 1, action: 'continue' }) } },
+    );
+    const resumed = { ...planned, resumed: true, sent: { args: { path: 'sandbox/a.txt' }, argsRewrittenBy: ['paths'] } };
+    const hooked = await runBeforeHooks(services(hooks), { input, call: resumed, effectId: 'e', byName }, signal);
+    expect(hooked).toEqual({ args: { path: 'sandbox/a.txt' }, logged: { argsRewrittenBy: ['paths'] }, after: expect.objectContaining({ args: { path: 'sandbox/a.txt' } }) });
+    await runAfterHooks(services(hooks), hooked, { output: 'written' }, signal);
+    expect(asked.map(({ hook, phase }) => `${phase} ${hook}`)).toEqual(['after audit']);
+    // Without hooks configured now, it still goes out with the arguments it went out with.
+    expect(await runBeforeHooks(services(), { input, call: resumed, effectId: 'e', byName }, signal)).toEqual({ args: { path: 'sandbox/a.txt' }, logged: { argsRewrittenBy: ['paths'] } });
   });
 
   it('gives the after-hooks the call as sent, scrubs and cuts a rewritten output, and logs who blocked or rewrote', async () => {

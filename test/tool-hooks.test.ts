@@ -296,3 +296,77 @@ describe('a privileged call', () => {
     expect(request?.data).toMatchObject({ args: { target: 'probe' } });
   });
 });
+
+describe('a call that went out before its runtime stopped', () => {
+  let resumed: TestStack;
+  let connection: NatsConnection;
+  let once: HookWorker;
+  const asked: unknown[] = [];
+  const ran: unknown[] = [];
+  let release: () => void = () => undefined;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  const hold = defineTool({
+    name: 'hold_note',
+    description: 'takes a note once the test lets it',
+    parameters: z.object({ text: z.string() }),
+    tier: SafetyTier.sideEffecting,
+    timeoutMs: 30_000,
+    idempotent: true,
+    execute: async (args, { signal }) => {
+      ran.push(args);
+      await Promise.race([released, new Promise((_resolve, reject) => signal.addEventListener('abort', () => reject(signal.reason)))]);
+      return `noted ${args.text}`;
+    },
+  });
+
+  beforeAll(async () => {
+    resumed = await startStack({
+      script: { responses: [{ toolCalls: [{ name: 'hold_note', args: { text: 'x' } }] }, { text: 'noted after the handoff' }] },
+      extraTools: [hold],
+      runtime: hooks({ before: ['once'] }),
+    });
+    connection = await connect({ servers: resumed.server.url });
+    // Rewrites the first call it is asked about and blocks every later one: asked again, it would block the repeat.
+    once = createHookWorker({
+      nc: connection,
+      subjects,
+      codec,
+      logger: silentLogger(),
+      name: 'once',
+      version: '1.0.0',
+      before: (call) => {
+        asked.push(call.args);
+        return asked.length === 1 ? { action: 'continue', args: { text: 'x (checked)' } } : { action: 'block', output: 'asked twice' };
+      },
+    });
+    await once.start();
+  }, 30_000);
+
+  afterAll(async () => {
+    release();
+    await once?.stop();
+    await connection?.close();
+    await resumed?.stop();
+  });
+
+  it('goes out again as it went out, on the node that resumes its turn, without asking the before-hooks again', async () => {
+    const watcher = collectEvents(resumed.client, 'default', 'resume-1');
+    await requestJson(resumed.client, 'agentbus.default.sessions.resume-1.prompt', { text: 'note it' });
+    await expect.poll(() => ran.length, { timeout: 10_000 }).toBe(1);
+    await resumed.runtime.stop();
+    await resumed.startRuntime();
+    await expect.poll(() => ran.length, { timeout: 10_000 }).toBe(2);
+    release();
+    const events = await watcher.until((seen) => seen.some((event) => event.type === 'turn.ended'), 15_000);
+    watcher.stop();
+    expect(asked).toEqual([{ text: 'x' }]);
+    expect(ran).toEqual([{ text: 'x (checked)' }, { text: 'x (checked)' }]);
+    const uses = events.filter((event) => event.type === 'tool.use');
+    expect(uses.map((event) => event.data)).toEqual([
+      expect.objectContaining({ args: { text: 'x (checked)' }, argsRewrittenBy: ['once'] }),
+      expect.objectContaining({ args: { text: 'x (checked)' }, argsRewrittenBy: ['once'] }),
+    ]);
+    expect(dataOf(events, 'tool.result')).toMatchObject({ output: 'noted x (checked)', isError: false });
+    expect(dataOf(events, 'turn.ended')).toMatchObject({ reason: 'yielded', text: 'noted after the handoff' });
+  });
+});

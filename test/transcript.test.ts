@@ -189,6 +189,21 @@ describe('transcript turns', () => {
     expect(transcript.unfinishedTurns().map((turn) => turn.turnId)).toEqual(['t2']);
   });
 
+  it('tells of an unfinished turn how its open calls went out: the arguments its tool.use logged, unless a hook blocked it', () => {
+    const log = createLogBuilder();
+    const transcript = createTranscript([
+      log.prompt('t1', 'q1'),
+      log.answer('t1', 'a1', [{ id: 'c1' }, { id: 'c2' }, { id: 'c3' }, { id: 'c4' }]),
+      log.toolUse('t1', 'c1'),
+      log.result('t1', 'c1', 'r1'),
+      log.toolUse('t1', 'c2', { args: { path: 'sandbox/a' }, argsRewrittenBy: ['paths'] }),
+      log.toolUse('t1', 'c3', { blockedBy: 'policy' }),
+    ]);
+    const [turn] = transcript.unfinishedTurns();
+    expect(turn!.openCalls.map((call) => call.id)).toEqual(['c2', 'c3', 'c4']);
+    expect(turn!.sent).toEqual({ c2: { args: { path: 'sandbox/a' }, argsRewrittenBy: ['paths'] } });
+  });
+
   it('keeps its content when trimmed', () => {
     const log = createLogBuilder();
     const transcript = createTranscript([log.prompt('t1', 'q1'), log.answer('t1', 'a1')]);

@@ -341,25 +341,23 @@ async function resumeQueue(
       await writer.append(LogEventType.turnEnded, { turnId: turn.turnId, step: turn.lastStep }, { reason: TurnEndReason.yielded, text: turn.text, ...ending });
       continue;
     }
-    // Calls run in order, a side-effecting or privileged one alone: only the first open call can have been
-    // running when the node died. It is made again as a repeat of the same effectId when that is safe: the tool
-    // is read-only or idempotent, or its workers keep a result ledger (the repeat gets the outcome recorded
-    // before the node died, or `interrupted` when there is none). Otherwise a side effect that may have happened
-    // is not made twice: the call ends `interrupted`, and the model is told so. (A privileged call not yet
-    // approved never started.)
+    // A call goes out only after its `tool.use` is logged (write-through), and not at all when a hook blocked it:
+    // an open call without one never ran, and goes out now as a first attempt. One that went out may have run. It
+    // is made again as a repeat of the same effectId, with the same arguments, when that is safe: the tool is
+    // read-only or idempotent, or its workers keep a result ledger (the repeat gets the outcome recorded before
+    // the node died, or `interrupted` when there is none). Otherwise a side effect that may have happened is not
+    // made twice: the call ends `interrupted`, and the model is told so. (A privileged call not yet approved
+    // never went out.)
     const pendingCalls: PlannedCall[] = [];
-    for (const [index, call] of turn.openCalls.entries()) {
+    for (const call of turn.openCalls) {
       const tool = byName.get(call.name);
+      const sent = turn.sent[call.id];
       const sideEffect = tool?.tier === 'side_effecting' || (tool?.tier === 'privileged' && turn.decisions[call.id]?.approved === true);
-      const started = index === 0 && sideEffect;
-      if (started && !tool.idempotent && tool.ledger !== true) {
+      if (sent && sideEffect && !tool.idempotent && tool.ledger !== true) {
         await writer.append(LogEventType.toolResult, { turnId: turn.turnId, step: turn.lastStep }, interruptedResult(call));
         continue;
       }
-      // A read-only call of the open batch may have run too, and one of a tool no worker serves now may have run
-      // before: each goes out as a repeat (a worker that finds no record of a side effect refuses it).
-      const mayHaveRun = started || tool?.tier === 'read_only' || (index === 0 && tool === undefined);
-      pendingCalls.push({ ...call, tier: tool?.tier ?? 'unknown', ...(mayHaveRun ? { resumed: true } : {}) });
+      pendingCalls.push({ ...call, tier: tool?.tier ?? 'unknown', ...(sent ? { resumed: true, sent } : {}) });
     }
     if (pendingCalls.length === 0 && turn.lastStep >= base.maxSteps) {
       await writer.append(LogEventType.turnEnded, { turnId: turn.turnId, step: turn.lastStep }, { reason: TurnEndReason.budgetExceeded, ...ending });

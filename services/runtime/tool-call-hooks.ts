@@ -24,12 +24,18 @@ export interface HookedCallResult extends HookedResult {
   readonly logged: { readonly blockedBy?: string; readonly outputRewrittenBy?: readonly string[] };
 }
 
-const noHooks = (call: PlannedCall): CallHooks => ({ args: call.args, logged: {} });
+/** A call as it goes out when no before-hook is asked: as it went out before its turn was resumed, else the model's. */
+function noHooks(call: PlannedCall): CallHooks {
+  const { sent } = call;
+  if (!sent) return { args: call.args, logged: {} };
+  return { args: sent.args, logged: sent.argsRewrittenBy ? { argsRewrittenBy: sent.argsRewrittenBy } : {} };
+}
 
 /**
  * Runs the deployment's before-hooks on a call that is about to be sent: not on a call that was denied approval
- * or names a tool nobody serves (those fail without reaching a worker), and without a bus round trip when no hooks
- * are configured.
+ * or names a tool nobody serves (those fail without reaching a worker), not on a resumed call that went out before
+ * its node died (it goes out as it did: a repeat of that call, which the ledger may answer, whatever the hooks
+ * would say now), and without a bus round trip when no hooks are configured.
  */
 export async function runBeforeHooks(
   services: Pick<SessionServices, 'hooks' | 'tenant' | 'sessionId'>,
@@ -42,6 +48,10 @@ export async function runBeforeHooks(
   const { before, after } = hooks.config;
   if (before.length === 0 && after.length === 0) return noHooks(call);
   const hooked: HookedCall = { v: 1, callId: call.id, effectId, name: call.name, args: call.args, tier: call.tier, tenant, sessionId, turnId: input.turnId };
+  if (call.sent) {
+    const sent = noHooks(call);
+    return { ...sent, ...(after.length > 0 ? { after: { ...hooked, args: sent.args } } : {}) };
+  }
   const decided = await hooks.before(hooked, { signal });
   const logged = decided.rewrittenBy.length > 0 ? { argsRewrittenBy: decided.rewrittenBy } : {};
   if (decided.blocked) {

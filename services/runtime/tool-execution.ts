@@ -25,7 +25,9 @@ async function runTool(services: SessionServices, input: ExecuteToolsInput, call
   const effectId = `${sessionId}:${input.turnId}:${call.id}`;
   const started = services.now();
   const hooked = await runBeforeHooks(services, { input, call, effectId, byName }, signal);
-  await writer.append(LogEventType.toolUse, scope, { toolCallId: call.id, effectId, name: call.name, args: hooked.args, tier: call.tier, ...hooked.logged });
+  // A blocked call is logged as such, so that a turn resumed from the log knows it never went out.
+  const blockedBy = hooked.blockedBy === undefined ? {} : { blockedBy: hooked.blockedBy };
+  await writer.append(LogEventType.toolUse, scope, { toolCallId: call.id, effectId, name: call.name, args: hooked.args, tier: call.tier, ...hooked.logged, ...blockedBy });
   const decision = input.decisions[call.id];
   const info = byName.get(call.name);
   let settled: HookedResult;

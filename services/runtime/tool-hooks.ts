@@ -115,8 +115,14 @@ export function createToolHooks(options: ToolHooksOptions): ToolHooks {
         const reply = answer.reply;
         let changed = false;
         if (reply.output !== undefined) {
-          output = await fit(reply.output);
-          changed = true;
+          const fitted = await fit(reply.output);
+          if (fitted !== output) {
+            output = fitted;
+            changed = true;
+            // A failed result keeps its error: its message is logged beside the output, so it must carry the
+            // hook's text too (a redaction hook that rewrote only the output would leave the original in the log).
+            if (error) error = { ...error, message: fitted };
+          }
         }
         if (reply.isError !== undefined && reply.isError !== (error !== undefined)) {
           error = reply.isError ? { code: ErrorCode.toolFailed, message: `tool hook ${hook} marked the result an error`, retryable: false } : undefined;

@@ -14,6 +14,8 @@ export interface UnfinishedTurn {
   readonly lastStep: number;
   /** Tool calls of the newest assistant message without a result. */
   readonly openCalls: readonly ToolCall[];
+  /** Of the open calls, those whose `tool.use` was logged with no hook blocking them: how each went out. */
+  readonly sent: Readonly<Record<string, { readonly args: unknown; readonly argsRewrittenBy?: readonly string[] }>>;
   /** True when the newest assistant message asked for no tools: the turn had yielded. */
   readonly answered: boolean;
   readonly text: string;
@@ -126,6 +128,7 @@ function summarizeTurn(events: readonly LogEvent[], turnId: string, prompt: Unfi
   let cost = 0;
   const answered = new Set<string>();
   const decisions: Record<string, ApprovalDecision> = {};
+  const sent: Record<string, { args: unknown; argsRewrittenBy?: readonly string[] }> = {};
   for (const event of events) {
     if (event.turnId !== turnId) continue;
     if (event.type === LogEventType.assistantMessage) {
@@ -136,6 +139,9 @@ function summarizeTurn(events: readonly LogEvent[], turnId: string, prompt: Unfi
       cost += event.data.cost;
     } else if (event.type === LogEventType.toolResult) {
       answered.add(event.data.toolCallId);
+    } else if (event.type === LogEventType.toolUse && event.data.blockedBy === undefined) {
+      const { args, argsRewrittenBy } = event.data;
+      sent[event.data.toolCallId] = argsRewrittenBy === undefined ? { args } : { args, argsRewrittenBy };
     } else if (event.type === LogEventType.approvalDecided) {
       decisions[event.data.toolCallId] =
         event.data.reason === undefined ? { approved: event.data.approved } : { approved: event.data.approved, reason: event.data.reason };
@@ -146,6 +152,7 @@ function summarizeTurn(events: readonly LogEvent[], turnId: string, prompt: Unfi
     prompt,
     lastStep,
     openCalls: lastCalls.filter((call) => !answered.has(call.id)),
+    sent: Object.fromEntries(lastCalls.filter((call) => !answered.has(call.id) && sent[call.id] !== undefined).map((call) => [call.id, sent[call.id]!])),
     answered: lastStep > 0 && lastCalls.length === 0,
     text,
     usage,

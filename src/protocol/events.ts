@@ -98,6 +98,8 @@ export interface EventDataMap {
     readonly tier: SafetyTier | 'unknown';
     /** The before-hooks that replaced the arguments, in order; absent when none did. */
     readonly argsRewrittenBy?: readonly string[];
+    /** The before-hook that blocked the call: it was sent to no worker (its `tool.result` names the hook too). */
+    readonly blockedBy?: string;
   };
   'tool.result': {
     readonly toolCallId: string;

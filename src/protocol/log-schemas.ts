@@ -41,6 +41,7 @@ const toolUse = z.object({
   args: z.unknown(),
   tier: z.enum([SafetyTier.readOnly, SafetyTier.sideEffecting, SafetyTier.privileged, 'unknown']),
   argsRewrittenBy: z.array(z.string()).readonly().optional(),
+  blockedBy: z.string().optional(),
 });
 
 const toolResult = z.object({

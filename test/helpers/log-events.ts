@@ -22,8 +22,8 @@ export function createLogBuilder() {
         model: 'scripted:default',
         finishReason: calls.length > 0 ? 'tool_calls' : 'stop',
       }),
-    toolUse: (turnId: string, toolCallId: string) =>
-      event(LogEventType.toolUse, turnId, { toolCallId, effectId: `s:${turnId}:${toolCallId}`, name: 'lookup', args: {}, tier: 'read_only' }),
+    toolUse: (turnId: string, toolCallId: string, hooked: { args?: unknown; argsRewrittenBy?: string[]; blockedBy?: string } = {}) =>
+      event(LogEventType.toolUse, turnId, { toolCallId, effectId: `s:${turnId}:${toolCallId}`, name: 'lookup', args: {}, tier: 'read_only', ...hooked }),
     result: (turnId: string, toolCallId: string, output: string) =>
       event(LogEventType.toolResult, turnId, { toolCallId, name: 'lookup', output, isError: false, durationMs: 1 }),
     ended: (turnId: string) => event(LogEventType.turnEnded, turnId, { reason: 'yielded', usage, cost: 0, steps: 1 }),

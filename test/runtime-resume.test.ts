@@ -1,0 +1,82 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { jetstream } from '@nats-io/jetstream';
+import { z } from 'zod';
+import { LogEventType, createCodec, createEnvelopeFactory, createSubjects } from '../src/protocol/index.ts';
+import type { AgentEvent, EventDataMap } from '../src/protocol/index.ts';
+import { defineTool } from '../src/tool-sdk/index.ts';
+import { collectEvents, requestJson, startStack } from './helpers/stack.ts';
+import type { TestStack } from './helpers/stack.ts';
+
+// A turn left unfinished in the log by a node that died, resumed by the node that opens the session next. Whether
+// its open side-effecting call may have run is read from the log: it went out only once its tool.use was logged.
+
+const codec = createCodec();
+const subjects = createSubjects();
+/** Runs of the `bump` tool by session: a side effect, not idempotent. */
+const bumps = new Map<string, number>();
+const bump = defineTool({
+  name: 'bump',
+  description: 'a side effect that must not run twice',
+  parameters: z.object({}),
+  tier: 'side_effecting',
+  timeoutMs: 5000,
+  idempotent: false,
+  execute: (_args, { sessionId }) => {
+    bumps.set(sessionId, (bumps.get(sessionId) ?? 0) + 1);
+    return 'bumped';
+  },
+});
+
+let stack: TestStack;
+
+beforeAll(async () => {
+  stack = await startStack({ script: { responses: [{ text: 'resumed turn done' }, { text: 'next turn done' }] }, extraTools: [bump] });
+});
+
+afterAll(() => stack?.stop());
+
+/** Writes a session's log as a node that died mid-turn left it: the model asked for `bump`; `used` logs its tool.use. */
+async function logDiedMidTurn(sessionId: string, used: boolean): Promise<void> {
+  let id = 0;
+  const envelopes = createEnvelopeFactory({ newId: () => `${sessionId}-e${id++}`, now: Date.now });
+  const scope = { tenant: 'default', sessionId, turnId: 't1', step: 1 };
+  const usage = { inputTokens: 1, outputTokens: 1 };
+  const events: Array<{ [T in keyof EventDataMap]: [T, EventDataMap[T]] }[keyof EventDataMap]> = [
+    [LogEventType.sessionCreated, { createdBy: 'node-gone' }],
+    [LogEventType.userMessage, { text: 'bump it' }],
+    [LogEventType.assistantMessage, { text: '', toolCalls: [{ id: 'c1', name: 'bump', args: {} }], usage, cost: 0, model: 'scripted:default', finishReason: 'tool_calls' }],
+  ];
+  if (used) events.push([LogEventType.toolUse, { toolCallId: 'c1', effectId: `${sessionId}:t1:c1`, name: 'bump', args: {}, tier: 'side_effecting' }]);
+  const js = jetstream(stack.client);
+  for (const [type, data] of events) {
+    const envelope = envelopes.create(type, type === LogEventType.sessionCreated ? { tenant: 'default', sessionId } : scope, data as never);
+    await js.publish(subjects.log('default', sessionId), codec.encode(envelope), { msgID: envelope.id });
+  }
+}
+
+/** Sends a prompt to the session (which opens it and resumes its unfinished turn) and waits for both turns to end. */
+async function resumeWithPrompt(sessionId: string): Promise<AgentEvent[]> {
+  const watcher = collectEvents(stack.client, 'default', sessionId);
+  expect(await requestJson(stack.client, `agentbus.default.sessions.${sessionId}.prompt`, { text: 'and then?' })).toMatchObject({ accepted: true });
+  const events = await watcher.until((seen) => seen.filter((event) => event.type === 'turn.ended').length === 2, 15_000);
+  watcher.stop();
+  return events;
+}
+
+describe('a turn resumed from the log of a node that died', () => {
+  it('runs an open side-effecting call whose tool.use was never logged as a first attempt: it never went out', async () => {
+    await logDiedMidTurn('never-sent', false);
+    const events = await resumeWithPrompt('never-sent');
+    expect(bumps.get('never-sent')).toBe(1);
+    expect(events.find((event) => event.type === 'tool.result')).toMatchObject({ data: { toolCallId: 'c1', isError: false, output: 'bumped' } });
+    expect(events.find((event) => event.type === 'turn.ended')).toMatchObject({ turnId: 't1', data: { reason: 'yielded', text: 'resumed turn done' } });
+  });
+
+  it('does not run again an open side-effecting call whose tool.use was logged and which left no record: it ends interrupted', async () => {
+    await logDiedMidTurn('sent', true);
+    const events = await resumeWithPrompt('sent');
+    expect(bumps.get('sent')).toBeUndefined();
+    expect(events.find((event) => event.type === 'tool.result')).toMatchObject({ data: { toolCallId: 'c1', isError: true, error: { code: 'interrupted' } } });
+    expect(events.find((event) => event.type === 'turn.ended')).toMatchObject({ turnId: 't1', data: { reason: 'yielded' } });
+  });
+});
