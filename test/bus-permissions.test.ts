@@ -262,6 +262,12 @@ describe('tenants sealed on the bus (deploy/nats/nats-server.conf as shipped)', 
       if (user !== 'hooks') subscribe(user, 'agentbus.hooks.audit.before', 'agentbus.hooks.audit.after');
       if (user !== 'hooks' && user !== 'runtime') publish(user, 'agentbus.hooks.audit.before', 'agentbus.hooks.audit.after');
     }
+    // A tool or hook named `sessions` has subjects that a grant of `agentbus.*.sessions.>` would take in: those who
+    // follow sessions hold `agentbus.*.sessions.*.>` only, so none of them hears (or answers) its calls.
+    for (const user of ['client', 'dashboard', 'acme', 'globex'] as const) {
+      const tenant = user === 'acme' || user === 'globex' ? user : '*';
+      subscribe(user, 'agentbus.hooks.sessions.before', 'agentbus.hooks.sessions.after', 'agentbus.tools.sessions.call', 'agentbus.tools.sessions.cancel', `agentbus.${tenant}.sessions.>`);
+    }
     publish('hooks', 'agentbus.hooks.audit.before', 'agentbus.tools.remember.call', 'agentbus.provider.scripted.generate', `agentbus.acme.sessions.${acmeSession}.prompt`);
     publish('hooks', `agentbus.acme.sessions.${acmeSession}.log`, 'agentbus.acme.state.load', '$JS.API.INFO', '$SRV.INFO');
     subscribe('hooks', 'agentbus.hooks.>', 'agentbus.tools.>', 'agentbus.*.sessions.>', 'agentbus.provider.>', '$JS.>');
@@ -329,7 +335,7 @@ describe('tenants sealed on the bus (deploy/nats/nats-server.conf as shipped)', 
         consumerCreates: attempts.filter((attempt) => attempt.subject.includes('.CONSUMER.') && attempt.subject.includes('CREATE')).length,
       };
       console.log(`bus permissions: ${JSON.stringify(summary)}`);
-      expect(summary).toEqual({ refusals: 288, publish: 143, subscribe: 145, byTenants: 146, inboxSubscriptions: 100, consumerCreates: 28 });
+      expect(summary).toEqual({ refusals: 308, publish: 143, subscribe: 165, byTenants: 156, inboxSubscriptions: 100, consumerCreates: 28 });
       refusedOnPurpose += attempts.length;
     } finally {
       await Promise.all([...connections.values()].map(({ nc }) => nc.close()));
@@ -380,7 +386,7 @@ describe('tenants sealed on the bus (deploy/nats/nats-server.conf as shipped)', 
   it('caused no refusal but the deliberate ones: the services, the tool worker, the tool hook and the tenants’ apps had every permission they used', async () => {
     const lines = () => nats.output().split('\n').filter((line) => /Violation/.test(line));
     // The server logs a refusal a moment after it sends it.
-    expect(refusedOnPurpose).toBe(291);
+    expect(refusedOnPurpose).toBe(311);
     await expect.poll(() => lines().length, { timeout: 5000 }).toBeGreaterThanOrEqual(refusedOnPurpose);
     expect(lines().filter((line) => !line.includes('deliberate-'))).toEqual([]);
     expect(lines()).toHaveLength(refusedOnPurpose);
