@@ -128,6 +128,29 @@ describe('tool client', () => {
     await foreign.stop();
   });
 
+  it('takes the strictest reading of a tool whose workers disagree: a worker that says read-only cannot take away an approval', async () => {
+    const meta = (tier: string, idempotent: boolean) => ({ ...toToolMetadata(ping), tier, idempotent: String(idempotent) });
+    const registrations = [
+      { name: 'lenient', endpoints: { deploy: meta('read_only', true), tidy: meta('side_effecting', true) } },
+      { name: 'strict', endpoints: { deploy: meta('privileged', false), tidy: meta('side_effecting', true) } },
+      { name: 'odd', endpoints: { deploy: meta('read_only', true), tidy: meta('bogus', true) } },
+    ].map(({ name, endpoints }) =>
+      createServiceRegistration(nats.nc, {
+        name,
+        version: '1.0.0',
+        endpoints: Object.entries(endpoints).map(([tool, metadata]) => ({ name: tool, subject: subjects.toolCall(tool), queueGroup: subjects.toolQueue(tool), metadata })),
+      }),
+    );
+    await nats.nc.flush();
+    const tools = await createToolClient({ nc: nats.nc, subjects, codec, logger, discoveryTtlMs: 0 }).listTools({});
+    // Whichever answered discovery first, the strictest wins; an unknown tier counts as privileged.
+    expect(tools.map(({ name, tier, idempotent }) => ({ name, tier, idempotent }))).toEqual([
+      { name: 'deploy', tier: 'privileged', idempotent: false },
+      { name: 'tidy', tier: 'privileged', idempotent: true },
+    ]);
+    await Promise.all(registrations.map((registration) => registration.stop()));
+  });
+
   it('rejects listTools with the abort reason when already aborted', async () => {
     const tools = createToolClient({ nc: nats.nc, subjects, codec, logger });
     await expect(tools.listTools({ signal: AbortSignal.abort(new Error('no')) })).rejects.toThrow('no');

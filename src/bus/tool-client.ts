@@ -3,9 +3,9 @@ import type { MsgHdrs, NatsConnection } from '@nats-io/nats-core';
 import { ErrorCode, NoRespondersError, TimeoutError, WorkerLostError, abortReason, toErrorData } from '../errors.ts';
 import type { ErrorData } from '../errors.ts';
 import type { Logger } from '../logging.ts';
-import { ToolCallHeader, ToolWorkerMetadataKey, isToken, toolCallReplySchema } from '../protocol/index.ts';
+import { SafetyTier, ToolCallHeader, ToolWorkerMetadataKey, isToken, toolCallReplySchema } from '../protocol/index.ts';
 import type { CancelRequest, Codec, Subjects, ToolCallEvent, ToolCallReply, ToolCallRequest } from '../protocol/index.ts';
-import { parseToolMetadata } from '../tool-sdk/tool-metadata.ts';
+import { ToolMetadataKey, parseToolMetadata } from '../tool-sdk/tool-metadata.ts';
 import type { ToolDescriptor } from '../tool-sdk/tool-metadata.ts';
 import { abortPromise, msgpackHeaders, request } from './request.ts';
 import { requestToolCall } from './tool-call-request.ts';
@@ -74,6 +74,15 @@ export interface ToolClient {
   invalidate(): void;
 }
 
+/** Safety tiers from the least strict to the most. */
+const TIER_STRICTNESS: readonly SafetyTier[] = [SafetyTier.readOnly, SafetyTier.sideEffecting, SafetyTier.privileged];
+
+/** A tier's place in {@link TIER_STRICTNESS}; anything else announced counts as the strictest. */
+function strictness(tier: string | undefined): number {
+  const at = TIER_STRICTNESS.indexOf(tier as SafetyTier);
+  return at === -1 ? TIER_STRICTNESS.length - 1 : at;
+}
+
 function failed(callId: string, error: ErrorData): ToolCallReply {
   return { v: 1, callId, ok: false, error };
 }
@@ -104,26 +113,42 @@ export function createToolClient(options: ToolClientOptions): ToolClient {
       codec,
       logger,
     });
-    const tools = new Map<string, { -readonly [K in keyof DiscoveredTool]: DiscoveredTool[K] }>();
+    // Every announcement of each tool on this prefix: a call goes to any of its workers.
+    const announced = new Map<string, Array<{ metadata: Readonly<Record<string, string>>; service: string; id: string }>>();
     for (const instance of instances) {
       for (const endpoint of instance.endpoints) {
         if (!isToken(endpoint.name) || endpoint.subject !== subjects.toolCall(endpoint.name)) continue;
-        const heartbeatMs = Number(endpoint.metadata[ToolWorkerMetadataKey.heartbeatMs]);
-        const beats = Number.isInteger(heartbeatMs) && heartbeatMs > 0 ? heartbeatMs : undefined;
-        const ledger = endpoint.metadata[ToolWorkerMetadataKey.ledger] === 'true';
-        const known = tools.get(endpoint.name);
-        if (known) {
-          // A call goes to any of the workers: count on what all of them do.
-          known.heartbeatMs = known.heartbeatMs === undefined || beats === undefined ? undefined : Math.max(known.heartbeatMs, beats);
-          known.ledger &&= ledger;
-          continue;
-        }
-        const descriptor = parseToolMetadata(endpoint.name, endpoint.metadata, codec);
-        if (descriptor) tools.set(endpoint.name, { ...descriptor, ledger, ...(beats === undefined ? {} : { heartbeatMs: beats }) });
-        else logger.warn({ tool: endpoint.name, service: instance.name, id: instance.id }, 'skipped a tool with malformed metadata');
+        const list = announced.get(endpoint.name) ?? [];
+        list.push({ metadata: endpoint.metadata, service: instance.name, id: instance.id });
+        announced.set(endpoint.name, list);
       }
     }
-    return [...tools.values()].sort((a, b) => a.name.localeCompare(b.name));
+    const tools: DiscoveredTool[] = [];
+    for (const [name, announcements] of announced) {
+      let descriptor: ToolDescriptor | undefined;
+      for (const { metadata, service, id } of announcements) {
+        const parsed = parseToolMetadata(name, metadata, codec);
+        if (!parsed) logger.warn({ tool: name, service, id }, 'a worker announced a tool with malformed metadata');
+        descriptor ??= parsed;
+      }
+      if (!descriptor) continue;
+      // Count on what all the workers do. Workers that disagree on what the tool is (two versions, two servers
+      // under one name, or one that lies) get the strictest reading, so that no announcement can take away an
+      // approval or make a side effect count as safe to repeat; a malformed tier counts as privileged.
+      const beats = announcements.map(({ metadata }) => Number(metadata[ToolWorkerMetadataKey.heartbeatMs]));
+      const tier = Math.max(...announcements.map(({ metadata }) => strictness(metadata[ToolMetadataKey.tier])));
+      if (announcements.some(({ metadata }) => metadata[ToolMetadataKey.tier] !== descriptor.tier)) {
+        logger.debug({ tool: name, tiers: announcements.map(({ metadata, service }) => `${service}: ${metadata[ToolMetadataKey.tier]}`) }, 'workers of a tool announce different tiers');
+      }
+      tools.push({
+        ...descriptor,
+        tier: TIER_STRICTNESS[tier]!,
+        idempotent: announcements.every(({ metadata }) => metadata[ToolMetadataKey.idempotent] === 'true'),
+        ledger: announcements.every(({ metadata }) => metadata[ToolWorkerMetadataKey.ledger] === 'true'),
+        ...(beats.every((ms) => Number.isInteger(ms) && ms > 0) ? { heartbeatMs: Math.max(...beats) } : {}),
+      });
+    }
+    return tools.sort((a, b) => a.name.localeCompare(b.name));
   }
 
   /** Starts a discovery unless one runs; concurrent callers share it. */
