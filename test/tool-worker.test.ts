@@ -10,6 +10,7 @@ import { msgpackHeaders } from '../src/bus/request.ts';
 import { discoverServices } from '../src/bus/service-registry.ts';
 import { createToolClient } from '../src/bus/tool-client.ts';
 import { createToolWorker, defineTool } from '../src/tool-sdk/index.ts';
+import { createScrubber } from '../src/scrub/index.ts';
 import type { AnyToolDefinition, ToolContext, ToolWorker } from '../src/tool-sdk/index.ts';
 import { startNatsServer } from './helpers/nats-server.ts';
 import type { TestNatsServer } from './helpers/nats-server.ts';
@@ -339,6 +340,31 @@ describe('tool discovery', () => {
     const stats = JSON.parse(new TextDecoder().decode(message.data)) as { endpoints: Array<Record<string, unknown>> };
     expect(stats.endpoints[0]).toMatchObject({ name: 'echo', num_requests: 2, num_errors: 1 });
     expect(String(stats.endpoints[0]?.['last_error'])).toMatch(/^invalid_arguments/);
+    await worker.stop();
+  });
+
+  it('tells in $SRV.STATS no secret a tool error carried, and none of the secrets the host configured', async () => {
+    const configured = 'worker-own-password-4711';
+    const leaky = defineTool({
+      name: 'push',
+      description: 'fails with what it had',
+      parameters: z.object({}),
+      tier: SafetyTier.readOnly,
+      timeoutMs: 1000,
+      idempotent: true,
+      execute: () => {
+        throw new Error(`git push failed: https://x-access-token:ghp_${'a1B2c3D4e5'.repeat(3)}123456@github.com/acme/app.git (password ${configured})${' and more'.repeat(200)}`);
+      },
+    });
+    const worker = createToolWorker({ nc, subjects, codec, logger, tools: [leaky], version: '0.1.0', scrubber: createScrubber({ secrets: [configured] }) });
+    await worker.start();
+    expect(await client().call(callRequest('push', {}), {})).toMatchObject({ ok: false, error: { code: 'tool_failed' } });
+    const message = await nc.request(`$SRV.STATS.agentbus-tools.${worker.id}`, new Uint8Array(), { timeout: 1000 });
+    const lastError = String((JSON.parse(new TextDecoder().decode(message.data)) as { endpoints: Array<Record<string, unknown>> }).endpoints[0]?.['last_error']);
+    expect(lastError).toMatch(/^tool_failed: git push failed: https:\/\/x-access-token:\[REDACTED/);
+    expect(lastError).not.toContain('ghp_');
+    expect(lastError).not.toContain(configured);
+    expect(lastError.length).toBeLessThanOrEqual(520);
     await worker.stop();
   });
 

@@ -2,6 +2,7 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import type { Logger } from '../../src/logging.ts';
 import { createCodec, createSubjects } from '../../src/protocol/index.ts';
 import type { Codec } from '../../src/protocol/index.ts';
+import type { Scrubber } from '../../src/scrub/index.ts';
 import { createToolWorker } from '../../src/tool-sdk/index.ts';
 import type { AnyToolDefinition } from '../../src/tool-sdk/index.ts';
 import { createBuiltInTools } from './built-in-tools.ts';
@@ -24,6 +25,8 @@ export interface ToolsServiceOptions {
   readonly maxConcurrency?: number;
   /** Health figures for the `data` of the service's `$SRV.STATS` answer. */
   readonly statsData?: () => Record<string, unknown>;
+  /** Scrubs what the result ledger keeps and `$SRV.STATS` tells; `main.ts` passes one that knows the process's secrets. */
+  readonly scrubber?: Scrubber;
   readonly signal?: AbortSignal;
 }
 
@@ -58,6 +61,7 @@ export async function startToolsService(options: ToolsServiceOptions): Promise<T
     metadata: { workspace: workspace.root },
     ...(options.maxConcurrency === undefined ? {} : { maxConcurrency: options.maxConcurrency }),
     ...(options.statsData ? { statsData: options.statsData } : {}),
+    ...(options.scrubber ? { scrubber: options.scrubber } : {}),
   });
   await worker.start(options.signal ? { signal: options.signal } : {});
   return {

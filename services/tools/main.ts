@@ -1,7 +1,7 @@
 import { busOptionsFromEnv, connectBus, drainOnSignals } from '../../src/bus/connect.ts';
 import { ServiceInboxPrefix } from '../../src/bus/inbox.ts';
 import { createLogger } from '../../src/logging.ts';
-import { secretsFromEnv } from '../../src/scrub/index.ts';
+import { createScrubber, secretsFromEnv } from '../../src/scrub/index.ts';
 import { startServiceHealth } from '../../src/bus/service-health.ts';
 import type { ServiceHealth } from '../../src/bus/service-health.ts';
 import { notifyReady } from '../../src/ready.ts';
@@ -10,7 +10,9 @@ import { startToolsService } from './index.ts';
 
 /** Runs the tools service as its own process: config from the environment, drains on SIGTERM/SIGINT. */
 async function main(): Promise<void> {
-  const logger = createLogger({ name: 'tools', level: process.env['LOG_LEVEL'] ?? 'info', secrets: secretsFromEnv(process.env) });
+  // One scrubber that knows the process's secrets: for log lines, the result ledger and $SRV.STATS.
+  const scrubber = createScrubber({ secrets: secretsFromEnv(process.env) });
+  const logger = createLogger({ name: 'tools', level: process.env['LOG_LEVEL'] ?? 'info', scrubber });
   const nc = await connectBus({
     servers: process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222',
     name: 'agentbus-tools',
@@ -24,6 +26,7 @@ async function main(): Promise<void> {
     prefix: process.env['AGENTBUS_PREFIX'] ?? 'agentbus',
     workspace: process.env['AGENTBUS_WORKSPACE'] ?? process.cwd(),
     statsData: () => ({ ...health?.figures() }),
+    scrubber,
   });
   health = startServiceHealth({
     nc,

@@ -11,6 +11,8 @@ import {
   serviceSubject,
 } from './service-info.ts';
 import type { EndpointInfo, EndpointStats, ServiceInfo, ServicePing, ServiceStats } from './service-info.ts';
+import { createScrubber } from '../scrub/index.ts';
+import type { Scrubber } from '../scrub/index.ts';
 
 /** One endpoint a service announces. The host subscribes to `subject` itself. */
 export interface ServiceEndpointConfig {
@@ -70,7 +72,15 @@ export interface ServiceRegistrationOptions {
   readonly statsData?: () => Record<string, unknown>;
   /** Extra data of an endpoint's stats (the spec's `data`), asked at every `$SRV.STATS`: e.g. a provider's circuit state. */
   readonly endpointData?: (endpoint: string) => Record<string, unknown> | undefined;
+  /**
+   * Scrubs an endpoint's `last_error` before `$SRV.STATS` tells it (an error's text may carry what the request or the
+   * tool had: a token in a URL, a password); by default the scrubber's fast pass without configured secrets.
+   */
+  readonly scrub?: (text: string) => string;
 }
+
+/** The longest `last_error` a STATS answer carries; the rest is cut. */
+const MAX_LAST_ERROR_CHARS = 512;
 
 const DEFAULT_QUEUE_GROUP = 'q';
 
@@ -128,6 +138,10 @@ export function createServiceRegistration(
   };
   resetCounters();
 
+  // Scrubbed when asked for, not per failure: STATS is rare, failures need not be. Made on first use.
+  let defaultScrubber: Scrubber | undefined;
+  const scrub = options.scrub ?? ((text: string) => (defaultScrubber ??= createScrubber()).scrubSync(text));
+  const lastError = (text: string) => (text === '' ? '' : scrub(text.length > MAX_LAST_ERROR_CHARS ? `${text.slice(0, MAX_LAST_ERROR_CHARS)}…` : text));
   const ping = (): ServicePing => ({ type: ServiceResponseType.ping, name: config.name, id, version: config.version, metadata });
   const info = (): ServiceInfo => ({
     type: ServiceResponseType.info,
@@ -155,7 +169,7 @@ export function createServiceRegistration(
         queue_group: endpoint.queue_group,
         num_requests: counter.numRequests,
         num_errors: counter.numErrors,
-        last_error: counter.lastError,
+        last_error: lastError(counter.lastError),
         processing_time: counter.processingNanos,
         average_processing_time: counter.numRequests === 0 ? 0 : Math.round(counter.processingNanos / counter.numRequests),
       };

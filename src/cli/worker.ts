@@ -2,7 +2,7 @@ import { basename, extname } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { DestinationStream } from 'pino';
 import { createLogger } from '../logging.ts';
-import { secretsFromEnv } from '../scrub/index.ts';
+import { createScrubber, secretsFromEnv } from '../scrub/index.ts';
 import { createCodec, createSubjects } from '../protocol/index.ts';
 import { DEFAULT_TOOL_SERVICE_NAME, createToolWorker } from '../tool-sdk/index.ts';
 import { findBus } from './bus-target.ts';
@@ -55,7 +55,9 @@ export async function runWorker(argv: string[], context: CliContext): Promise<nu
   const target = await findBus(context, options.nats);
   if (target.kind === 'none') throw new UsageError('no bus to serve on: pass --nats URL, set NATS_URL, or start a stack here with `npx agentbus up`');
   const serviceName = options.name ?? serviceNameOf(options.module);
-  const logger = createLogger({ name: 'worker', level: context.env.LOG_LEVEL ?? 'warn', destination: context.stderr as DestinationStream, secrets: secretsFromEnv(context.env) });
+  // One scrubber that knows the process's secrets: for log lines, the result ledger and $SRV.STATS.
+  const scrubber = createScrubber({ secrets: secretsFromEnv(context.env) });
+  const logger = createLogger({ name: 'worker', level: context.env.LOG_LEVEL ?? 'warn', destination: context.stderr as DestinationStream, scrubber });
   const nc = await connectCli(target.url, `agentbus-worker-${serviceName}`, context.env);
   const worker = createToolWorker({
     nc,
@@ -66,6 +68,7 @@ export async function runWorker(argv: string[], context: CliContext): Promise<nu
     serviceName,
     version: packageVersion(),
     description: `agentbus worker ${basename(options.module)}`,
+    scrubber,
     ...(options.concurrency === undefined ? {} : { maxConcurrency: options.concurrency }),
   });
   try {

@@ -10,6 +10,7 @@ import type { ServiceRegistration } from '../bus/service-registry.ts';
 import { createConcurrencyGate } from './concurrency-gate.ts';
 import { hookFailureReply, runHook } from './run-hook.ts';
 import type { AfterHookHandler, BeforeHookHandler, HookJob, HookReplyBody } from './run-hook.ts';
+import type { Scrubber } from '../scrub/index.ts';
 
 /** The service name hook workers register under unless told otherwise. */
 export const DEFAULT_HOOK_SERVICE_NAME = 'agentbus-hooks';
@@ -37,6 +38,8 @@ export interface HookWorkerOptions {
   readonly maxConcurrency?: number;
   /** How long `stop()` lets running requests finish before aborting them. Default 5000 ms. */
   readonly stopGraceMs?: number;
+  /** Scrubs the last error `$SRV.STATS` tells; by default the scrubber's fast pass without configured secrets. */
+  readonly scrubber?: Pick<Scrubber, 'scrubSync'>;
   readonly now?: () => number;
   readonly newId?: () => string;
 }
@@ -167,7 +170,7 @@ export function createHookWorker(options: HookWorkerOptions): HookWorker {
           metadata: { hook: name, phase },
         })),
       },
-      { logger, now, ...(options.newId ? { newId: options.newId } : {}) },
+      { logger, now, ...(options.scrubber ? { scrub: options.scrubber.scrubSync } : {}), ...(options.newId ? { newId: options.newId } : {}) },
     );
     const { promise: aborted, cleanup } = abortPromise(startOptions.signal);
     try {

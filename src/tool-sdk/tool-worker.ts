@@ -58,8 +58,11 @@ export interface ToolWorkerOptions {
    * worker does not announce one.
    */
   readonly ledger?: ResultLedger | false;
-  /** Scrubs what the ledger keeps (tool output is stored nowhere unscrubbed); by default one of the worker's own. */
-  readonly scrubber?: Pick<Scrubber, 'scrub'>;
+  /**
+   * Scrubs what the ledger keeps (tool output is stored nowhere unscrubbed) and the last error `$SRV.STATS` tells; by
+   * default one of the worker's own, without configured secrets: a host passes one made with `secretsFromEnv`.
+   */
+  readonly scrubber?: Pick<Scrubber, 'scrub' | 'scrubSync'>;
   readonly now?: () => number;
   readonly newId?: () => string;
 }
@@ -122,8 +125,11 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
   // Read-only calls have no effect to record.
   const ledgered = (tool: AnyToolDefinition) => ledger !== undefined && tool.tier !== SafetyTier.readOnly;
   // Made on the first outcome recorded: a worker of read-only tools never builds secretlint's rules.
-  let ownScrubber: Pick<Scrubber, 'scrub'> | undefined;
-  const scrubber: Pick<Scrubber, 'scrub'> = options.scrubber ?? { scrub: (text) => (ownScrubber ??= createScrubber()).scrub(text) };
+  let ownScrubber: Scrubber | undefined;
+  const scrubber: Pick<Scrubber, 'scrub' | 'scrubSync'> = options.scrubber ?? {
+    scrub: (text) => (ownScrubber ??= createScrubber()).scrub(text),
+    scrubSync: (text) => (ownScrubber ??= createScrubber()).scrubSync(text),
+  };
   const callKey = (tool: string, callId: string) => `${tool}\u0000${callId}`;
   // Tools' state requests share one reply subscription, made on the first.
   let stateReplies: ReplyMux | undefined;
@@ -338,7 +344,7 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
           },
         })),
       },
-      { logger, now, ...(options.newId ? { newId: options.newId } : {}), ...(options.statsData ? { statsData: options.statsData } : {}) },
+      { logger, now, scrub: scrubber.scrubSync, ...(options.newId ? { newId: options.newId } : {}), ...(options.statsData ? { statsData: options.statsData } : {}) },
     );
     const { promise: aborted, cleanup } = abortPromise(startOptions.signal);
     try {
