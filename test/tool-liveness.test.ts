@@ -105,6 +105,24 @@ describe('heartbeats', () => {
     }
   });
 
+  it('does not take a worker for dead while it was this process that stalled past the lapse', async () => {
+    const started = await startWorker([sleepingTool('stalled_nap', 1_600)]);
+    try {
+      const tools = client(600);
+      await tools.listTools({});
+      // Hold this event loop for twice the lapse while the call runs: the worker beats on, but its heartbeats
+      // wait in the socket until the loop is free again, after the lapse timer is due.
+      setTimeout(() => {
+        const until = Date.now() + 1_200;
+        while (Date.now() < until);
+      }, 300);
+      const reply = await tools.call(request('stalled_nap', {}), { timeoutMs: 10_000 });
+      expect(reply).toMatchObject({ ok: true, output: 'slept 1600 ms' });
+    } finally {
+      await stopWorker(started);
+    }
+  });
+
   it('gives up on a call whose worker dies mid-call within the lapse, as worker_lost, and cancels it', async () => {
     let running = () => {};
     const isRunning = new Promise<void>((resolve) => (running = resolve));

@@ -6,6 +6,13 @@ import type { Logger } from '../logging.ts';
 import { isNoResponders } from './request.ts';
 import type { ReplyMux } from './reply-mux.ts';
 
+/** How late a lapse timer may fire before the wait is put down to this process's own stall, not the worker's. */
+const LATE_TIMER_MS = 100;
+/** How long a lapse that fired late waits again, for the heartbeats the stall kept unread. */
+const STALL_GRACE_MS = 250;
+/** Stalls forgiven in a row: a process that stalls all the time falls back to the call's timeout anyway. */
+const MAX_DEFERRALS = 3;
+
 /** Options of {@link requestToolCall}. */
 export interface ToolCallRequestOptions {
   readonly replies: ReplyMux;
@@ -52,18 +59,29 @@ export function requestToolCall(nc: NatsConnection, subject: string, payload: Ui
       finish();
       reject(abortReason(signal!));
     };
-    const armLapse = () => {
+    let deferrals = 0;
+    const armLapse = (ms = options.lapseMs) => {
       clearTimeout(lapse);
+      const due = Date.now() + ms;
       lapse = setTimeout(() => {
+        // A timer that fires late means this process's own event loop was held (a long synchronous task, a GC
+        // pause): the heartbeats that came meanwhile may still wait in the socket, read only after timers run.
+        // Let the loop read them before the worker is judged, a few times at most.
+        if (Date.now() - due > LATE_TIMER_MS && deferrals < MAX_DEFERRALS) {
+          deferrals += 1;
+          armLapse(Math.min(options.lapseMs, STALL_GRACE_MS));
+          return;
+        }
         finish();
         const silentMs = Date.now() - heardAt;
         reject(new WorkerLostError(`the worker of ${subject} sent no heartbeat for ${silentMs} ms`, { subject, silentMs }));
-      }, options.lapseMs);
+      }, ms);
     };
     const route = options.replies.route((message) => {
       const kind = message.headers?.get(ToolCallHeader.event);
       if (kind) {
         heardAt = Date.now();
+        deferrals = 0;
         armLapse();
         const event = toolCallEventSchema.safeParse(decodeQuietly(options.codec, message));
         // This runs in the connection's shared reply callback: a listener's error must not reach nats.js.
