@@ -47,6 +47,20 @@ describe('connection options from the environment', () => {
     }
   });
 
+  it('keeps reconnecting, as the services do, for a command that serves or follows until stopped', async () => {
+    const server = await startNatsServer();
+    try {
+      const serving = await connectCli(server.url, 'serving-test', {}, { reconnectForever: true });
+      const once = await connectCli(server.url, 'once-test', {});
+      // nats.js gives up after 10 tries (about 20 s) unless told otherwise; a worker must outlive a longer NATS restart.
+      expect(serving.options).toMatchObject({ maxReconnectAttempts: -1, reconnectTimeWait: 500 });
+      expect(once.options.maxReconnectAttempts).toBe(10);
+      await Promise.all([serving.close(), once.close()]);
+    } finally {
+      await server.stop();
+    }
+  });
+
   it('reads the TLS files as the nats CLI names them, and refuses a client certificate without its key', () => {
     expect(busTlsFromEnv({})).toEqual({});
     expect(busTlsFromEnv({ NATS_CA: '/etc/agentbus/ca.pem' })).toEqual({ tls: { caFile: '/etc/agentbus/ca.pem' } });

@@ -17,9 +17,11 @@ export function cliInboxPrefix(env: NodeJS.ProcessEnv): string | undefined {
 
 /**
  * Connects a CLI command to the bus, with `NATS_USER`/`NATS_PASSWORD` or `NATS_TOKEN` when set, the TLS files of
- * `NATS_CA`, `NATS_CERT` and `NATS_KEY`, and the inbox prefix of {@link cliInboxPrefix}.
+ * `NATS_CA`, `NATS_CERT` and `NATS_KEY`, and the inbox prefix of {@link cliInboxPrefix}. A command that serves or
+ * follows until stopped (`worker`, `mcp`, `tail`) passes `reconnectForever`, as the services do: nats.js' default
+ * gives up after 10 tries, about 20 s, and a NATS restart longer than that would end the process.
  */
-export function connectCli(url: string, name: string, env: NodeJS.ProcessEnv): Promise<NatsConnection> {
+export function connectCli(url: string, name: string, env: NodeJS.ProcessEnv, options: { reconnectForever?: boolean } = {}): Promise<NatsConnection> {
   const inboxPrefix = cliInboxPrefix(env);
   const { tls } = busTlsFromEnv(env);
   const servers = splitServers(url);
@@ -27,6 +29,7 @@ export function connectCli(url: string, name: string, env: NodeJS.ProcessEnv): P
     servers,
     name,
     timeout: 5000,
+    ...(options.reconnectForever ? { maxReconnectAttempts: -1, reconnectTimeWait: 500 } : {}),
     ...busCredentialsFromEnv(env),
     ...(inboxPrefix ? { inboxPrefix } : {}),
     ...tlsConnectOption(servers, tls),

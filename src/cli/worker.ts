@@ -58,7 +58,7 @@ export async function runWorker(argv: string[], context: CliContext): Promise<nu
   // One scrubber that knows the process's secrets: for log lines, the result ledger and $SRV.STATS.
   const scrubber = createScrubber({ secrets: secretsFromEnv(context.env) });
   const logger = createLogger({ name: 'worker', level: context.env.LOG_LEVEL ?? 'warn', destination: context.stderr as DestinationStream, scrubber });
-  const nc = await connectCli(target.url, `agentbus-worker-${serviceName}`, context.env);
+  const nc = await connectCli(target.url, `agentbus-worker-${serviceName}`, context.env, { reconnectForever: true });
   const worker = createToolWorker({
     nc,
     subjects: createSubjects(context.env.AGENTBUS_PREFIX ?? 'agentbus'),
