@@ -53,8 +53,9 @@ describe('connection options from the environment', () => {
       const serving = await connectCli(server.url, 'serving-test', {}, { reconnectForever: true });
       const once = await connectCli(server.url, 'once-test', {});
       // nats.js gives up after 10 tries (about 20 s) unless told otherwise; a worker must outlive a longer NATS restart.
-      expect(serving.options).toMatchObject({ maxReconnectAttempts: -1, reconnectTimeWait: 500 });
-      expect(once.options.maxReconnectAttempts).toBe(10);
+      const optionsOf = (nc: unknown) => (nc as { options: { maxReconnectAttempts?: number; reconnectTimeWait?: number } }).options;
+      expect(optionsOf(serving)).toMatchObject({ maxReconnectAttempts: -1, reconnectTimeWait: 500 });
+      expect(optionsOf(once).maxReconnectAttempts).toBe(10);
       await Promise.all([serving.close(), once.close()]);
     } finally {
       await server.stop();

@@ -83,6 +83,27 @@ describe('a call whose worker was lost', () => {
   });
 });
 
+describe('a call a stopping worker passed on (no_responders: it never ran)', () => {
+  const passedOn: Answer = (call) => ({ v: 1, callId: call.callId, ok: false, error: { code: ErrorCode.noResponders, message: 'the tool worker stopped before running the call', retryable: true } });
+
+  it('goes out again at once, whatever its tier, as the same attempt, not a repeat the ledger would refuse', async () => {
+    const { services, attempts } = harness([passedOn, fine]);
+    const reply = await callToolWithRecovery(services, request, tool({ tier: 'side_effecting', ledger: true }), scope, options());
+    expect(reply).toEqual({ v: 1, callId: 'call_1', ok: true, output: 'answered at attempt 1' });
+    expect(attempts).toEqual([
+      { callId: 'call_1', effectId: 's1:t1:call_1', attempt: 1 },
+      { callId: 'call_1~1.n1', effectId: 's1:t1:call_1', attempt: 1 },
+    ]);
+  });
+
+  it('gives up after three tries in all', async () => {
+    const { services, attempts } = harness([passedOn]);
+    const reply = await callToolWithRecovery(services, request, tool({ tier: 'privileged' }), scope, options());
+    expect(reply).toMatchObject({ callId: 'call_1', ok: false, error: { code: 'no_responders' } });
+    expect(attempts).toHaveLength(3);
+  });
+});
+
 describe('a call answered unavailable', () => {
   it('is asked again after a short wait for a read-only tool', async () => {
     const { services, attempts } = harness([unavailable, fine]);
@@ -105,7 +126,7 @@ describe('a call answered unavailable', () => {
     const controller = new AbortController();
     const pending = callToolWithRecovery(services, request, tool({}), scope, { signal: controller.signal, timeoutMs: 5_000 });
     setTimeout(() => controller.abort(new Error('cancelled by the user')), 50);
-    await expect(pending).rejects.toThrow();
+    await expect(pending).rejects.toThrow('cancelled by the user');
     expect(attempts).toHaveLength(1);
   });
 });

@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
+import { abortReason } from '../../src/errors.ts';
 import { ErrorCode, LiveEventType, SafetyTier } from '../../src/protocol/index.ts';
 import type { ToolCallReply, ToolCallRequest } from '../../src/protocol/index.ts';
 import type { ToolInfo } from './ports.ts';
@@ -49,15 +50,25 @@ export async function callToolWithRecovery(
   const repeatable = safeTwice || info.ledger === true;
   const first = scope.firstAttempt ?? 1;
   let attempt = first;
+  let tries = 0;
   for (;;) {
+    tries += 1;
     // A repeat has a call id of its own, unique to this attempt: the workers remember a lost attempt's id as
     // cancelled, and an earlier node's attempt of a resumed call may still run under its own.
-    const callId = attempt === 1 ? request.callId : `${request.callId}~${attempt}.${services.newId()}`;
+    const callId = tries === 1 && attempt === 1 ? request.callId : `${request.callId}~${attempt}.${services.newId()}`;
     const reply = await services.tools.call({ ...request, callId }, { ...options, attempt, onProgress });
+    if (!reply.ok && reply.error.code === ErrorCode.noResponders && tries < MAX_ATTEMPTS) {
+      // A worker that was stopping answered before it ran the call: it never started, so it goes out again at
+      // once, whatever its tier, and as the same attempt (not a repeat: nothing ran that a ledger could record).
+      services.logger.debug({ tool: request.name, attempt, error: reply.error }, 'a stopping tool worker passed a call on; calling again');
+      continue;
+    }
     if (!reply.ok && reply.error.code === ErrorCode.unavailable && safeTwice && attempt - first + 1 < MAX_ATTEMPTS) {
       // The worker is alive but what it fronts is not (an MCP server it is restarting): wait a little, ask again.
       services.logger.debug({ tool: request.name, attempt, error: reply.error }, 'a tool was unavailable; calling again');
-      await sleep(UNAVAILABLE_DELAY_MS * attempt, undefined, { signal: options.signal });
+      await sleep(UNAVAILABLE_DELAY_MS * attempt, undefined, { signal: options.signal }).catch((error: unknown) => {
+        throw options.signal.aborted ? abortReason(options.signal) : error;
+      });
       attempt += 1;
       continue;
     }
