@@ -283,6 +283,21 @@ describe('result ledger', () => {
     }
   });
 
+  it('still answers a call that ran when its outcome cannot be kept (a scrubber that fails): the reply wins over the record', async () => {
+    const runs = new Map<string, number>();
+    const failing = { scrub: async () => Promise.reject(new Error('scrubber down')), scrubSync: (text: string) => text };
+    const started = await startWorker([countingTool('charge_unkept', runs)], { scrubber: failing });
+    try {
+      const tools = client();
+      expect(await tools.call(request('charge_unkept', { amount: 3 }, { effectId: 'acme-order-3' }), { timeoutMs: 5_000 })).toMatchObject({ ok: true, output: { charged: 3, run: 1 } });
+      // Nothing was recorded: a repeat of this non-idempotent call is not run again.
+      expect(await tools.call(request('charge_unkept', { amount: 3 }, { effectId: 'acme-order-3' }), { timeoutMs: 5_000, attempt: 2 })).toMatchObject({ ok: false, error: { code: 'interrupted' } });
+      expect(runs.get('acme-order-3')).toBe(1);
+    } finally {
+      await stopWorker(started);
+    }
+  });
+
   it('keeps a failure as it keeps a success: a repeat gets the same error', async () => {
     const runs = new Map<string, number>();
     const started = await startWorker([countingTool('declining_charge', runs, { fail: true })]);

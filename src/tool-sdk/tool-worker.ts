@@ -243,7 +243,14 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
       onProgress: (update) => beats.progress(key, update),
     });
     if (!recordable || !ran || !isSettled(body)) return { body };
-    const kept = await scrubbedForLedger(body, scrubber);
+    let kept: ToolCallReply;
+    try {
+      kept = await scrubbedForLedger(body, scrubber);
+    } catch (err) {
+      // The tool ran: its caller gets its reply whatever becomes of the record (a repeat then ends interrupted).
+      logger.warn({ err, tool: tool.name, effectId: request.effectId }, 'could not prepare a call outcome for the result ledger: a repeat of it will end interrupted');
+      return { body };
+    }
     return { body, recording: recordOutcome(recordable, tool, request, kept, { now, workerId: registration?.id, logger }) };
   }
 
