@@ -15,11 +15,13 @@ type Answer = (request: ToolCallRequest, attempt: number) => ToolCallReply;
 
 function harness(answers: Answer[]) {
   const attempts: Array<{ callId: string; effectId: string; attempt: number }> = [];
+  const deadlines: number[] = [];
   const published: unknown[] = [];
   const services = {
     tenant: 'acme',
     sessionId: 's1',
     newId: () => `n${attempts.length}`,
+    now: () => 1_000_000 + attempts.length * 10_000,
     logger: pino({ level: 'silent' }),
     scrubber: createScrubber(),
     live: { publish: (_type: string, _scope: unknown, data: unknown) => published.push(data) },
@@ -28,12 +30,13 @@ function harness(answers: Answer[]) {
       call: async (request: ToolCallRequest, options: ToolCallOptions) => {
         const attempt = options.attempt ?? 1;
         attempts.push({ callId: request.callId, effectId: request.effectId, attempt });
+        deadlines.push(request.deadline);
         const answer = answers[Math.min(attempts.length - 1, answers.length - 1)]!;
         return answer(request, attempt);
       },
     },
   } as unknown as SessionServices;
-  return { services, attempts, published };
+  return { services, attempts, published, deadlines };
 }
 
 const request: ToolCallRequest = { v: 1, callId: 'call_1', effectId: 's1:t1:call_1', name: 'lookup', args: {}, tenant: 'acme', sessionId: 's1', turnId: 't1', deadline: Date.now() + 60_000 };
@@ -53,6 +56,13 @@ describe('a call whose worker was lost', () => {
       { callId: 'call_1', effectId: 's1:t1:call_1', attempt: 1 },
       { callId: 'call_1~2.n1', effectId: 's1:t1:call_1', attempt: 2 },
     ]);
+  });
+
+  it('gives each try the whole timeout: a retry after a late loss gets a deadline of its own', async () => {
+    const { services, deadlines } = harness([lost, lost, fine]);
+    await callToolWithRecovery(services, request, tool({}), scope, options());
+    // The first keeps the deadline runTool set; each retry's is its own send time (the fake clock) + 5 s.
+    expect(deadlines).toEqual([request.deadline, 1_010_000 + 5_000, 1_020_000 + 5_000]);
   });
 
   it('ends interrupted, without a second call, for a side-effecting tool that is not idempotent and keeps no ledger', async () => {

@@ -56,7 +56,9 @@ export async function callToolWithRecovery(
     // A repeat has a call id of its own, unique to this attempt: the workers remember a lost attempt's id as
     // cancelled, and an earlier node's attempt of a resumed call may still run under its own.
     const callId = tries === 1 && attempt === 1 ? request.callId : `${request.callId}~${attempt}.${services.newId()}`;
-    const reply = await services.tools.call({ ...request, callId }, { ...options, attempt, onProgress });
+    // Each try has the whole timeout, the worker's deadline with it: a retry after a late loss is not cut short.
+    const deadline = tries === 1 ? request.deadline : services.now() + options.timeoutMs;
+    const reply = await services.tools.call({ ...request, callId, deadline }, { ...options, attempt, onProgress });
     if (!reply.ok && reply.error.code === ErrorCode.noResponders && tries < MAX_ATTEMPTS) {
       // A worker that was stopping answered before it ran the call: it never started, so it goes out again at
       // once, whatever its tier, and as the same attempt (not a repeat: nothing ran that a ledger could record).
