@@ -190,6 +190,23 @@ describe('tool hooks of a runtime (before: policy, py; after: redact; on error: 
     });
     expect(Date.now() - started).toBeLessThan(8000);
   });
+
+  it('a cancel while a before-hook is asked ends the turn at once: the call closed cancelled, never sent, never logged as used', async () => {
+    const watcher = collectEvents(stack.client, 'default', 'slow-cancel-1');
+    expect(await requestJson(stack.client, 'agentbus.default.sessions.slow-cancel-1.prompt', { text: 'take a note' })).toMatchObject({ accepted: true });
+    await watcher.until((events) => events.some((event) => event.type === 'assistant.message'));
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const cancelled = Date.now();
+    expect(await requestJson(stack.client, 'agentbus.default.sessions.slow-cancel-1.cancel', {})).toMatchObject({ ok: true });
+    const events = await watcher.until((seen) => seen.some((event) => event.type === 'turn.ended'), 15_000);
+    watcher.stop();
+    // Well within the hook's 1 s timeout: the hook request was abandoned, not waited for.
+    expect(Date.now() - cancelled).toBeLessThan(900);
+    expect(dataOf(events, 'turn.ended')).toMatchObject({ reason: 'cancelled' });
+    expect(dataOf(events, 'tool.result')).toMatchObject({ isError: true, error: { code: 'cancelled' } });
+    expect(events.some((event) => event.type === 'tool.use')).toBe(false);
+    expect(runs.get('slow-cancel-1')).toBeUndefined();
+  });
 });
 
 describe('a hook that is down', () => {
