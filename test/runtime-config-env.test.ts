@@ -24,6 +24,12 @@ describe('node identity and failover settings from the environment', () => {
     expect(() => runtimeConfigFromEnv({ AGENTBUS_LEASE_TTL_MS: '0' })).toThrow(/AGENTBUS_LEASE_TTL_MS must be a positive integer/);
   });
 
+  it('takes a bound of the result ledger in bytes, none by default, and refuses a bad one by name', () => {
+    expect(runtimeConfigFromEnv({ AGENTBUS_LEDGER_MAX_BYTES: '1073741824', AGENTBUS_LEDGER_TTL_MS: '3600000' })).toMatchObject({ ledgerMaxBytes: 1073741824, ledgerTtlMs: 3600000 });
+    expect(runtimeConfigFromEnv({}).ledgerMaxBytes).toBeUndefined();
+    expect(() => runtimeConfigFromEnv({ AGENTBUS_LEDGER_MAX_BYTES: '1GB' })).toThrow(/AGENTBUS_LEDGER_MAX_BYTES must be a positive integer, got "1GB"/);
+  });
+
   it('takes the replicas of the streams and buckets for a cluster, 1 to 5, for the runtime and memory alike', () => {
     expect(runtimeConfigFromEnv({ AGENTBUS_REPLICAS: '3' }).replicas).toBe(3);
     expect(runtimeConfigFromEnv({}).replicas).toBeUndefined();

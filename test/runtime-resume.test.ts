@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { jetstream } from '@nats-io/jetstream';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { z } from 'zod';
 import { LogEventType, createCodec, createEnvelopeFactory, createSubjects } from '../src/protocol/index.ts';
 import type { AgentEvent, EventDataMap } from '../src/protocol/index.ts';
@@ -30,7 +30,7 @@ const bump = defineTool({
 let stack: TestStack;
 
 beforeAll(async () => {
-  stack = await startStack({ script: { responses: [{ text: 'resumed turn done' }, { text: 'next turn done' }] }, extraTools: [bump] });
+  stack = await startStack({ script: { responses: [{ text: 'resumed turn done' }, { text: 'next turn done' }] }, extraTools: [bump], runtime: { ledgerMaxBytes: 4_000_000 } });
 });
 
 afterAll(() => stack?.stop());
@@ -62,6 +62,13 @@ async function resumeWithPrompt(sessionId: string): Promise<AgentEvent[]> {
   watcher.stop();
   return events;
 }
+
+describe('the result ledger the runtime makes', () => {
+  it('keeps outcomes for the TTL, bounded in bytes when told', async () => {
+    const info = await (await jetstreamManager(stack.client)).streams.info('KV_AGENTBUS_LEDGER');
+    expect(info.config).toMatchObject({ max_bytes: 4_000_000, max_age: 24 * 60 * 60 * 1_000_000_000 });
+  });
+});
 
 describe('a turn resumed from the log of a node that died', () => {
   it('runs an open side-effecting call whose tool.use was never logged as a first attempt: it never went out', async () => {

@@ -44,6 +44,11 @@ export interface RuntimeConfig {
   readonly toolHeartbeatLapseMs: number;
   /** How long tool workers' recorded outcomes are kept in the result ledger (`AGENTBUS_LEDGER_TTL_MS`). */
   readonly ledgerTtlMs: number;
+  /**
+   * The most bytes the result ledger holds (`AGENTBUS_LEDGER_MAX_BYTES`); undefined, no bound but its TTL. A full
+   * ledger refuses new records (the workers log it; a repeat of such a call ends `interrupted`).
+   */
+  readonly ledgerMaxBytes?: number;
   readonly maxToolOutputChars: number;
   readonly approvalTimeoutMs: number;
   /**

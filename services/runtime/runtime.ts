@@ -93,7 +93,13 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
   const parked = createParkedMessages({ keepMs: 2 * config.leaseTtlMs + 2_000, maxBytes: 64 * 1024 * 1024 });
   const tombstoneBucket = await new Kvm(nc).create(buckets.tombstones, { history: 1, replicas });
   // The tool workers' result ledger: made here, where every bucket is made, and only written and read by workers.
-  await new Kvm(nc).create(buckets.ledger, { history: 1, ttl: config.ledgerTtlMs, replicas, description: 'agentbus: outcomes of side-effecting tool calls by effectId' });
+  await new Kvm(nc).create(buckets.ledger, {
+    history: 1,
+    ttl: config.ledgerTtlMs,
+    replicas,
+    description: 'agentbus: outcomes of side-effecting tool calls by effectId',
+    ...(config.ledgerMaxBytes === undefined ? {} : { max_bytes: config.ledgerMaxBytes }),
+  });
   const tombstones: RuntimeTombstones = createRuntimeTombstones({ kv: tombstoneBucket, codec, nodeId: config.nodeId, now: deps.now });
   // A write refused by the lease guard never reached the log: there is no sequence to name.
   const transcriptSeqUnknown = -1;
