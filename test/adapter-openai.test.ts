@@ -16,6 +16,7 @@ import {
   usageChunk,
 } from './helpers/fake-openai-server.ts';
 import type { FakeOpenAIServer } from './helpers/fake-openai-server.ts';
+import { providerSecrets } from '../services/provider/provider-secrets.ts';
 
 const API_KEY = 'sk-test-0penAI-S3CRET-key-9f8e7d6c';
 
@@ -287,6 +288,20 @@ describe('OpenAI adapter', () => {
     expect(lines.length).toBeGreaterThan(2);
     expect(everything).not.toContain(API_KEY);
     expect(everything).not.toContain('S3CRET');
+  });
+
+  it("scrubs the credential of a header configured for it (a gateway's key), alone or with its scheme, and keeps other header values", async () => {
+    const gatewayKey = 'gw-live-plainwords';
+    server.enqueue(errorReply(403, `gateway refused token ${gatewayKey} of team research-team (header Bearer ${gatewayKey})`, 'invalid_request_error'));
+    let thrown: unknown;
+    try {
+      const headers = { 'X-Gateway-Auth': `Bearer ${gatewayKey}`, 'X-Team': 'research-team' };
+      await collect(createOpenAIAdapter({ apiKey: API_KEY, baseURL: server.baseURL, defaultHeaders: headers }).generate(request, { signal: signal() }));
+    } catch (error) {
+      thrown = error;
+    }
+    expect((thrown as Error).message).toBe('openai: 403 gateway refused token [REDACTED:configured-secret] of team research-team (header [REDACTED:configured-secret])');
+    expect(providerSecrets(undefined, { Authorization: 'Bearer abc', Accept: 'application/json' })).toEqual(['Bearer abc', 'abc']);
   });
 
   it('scrubs secrets that are not its key from the error text, and drops the SDK error that held them', async () => {

@@ -15,6 +15,7 @@ import type { ProviderHost } from './host.ts';
 import { loadScript } from './script.ts';
 import type { Script } from './script.ts';
 import { SCRIPTED_PROVIDER, createScriptedAdapter } from './scripted.ts';
+import { providerSecrets } from './provider-secrets.ts';
 
 export { createProviderHost, adapterModel, DEFAULT_REQUEST_TIMEOUT_MS, PROVIDER_SERVICE_NAME } from './host.ts';
 export type { ProviderHost, ProviderHostOptions } from './host.ts';
@@ -122,7 +123,7 @@ export async function startProviderService(options: ProviderServiceOptions): Pro
     embedders: [...embedders.values()],
     ...(options.requestTimeoutMs === undefined ? {} : { requestTimeoutMs: options.requestTimeoutMs }),
     ...(options.statsData ? { statsData: options.statsData } : {}),
-    scrubber: createScrubber({ secrets: (options.config?.providers ?? []).map((settings) => settings.apiKey), logger }),
+    scrubber: createScrubber({ secrets: (options.config?.providers ?? []).flatMap((settings) => providerSecrets(settings.apiKey, settings.headers)), logger }),
   });
   await host.start();
   return { providers: adapters.map((adapter) => adapter.name), id: host.id, stop: () => host.stop() };

@@ -12,6 +12,7 @@ import type { ChatMessage, ChunkBody, ToolSpec } from '../../../src/protocol/ind
 import type { AdapterRequest, ProviderAdapter } from '../adapter.ts';
 import { ProviderErrorCode, signalReason, toProviderError } from '../provider-errors.ts';
 import { createScrubber } from '../../../src/scrub/index.ts';
+import { providerSecrets } from '../provider-secrets.ts';
 import { DEFAULT_TIMEOUT_MS, FinishReason, bridgeSdkLogger, createStreamingAdapter, parseToolArguments } from './shared.ts';
 
 /** The default base URL of the Anthropic API. */
@@ -60,7 +61,7 @@ const SDK_ERRORS = { APIError, APIUserAbortError, APIConnectionError, APIConnect
 export function createAnthropicAdapter(options: AnthropicAdapterOptions): ProviderAdapter {
   const name = options.name ?? 'anthropic';
   const now = options.now ?? Date.now;
-  const scrubber = createScrubber({ secrets: [options.apiKey], ...(options.logger ? { logger: options.logger } : {}) });
+  const scrubber = createScrubber({ secrets: providerSecrets(options.apiKey, options.defaultHeaders), ...(options.logger ? { logger: options.logger } : {}) });
   const client = new Anthropic({
     apiKey: options.apiKey,
     baseURL: options.baseURL ?? ANTHROPIC_BASE_URL,

@@ -10,6 +10,7 @@ import type { ChatMessage, ChunkBody, ToolSpec, Usage } from '../../../src/proto
 import type { AdapterRequest, ProviderAdapter } from '../adapter.ts';
 import { ProviderErrorCode, signalReason, toProviderError } from '../provider-errors.ts';
 import { createScrubber } from '../../../src/scrub/index.ts';
+import { providerSecrets } from '../provider-secrets.ts';
 import type { Scrubber } from '../../../src/scrub/index.ts';
 import { ProviderError } from '../../../src/errors.ts';
 import { DEFAULT_TIMEOUT_MS, FinishReason, bridgeSdkLogger, createStreamingAdapter, parseToolArguments } from './shared.ts';
@@ -78,7 +79,7 @@ export function createOpenAIClient(
 export function createOpenAIAdapter(options: OpenAIAdapterOptions = {}): ProviderAdapter {
   const name = options.name ?? 'openai';
   const now = options.now ?? Date.now;
-  const scrubber = createScrubber({ secrets: [options.apiKey], ...(options.logger ? { logger: options.logger } : {}) });
+  const scrubber = createScrubber({ secrets: providerSecrets(options.apiKey, options.defaultHeaders), ...(options.logger ? { logger: options.logger } : {}) });
   const maxTokensField = options.maxTokensField ?? (name === 'openai' ? 'max_completion_tokens' : 'max_tokens');
   const client = createOpenAIClient(options, scrubber);
 
