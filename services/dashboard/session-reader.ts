@@ -3,7 +3,7 @@ import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import type { SessionLog } from '../../src/bus/session-log.ts';
 import { TimeoutError, abortReason } from '../../src/errors.ts';
 import type { Logger } from '../../src/logging.ts';
-import { decodeSessionEvent } from '../../src/protocol/index.ts';
+import { LiveEventType, decodeSessionEvent } from '../../src/protocol/index.ts';
 import type { AgentEvent, Codec, LogEvent, Subjects } from '../../src/protocol/index.ts';
 
 /** A session read back from the bus. */
@@ -30,7 +30,10 @@ export interface SessionReader {
   list(options?: { limit?: number }): Promise<{ sessions: SessionListEntry[]; total: number }>;
 }
 
-/** Creates the reader. `maxLive` bounds the live events read per session (default 20 000). */
+/**
+ * Creates the reader. `maxLive` bounds the live events read per session (default 20 000); past it, the session's
+ * deltas are left out and each other live type is read (at most `maxLive` of each), so the newest states still come.
+ */
 export function createSessionReader(deps: {
   log: SessionLog;
   js: JetStreamClient;
@@ -45,14 +48,10 @@ export function createSessionReader(deps: {
   const timeoutMs = deps.timeoutMs ?? 10_000;
   const maxLive = deps.maxLive ?? 20_000;
 
-  async function readLive(tenant: string, sessionId: string, signal: AbortSignal): Promise<AgentEvent[]> {
-    const filter = `${deps.subjects.prefix}.${tenant}.sessions.${sessionId}.live.>`;
-    const info = await deps.jsm.streams.info(deps.streams.live, { subjects_filter: filter });
-    const counts = info.state.subjects ?? {};
-    const total = Math.min(maxLive, Object.values(counts).reduce((sum, count) => sum + count, 0));
-    if (total === 0) return [];
+  /** Up to `total` events of one filter, with their stream sequences, oldest first. */
+  async function readFiltered(filter: string, total: number, signal: AbortSignal): Promise<Array<{ seq: number; event: AgentEvent }>> {
     const consumer = await deps.js.consumers.get(deps.streams.live, { filter_subjects: filter, deliver_policy: DeliverPolicy.All });
-    const events: AgentEvent[] = [];
+    const events: Array<{ seq: number; event: AgentEvent }> = [];
     const messages = await consumer.consume();
     const stop = () => void messages.stop();
     signal.addEventListener('abort', stop, { once: true });
@@ -61,7 +60,7 @@ export function createSessionReader(deps: {
       for await (const message of messages) {
         seen += 1;
         try {
-          events.push(decodeSessionEvent(deps.codec, deps.subjects, message));
+          events.push({ seq: message.seq, event: decodeSessionEvent(deps.codec, deps.subjects, message) });
         } catch (err) {
           deps.logger.debug({ err, subject: message.subject }, 'skipped a live message that is not a valid event');
         }
@@ -72,6 +71,25 @@ export function createSessionReader(deps: {
       await messages.close().catch(() => undefined);
     }
     return events;
+  }
+
+  async function readLive(tenant: string, sessionId: string, signal: AbortSignal): Promise<AgentEvent[]> {
+    const filter = `${deps.subjects.prefix}.${tenant}.sessions.${sessionId}.live.>`;
+    const info = await deps.jsm.streams.info(deps.streams.live, { subjects_filter: filter });
+    const counts = Object.entries(info.state.subjects ?? {});
+    const total = counts.reduce((sum, [, count]) => sum + count, 0);
+    if (total === 0) return [];
+    if (total <= maxLive) return (await readFiltered(filter, total, signal)).map(({ event }) => event);
+    // More than the bound, and deltas are nearly all of it: a read from the start would stop among old deltas and
+    // miss the newest state changes. Read every other type on its own (each bounded), and no deltas: the log's
+    // assistant messages hold the text they made.
+    const others = counts.filter(([subject]) => !subject.endsWith(`.live.${LiveEventType.assistantDelta}`));
+    deps.logger.debug({ tenant, sessionId, total, maxLive }, 'a session has more live events than the dashboard reads: its deltas are left out');
+    const read = await Promise.all(others.map(([subject, count]) => readFiltered(subject, Math.min(count, maxLive), signal)));
+    return read
+      .flat()
+      .sort((a, b) => a.seq - b.seq)
+      .map(({ event }) => event);
   }
 
   return {
