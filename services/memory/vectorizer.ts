@@ -48,8 +48,10 @@ const QUERY_CACHE_SIZE = 256;
 
 /**
  * Feeds the vector side of the index. A batch that fails for a reason that may pass (no provider yet, a
- * timeout, rate limits) is tried again with backoff; one that cannot pass (the provider has no embedding
- * model) turns vectors off for good, and search says `full-text`. Query vectors are cached.
+ * timeout, rate limits: a retryable error) is tried again with backoff; one the provider refuses as a request
+ * (`bad_request`, an input too long for the model) is sent again chunk by chunk, and a chunk refused alone is left
+ * to full text; any other failure that cannot pass (no embedding model, a key refused, a model not found) turns
+ * vectors off until the next start or rebuild, and search says `full-text`. Query vectors are cached.
  */
 export function createVectorizer(options: VectorizerOptions): Vectorizer {
   const { embedder, logger } = options;
@@ -73,20 +75,26 @@ export function createVectorizer(options: VectorizerOptions): Vectorizer {
     queue.length = 0;
     settleIdle();
   };
-  const isPermanent = (code: string) => code === ErrorCode.invalidInput || code === 'unsupported';
+  // A request the provider refuses as such (an input too long for the model) fails that batch, not every batch.
+  const isBatchRefused = (code: string) => code === 'bad_request';
+  // A failure no retry mends (no embedding model, a key refused, a model not found, a spend limit).
+  const isPermanent = (data: { code: string; retryable: boolean }) => data.code === ErrorCode.invalidInput || data.code === ErrorCode.unsupported || !data.retryable;
+  // After a refused batch its chunks go one by one, so that only the chunk the provider refuses is left out.
+  let singlyLeft = 0;
 
   const drain = async () => {
     if (running || !embedder) return;
     running = true;
     try {
       while (queue.length > 0 && status.state !== 'off' && !controller.signal.aborted) {
-        const batch = queue.slice(0, batchSize);
+        const batch = queue.slice(0, singlyLeft > 0 ? 1 : batchSize);
         try {
           const { model, dimensions, vectors } = await embedder.embed(
             batch.map((item) => item.text),
             { signal: controller.signal, timeoutMs: options.timeoutMs ?? 30_000 },
           );
           queue.splice(0, batch.length);
+          if (singlyLeft > 0) singlyLeft -= 1;
           for (const [index, item] of batch.entries()) {
             const vector = vectors[index];
             if (vector) await options.sink(item.tenant, item.id, Float32Array.from(vector));
@@ -97,7 +105,18 @@ export function createVectorizer(options: VectorizerOptions): Vectorizer {
         } catch (err) {
           if (controller.signal.aborted) break;
           const data = toErrorData(err);
-          if (isPermanent(data.code)) {
+          if (isBatchRefused(data.code)) {
+            if (batch.length > 1) {
+              singlyLeft = batch.length;
+            } else {
+              // That chunk stays searchable by full text; the rest go on.
+              logger.warn({ err, tenant: batch[0]?.tenant, chunk: batch[0]?.id }, 'the provider refused to embed a chunk; it is searched by full text only');
+              queue.splice(0, 1);
+              if (singlyLeft > 0) singlyLeft -= 1;
+            }
+            continue;
+          }
+          if (isPermanent(data)) {
             turnOff(`${data.code}: ${data.message}`);
             break;
           }
