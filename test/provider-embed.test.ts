@@ -5,6 +5,7 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import { createEmbedClient } from '../src/bus/embed-client.ts';
 import { createCodec, createSubjects } from '../src/protocol/index.ts';
 import { resolveProviderConfig, startProviderService } from '../services/provider/index.ts';
+import { PROVIDER_SERVICE_NAME } from '../services/provider/host.ts';
 import type { ProviderService } from '../services/provider/index.ts';
 import { embeddingsReply, errorReply, startFakeOpenAIServer } from './helpers/fake-openai-server.ts';
 import type { FakeOpenAIServer } from './helpers/fake-openai-server.ts';
@@ -123,6 +124,20 @@ describe('agentbus.provider.<provider>.embed', () => {
     expect((await ask(new Uint8Array([0xc1, 0x00]))).error?.code).toBe('invalid_input');
     expect((await ask(new TextEncoder().encode('{"v":1,"id":"j","input":["x"'), 'application/json')).error?.code).toBe('invalid_input');
     expect(await ask(new TextEncoder().encode('{"v":1,"id":"j","input":["from json"]}'), 'application/json')).toMatchObject({ id: 'j', dimensions: 256 });
+  });
+
+  it('stops working on a request once its caller stops waiting, as the caller says in Agentbus-Timeout-Ms', async () => {
+    openai.reset();
+    openai.enqueue({ kind: 'hang' });
+    const embedder = createEmbedClient({ nc: client, codec, subjects, provider: 'openai' });
+    await expect(embedder.embed(['given up on'], { timeoutMs: 300 })).rejects.toMatchObject({ code: 'timeout' });
+    // The provider's own limit is a minute; the request ends at the caller's 300 ms, and its stats say so.
+    const lastError = async () => {
+      const reply = await client.request(`$SRV.STATS.${PROVIDER_SERVICE_NAME}`, new Uint8Array(), { timeout: 1000 });
+      const stats = JSON.parse(new TextDecoder().decode(reply.data)) as { endpoints: Array<{ name: string; last_error: string }> };
+      return stats.endpoints.find((endpoint) => endpoint.name === 'openai-embed')?.last_error ?? '';
+    };
+    await expect.poll(lastError, { timeout: 3_000 }).toMatch(/embed request ran past 300 ms/);
   });
 
   it('gives up on a provider that does not answer within the timeout, and on abort', async () => {

@@ -5,7 +5,7 @@ import type { ServiceRegistration } from '../../src/bus/service-registry.ts';
 import { AgentbusError, CancelledError, ErrorCode, InvalidInputError, ProviderError, TimeoutError, abortReason, toErrorData } from '../../src/errors.ts';
 import type { ErrorData } from '../../src/errors.ts';
 import type { Logger } from '../../src/logging.ts';
-import { cancelRequestSchema, embedRequestSchema, generateRequestSchema } from '../../src/protocol/index.ts';
+import { EMBED_TIMEOUT_HEADER, cancelRequestSchema, embedRequestSchema, generateRequestSchema } from '../../src/protocol/index.ts';
 import type { CancelAck, Codec, EmbedReply, GenerateRequest, Subjects } from '../../src/protocol/index.ts';
 import type { AdapterRequest, ProviderAdapter } from './adapter.ts';
 import type { EmbedAdapter } from './embedders.ts';
@@ -232,7 +232,10 @@ export function createProviderHost(options: ProviderHostOptions): ProviderHost {
     const started = performance.now();
     const controller = new AbortController();
     embedding.add(controller);
-    const timeoutMs = options.embedTimeoutMs ?? 60_000;
+    // The caller's own wait, when it says it, bounds the work: a query memory gave up on after 200 ms is not retried for a minute.
+    const callerWaitsMs = Number(message.headers?.get(EMBED_TIMEOUT_HEADER));
+    const ownMs = options.embedTimeoutMs ?? 60_000;
+    const timeoutMs = Number.isInteger(callerWaitsMs) && callerWaitsMs > 0 ? Math.min(ownMs, callerWaitsMs) : ownMs;
     const timer = setTimeout(() => controller.abort(new TimeoutError(`embed request ran past ${timeoutMs} ms`, timeoutMs)), timeoutMs);
     let id = '';
     void (async (): Promise<EmbedReply> => {

@@ -2,11 +2,11 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import { nuid } from '@nats-io/nats-core';
 import { z } from 'zod';
 import { fromErrorData } from '../errors.ts';
-import { MAX_EMBED_INPUTS } from '../protocol/index.ts';
+import { EMBED_TIMEOUT_HEADER, MAX_EMBED_INPUTS } from '../protocol/index.ts';
 import type { Codec, EmbedRequest, Subjects } from '../protocol/index.ts';
 import { createReplyMux } from './reply-mux.ts';
 import type { ReplyMux } from './reply-mux.ts';
-import { request } from './request.ts';
+import { msgpackHeaders, request } from './request.ts';
 
 /** Options of {@link createEmbedClient}. */
 export interface EmbedClientOptions {
@@ -51,8 +51,12 @@ export function createEmbedClient(options: EmbedClientOptions): EmbedClient {
       for (let start = 0; start < texts.length; start += MAX_EMBED_INPUTS) {
         const input = texts.slice(start, start + MAX_EMBED_INPUTS);
         const body: EmbedRequest = { v: 1, id: nuid.next(), input: [...input], ...(callOptions.model ? { model: callOptions.model } : {}) };
+        const timeoutMs = callOptions.timeoutMs ?? options.timeoutMs ?? 30_000;
+        const headers = msgpackHeaders();
+        headers.set(EMBED_TIMEOUT_HEADER, String(timeoutMs));
         const reply = await request(nc, subject, codec.encode(body), {
-          timeoutMs: callOptions.timeoutMs ?? options.timeoutMs ?? 30_000,
+          timeoutMs,
+          headers,
           replies,
           ...(callOptions.signal ? { signal: callOptions.signal } : {}),
         });

@@ -6,6 +6,13 @@ export const MAX_EMBED_INPUTS = 256;
 /** Longest text of one embed input, in characters. */
 export const MAX_EMBED_INPUT_CHARS = 32_768;
 
+/**
+ * Header of an embed request: how many milliseconds the caller waits for the answer (decimal). The provider stops
+ * working on the request (retries included) when that time is up, instead of at its own, longer limit. A header,
+ * not a body field, so that providers that predate it take the request as before.
+ */
+export const EMBED_TIMEOUT_HEADER = 'Agentbus-Timeout-Ms';
+
 /** A request to `agentbus.provider.<provider>.embed`: `{ v: 1, id, input, model? }`. Unknown fields are refused. */
 export const embedRequestSchema = z
   .object({

@@ -83,7 +83,7 @@ export {
   tombstoneSchema,
 } from './sessions-data.ts';
 export type { DeleteReply, HistorySubjects, SessionHistoryReply, SessionHistoryRequest, Tombstone } from './sessions-data.ts';
-export { MAX_EMBED_INPUTS, MAX_EMBED_INPUT_CHARS, embedRequestSchema } from './embed.ts';
+export { EMBED_TIMEOUT_HEADER, MAX_EMBED_INPUTS, MAX_EMBED_INPUT_CHARS, embedRequestSchema } from './embed.ts';
 export type { EmbedReply, EmbedRequest } from './embed.ts';
 export { MAX_STATE_VALUE_BYTES, STATE_KEY_PATTERN, StateVerb, createStateSubjects, stateKeySchema, stateSaveSchema } from './state.ts';
 export type { StateDeleteReply, StateLoadReply, StateSaveReply, StateSaveRequest, StateSubjects } from './state.ts';
