@@ -1,10 +1,10 @@
 import { Kvm } from '@nats-io/kv';
 import type { KV } from '@nats-io/kv';
-import { JetStreamApiError } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { AgentbusError, ErrorCode, PayloadTooLargeError } from '../../src/errors.ts';
 import { ContentType, MAX_STATE_VALUE_BYTES, streamNames } from '../../src/protocol/index.ts';
 import type { Codec, StateDeleteReply, StateLoadReply, StateSaveReply, StateSaveRequest } from '../../src/protocol/index.ts';
+import { isRevisionConflict } from '../../src/bus/revision-conflict.ts';
 
 /** The JetStream KV bucket that holds every tenant's agent state, keyed `<tenant>.<key>`. */
 export const STATE_BUCKET = streamNames().state;
@@ -15,9 +15,6 @@ export interface StateStore {
   load(tenant: string, key: string): Promise<StateLoadReply>;
   delete(tenant: string, key: string): Promise<StateDeleteReply>;
 }
-
-/** JetStream's "wrong last sequence" (10071): a compare-and-set lost. */
-const WRONG_LAST_SEQUENCE = 10071;
 
 /**
  * State on the KV bucket {@link STATE_BUCKET} (made when missing, one revision per key). The tenant is a key
@@ -40,7 +37,7 @@ export async function openStateStore(options: { nc: NatsConnection; codec: Codec
         const revision = expectedRevision === undefined ? await kv.put(stored, bytes) : expectedRevision === 0 ? await kv.create(stored, bytes) : await kv.update(stored, bytes, expectedRevision);
         return { ok: true, revision };
       } catch (err) {
-        if (expectedRevision !== undefined && (isWrongLastSequence(err) || /exists/i.test(String((err as Error).message)))) throw conflict(key, expectedRevision, err);
+        if (expectedRevision !== undefined && (isRevisionConflict(err) || /exists/i.test(String((err as Error).message)))) throw conflict(key, expectedRevision, err);
         throw err;
       }
     },
@@ -54,8 +51,4 @@ export async function openStateStore(options: { nc: NatsConnection; codec: Codec
       return { ok: true };
     },
   };
-}
-
-function isWrongLastSequence(err: unknown): boolean {
-  return err instanceof JetStreamApiError && err.apiError().err_code === WRONG_LAST_SEQUENCE;
 }

@@ -1,11 +1,9 @@
-import { JetStreamApiError } from '@nats-io/jetstream';
 import type { KV } from '@nats-io/kv';
 import type { Codec } from '../../src/protocol/index.ts';
 import type { Logger } from '../../src/logging.ts';
 import type { NodeLiveness } from './node-liveness.ts';
 import { withTimeout } from '../../src/with-timeout.ts';
-
-const WRONG_LAST_SEQUENCE = 10071;
+import { isRevisionConflict } from '../../src/bus/revision-conflict.ts';
 
 /** A lease as stored in the KV bucket, one key per session (`<tenant>.<sessionId>`). */
 interface LeaseValue {
@@ -294,8 +292,3 @@ export function createSessionLeases(deps: { kv: KV; codec: Codec; liveness: Node
   };
 }
 
-/** True when a KV update failed because the key moved on (another writer), not for a transient reason. */
-function isRevisionConflict(error: unknown): boolean {
-  if (error instanceof JetStreamApiError) return error.code === WRONG_LAST_SEQUENCE;
-  return error instanceof Error && /wrong last sequence/i.test(error.message);
-}

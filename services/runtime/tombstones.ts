@@ -1,9 +1,7 @@
-import { JetStreamApiError } from '@nats-io/jetstream';
 import type { KV } from '@nats-io/kv';
 import { tombstoneKey } from '../../src/protocol/index.ts';
 import type { Codec, Tombstone } from '../../src/protocol/index.ts';
-
-const WRONG_LAST_SEQUENCE = 10071;
+import { isRevisionConflict } from '../../src/bus/revision-conflict.ts';
 
 /**
  * The runtime's side of the tombstones bucket (`AGENTBUS_TOMBSTONES`, one key `<tenant>.<sessionId>` per
@@ -29,7 +27,7 @@ export function createRuntimeTombstones(deps: { kv: KV; codec: Codec; nodeId: st
         return true;
       } catch (error) {
         // `create` refuses a key that holds a value: an earlier delete wrote it.
-        const exists = (error instanceof JetStreamApiError && error.code === WRONG_LAST_SEQUENCE) || /wrong last sequence|exists/i.test((error as Error).message ?? '');
+        const exists = isRevisionConflict(error) || /exists/i.test((error as Error).message ?? '');
         if (exists && (await this.isDeleted(tenant, sessionId))) return false;
         throw error;
       }

@@ -10,8 +10,7 @@ import type { Codec, LogEvent, Subjects } from '../protocol/index.ts';
 import { createReplyMux } from './reply-mux.ts';
 import type { ReplyMux } from './reply-mux.ts';
 import { msgpackHeaders, request } from './request.ts';
-
-const WRONG_LAST_SEQUENCE = 10071;
+import { WRONG_LAST_SEQUENCE } from './revision-conflict.ts';
 
 /** JetStream's answer to a publish (its documented PubAck); a refusal carries `error` (and `seq` 0). */
 const pubAckSchema = z.object({
