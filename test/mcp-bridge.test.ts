@@ -161,6 +161,18 @@ describe('the MCP bridge', () => {
     await bridge.stop({ graceMs: 10 });
   });
 
+  it('pings an HTTP server after a transport error, not after a protocol error', async () => {
+    const session = fakeSession(1, [tool('a')]);
+    const { bridge, opened } = rig([session], { source: { kind: 'http', url: new URL('http://127.0.0.1:1/mcp'), headers: {} } });
+    await bridge.start();
+    opened[0]!.onError(new Error('Received a response for an unknown message ID'), 'protocol');
+    await wait(700);
+    expect(session.pings).toBe(0);
+    opened[0]!.onError(new Error('SSE stream disconnected'), 'transport');
+    await until(() => session.pings === 1);
+    await bridge.stop();
+  });
+
   it('stops while waiting to restart without opening anything more', async () => {
     const first = fakeSession(1, [tool('a')]);
     const opens: Array<McpSession | Error> = [first];

@@ -6,7 +6,7 @@ export { createMcpCall, progressUpdate } from './mcp-call.ts';
 export type { McpCallOptions } from './mcp-call.ts';
 export { MCP_OUTPUT_LIMIT, contentPartText, mcpResultOutput } from './mcp-result.ts';
 export { openMcpSession } from './mcp-session.ts';
-export type { McpProgress, McpSession, OpenMcpSessionOptions } from './mcp-session.ts';
+export type { McpErrorOrigin, McpProgress, McpSession, OpenMcpSessionOptions } from './mcp-session.ts';
 export { describeMcpSource, mcpServerEnvironment } from './mcp-source.ts';
 export type { McpSource } from './mcp-source.ts';
 export { classifyMcpTool } from './mcp-tier.ts';

@@ -10,7 +10,7 @@ import { createRetiringWorkers } from './retiring-workers.ts';
 import type { McpSource } from './mcp-source.ts';
 import { mcpToolDefinitions } from './mcp-tools.ts';
 import type { SkippedMcpTool } from './mcp-tools.ts';
-import type { McpSession } from './mcp-session.ts';
+import type { McpErrorOrigin, McpSession } from './mcp-session.ts';
 
 /** Tools being served on the bus (a started tool worker), as the bridge needs them. */
 export interface ServedTools {
@@ -44,7 +44,7 @@ export interface McpRestartPolicy {
 export interface McpBridgeOptions {
   readonly source: McpSource;
   /** Opens a session to the server (`openMcpSession` bound to the source); called again for each restart. */
-  readonly open: (options: { signal: AbortSignal; onToolsChanged: () => void; onError: (error: Error) => void }) => Promise<McpSession>;
+  readonly open: (options: { signal: AbortSignal; onToolsChanged: () => void; onError: (error: Error, origin: McpErrorOrigin) => void }) => Promise<McpSession>;
   /** Starts serving tool definitions on the bus (a tool worker). */
   readonly serve: (tools: readonly AnyToolDefinition[]) => Promise<ServedTools>;
   /** The tier a tool is forced to, or undefined to take it from its annotations. */
@@ -211,9 +211,10 @@ export function createMcpBridge(options: McpBridgeOptions): McpBridge {
     session = await options.open({
       signal,
       onToolsChanged: () => session && refresh(session),
-      onError: (error) => {
-        logger.debug({ err: error }, 'MCP transport error');
-        if (session) checkSoon(session);
+      onError: (error, origin) => {
+        logger.debug({ err: error, origin }, 'MCP client error');
+        // A protocol error (a late answer to a cancelled request, …) says nothing about whether the server is there.
+        if (session && origin === 'transport') checkSoon(session);
       },
     });
     return session;

@@ -4,6 +4,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { CompatibilityCallToolResultSchema, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import type { CompatibilityCallToolResult, Implementation, Tool } from '@modelcontextprotocol/sdk/types.js';
+import { abortPromise } from '../bus/request.ts';
 import type { McpSource } from './mcp-source.ts';
 
 /** One progress notification of a running MCP call. */
@@ -52,12 +53,38 @@ export interface OpenMcpSessionOptions {
   readonly client: Implementation;
   /** Called when the server says its tool list changed (debounced by {@link OpenMcpSessionOptions.toolsChangedDebounceMs}). */
   readonly onToolsChanged?: () => void;
-  /** Transport and protocol errors the SDK reports besides failed requests. */
-  readonly onError?: (error: Error) => void;
+  /**
+   * Errors the SDK reports besides failed requests: `transport` ones (an HTTP request that failed, an event stream
+   * lost, output that does not parse) and `protocol` ones (an answer to a request it no longer waits for, …).
+   */
+  readonly onError?: (error: Error, origin: McpErrorOrigin) => void;
   /** Default 100 ms. */
   readonly toolsChangedDebounceMs?: number;
   /** Where a stdio server's stderr goes; default `inherit` (the stderr of `agentbus mcp`). */
   readonly stderr?: 'inherit' | 'ignore';
+  /** The transport to use instead of the one `source` names (tests: one end of an in-memory pair). */
+  readonly transport?: Transport;
+}
+
+/** Where an error the SDK reported outside a request came from (see {@link OpenMcpSessionOptions.onError}). */
+export type McpErrorOrigin = 'transport' | 'protocol';
+
+/**
+ * Runs one SDK request with a signal of its own that follows `signal` only while the request runs. The SDK adds an
+ * abort listener to the signal it is given and never removes it: on a long-lived signal those would pile up, each
+ * keeping its client alive, and its abort would send `notifications/cancelled` for requests answered long ago.
+ */
+async function withOwnSignal<T>(signal: AbortSignal | undefined, run: (signal: AbortSignal | undefined) => Promise<T>): Promise<T> {
+  if (!signal) return run(undefined);
+  signal.throwIfAborted();
+  const own = new AbortController();
+  const follow = () => own.abort(signal.reason);
+  signal.addEventListener('abort', follow, { once: true });
+  try {
+    return await run(own.signal);
+  } finally {
+    signal.removeEventListener('abort', follow);
+  }
 }
 
 function transportOf(source: McpSource, stderr: 'inherit' | 'ignore'): Transport {
@@ -83,24 +110,36 @@ function transportOf(source: McpSource, stderr: 'inherit' | 'ignore'): Transport
  */
 export async function openMcpSession(source: McpSource, options: OpenMcpSessionOptions): Promise<McpSession> {
   options.signal?.throwIfAborted();
-  const transport = transportOf(source, options.stderr ?? 'inherit');
+  const transport = options.transport ?? transportOf(source, options.stderr ?? 'inherit');
   const client = new Client(options.client, { capabilities: {} });
   let closeReason: Error | undefined;
   let markClosed!: (error: Error | undefined) => void;
   const closed = new Promise<Error | undefined>((resolve) => (markClosed = resolve));
   client.onclose = () => markClosed(closeReason);
-  client.onerror = (error) => options.onError?.(error);
+  // The client keeps this handler and calls it before its own `onerror`, which hears protocol errors as well.
+  const fromTransport = new WeakSet<Error>();
+  transport.onerror = (error) => {
+    fromTransport.add(error);
+    options.onError?.(error, 'transport');
+  };
+  client.onerror = (error) => {
+    if (!fromTransport.has(error)) options.onError?.(error, 'protocol');
+  };
   let debounce: ReturnType<typeof setTimeout> | undefined;
   client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
     clearTimeout(debounce);
     debounce = setTimeout(() => options.onToolsChanged?.(), options.toolsChangedDebounceMs ?? 100);
   });
   void closed.then(() => clearTimeout(debounce));
+  // An abort closes the connection rather than cancel the handshake, which the MCP spec says must not be cancelled.
+  const { promise: aborted, cleanup } = abortPromise(options.signal);
   try {
-    await client.connect(transport, options.signal ? { signal: options.signal } : {});
+    await Promise.race([client.connect(transport), aborted]);
   } catch (error) {
     await client.close().catch(() => undefined);
     throw error;
+  } finally {
+    cleanup();
   }
 
   return {
@@ -111,21 +150,24 @@ export async function openMcpSession(source: McpSource, options: OpenMcpSessionO
       const tools: Tool[] = [];
       let cursor: string | undefined;
       do {
-        const page = await client.listTools(cursor === undefined ? {} : { cursor }, signal ? { signal } : {});
+        const params = cursor === undefined ? {} : { cursor };
+        const page = await withOwnSignal(signal, (own) => client.listTools(params, own ? { signal: own } : {}));
         tools.push(...page.tools);
         cursor = page.nextCursor;
       } while (cursor !== undefined);
       return tools;
     },
     callTool(name, args, { signal, timeoutMs, onProgress }) {
-      return client.callTool({ name, arguments: args }, CompatibilityCallToolResultSchema, {
-        signal,
-        timeout: timeoutMs,
-        ...(onProgress ? { onprogress: onProgress } : {}),
-      });
+      return withOwnSignal(signal, (own) =>
+        client.callTool({ name, arguments: args }, CompatibilityCallToolResultSchema, {
+          ...(own ? { signal: own } : {}),
+          timeout: timeoutMs,
+          ...(onProgress ? { onprogress: onProgress } : {}),
+        }),
+      );
     },
     async ping({ signal, timeoutMs }) {
-      await client.ping({ timeout: timeoutMs, ...(signal ? { signal } : {}) });
+      await withOwnSignal(signal, (own) => client.ping({ timeout: timeoutMs, ...(own ? { signal: own } : {}) }));
     },
     async close(reason) {
       closeReason ??= reason;
