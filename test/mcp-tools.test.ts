@@ -1,8 +1,41 @@
 import { describe, expect, it } from 'vitest';
 import { ToolError } from '../src/errors.ts';
-import { classifyMcpTool, createArgumentChecks, mcpResultOutput, mcpServerEnvironment, mcpToolDefinitions, progressUpdate } from '../src/mcp/index.ts';
+import { classifyMcpTool, createArgumentChecks, createMcpCall, mcpResultOutput, mcpServerEnvironment, mcpToolDefinitions, progressUpdate } from '../src/mcp/index.ts';
+import type { McpSession } from '../src/mcp/index.ts';
 import { SafetyTier } from '../src/protocol/index.ts';
 import { pino } from 'pino';
+import { runTool } from './helpers/run-tool.ts';
+
+/** A session whose calls fail at the transport after `failAfterMs`, and whose ping answers after 100 ms (or fails with `pingFails`), rejecting when its signal aborts. */
+function failingSession(options: { failAfterMs?: number; pingFails?: boolean } = {}): McpSession & { calls: Array<{ timeoutMs: number }> } {
+  const calls: Array<{ timeoutMs: number }> = [];
+  return {
+    server: undefined,
+    pid: undefined,
+    closed: new Promise(() => undefined),
+    calls,
+    listTools: async () => [],
+    callTool: async (_name, _args, { timeoutMs }) => {
+      calls.push({ timeoutMs });
+      await new Promise((resolve) => setTimeout(resolve, options.failAfterMs ?? 0));
+      throw new TypeError('fetch failed');
+    },
+    ping: ({ signal }) =>
+      new Promise((resolve, reject) => {
+        const timer = setTimeout(() => (options.pingFails ? reject(new Error('no answer')) : resolve()), 100);
+        signal?.addEventListener('abort', () => (clearTimeout(timer), reject(signal.reason)), { once: true });
+      }),
+    close: async () => undefined,
+  };
+}
+
+/** The one tool `t` calling through {@link createMcpCall} on `session`, with the sessions reported broken. */
+function callThrough(session: McpSession, timeoutMs = 10_000) {
+  const broken: McpSession[] = [];
+  const call = createMcpCall({ label: 'test', session: () => session, downReason: () => 'down', onBroken: (which) => broken.push(which) });
+  const { tools } = mcpToolDefinitions([{ name: 't', inputSchema: { type: 'object' }, annotations: { readOnlyHint: true } }], { call, tierOf: () => undefined, timeoutOf: () => timeoutMs });
+  return { tool: tools[0]!, broken };
+}
 
 describe('MCP tools as agentbus tools', () => {
   it('takes the tier from the annotations, with the MCP defaults, unless overridden', () => {
@@ -53,6 +86,21 @@ describe('MCP tools as agentbus tools', () => {
     expect(check({ a: 1, b: 2 })).toEqual({ valid: true });
     expect(check({ a: 'x' })).toEqual({ valid: false, errorMessage: "arguments must have required property 'b', a must be number" });
     expect(checks('broken', { type: 'object', properties: { a: { $ref: '#/nowhere' } } })).toBeUndefined();
+  });
+
+  it('does not take a server for dead when a call is cancelled or times out while the server is pinged', async () => {
+    const cancelled = callThrough(failingSession());
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(new Error('the caller cancelled')), 30);
+    expect(await runTool(cancelled.tool, {}, { signal: controller.signal })).toMatchObject({ ok: false, error: { code: 'cancelled' } });
+    const timedOut = callThrough(failingSession({ failAfterMs: 10 }), 30);
+    expect(await runTool(timedOut.tool, {})).toMatchObject({ ok: false, error: { code: 'timeout' } });
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect([cancelled.broken, timedOut.broken]).toEqual([[], []]);
+
+    const gone = callThrough(failingSession({ pingFails: true }));
+    expect(await runTool(gone.tool, {})).toMatchObject({ ok: false, error: { code: 'unavailable', retryable: true } });
+    expect(gone.broken).toHaveLength(1);
   });
 
   it('reports progress with the server\'s message, or a count when it sent none', () => {

@@ -43,8 +43,9 @@ export function progressUpdate(name: string, progress: McpProgress): ToolProgres
  *
  * - the server down, or its connection closing during the call: `McpUnavailableError` (`unavailable`, retryable);
  * - a JSON-RPC error answer: `tool_failed` with the server's message (`timeout` for the SDK's own request timeout);
- * - a transport failure (an HTTP request that fails, an answer that does not parse): the server is pinged; if it does
- *   not answer it is reported broken (`onBroken`) and the call fails `unavailable`, else `tool_failed`.
+ * - a transport failure (an HTTP request that fails, an answer that does not parse): the server is pinged, with a
+ *   timeout of its own (a cancel of the call does not cut the ping short); if it does not answer it is reported
+ *   broken (`onBroken`) and the call fails `unavailable`, else `tool_failed`.
  */
 export function createMcpCall(options: McpCallOptions): McpToolCall {
   const unavailable = (message: string, cause?: unknown) =>
@@ -69,7 +70,9 @@ export function createMcpCall(options: McpCallOptions): McpToolCall {
         throw new ToolError(ErrorCode.toolFailed, error.message, { cause: error });
       }
       const message = error instanceof Error ? error.message : String(error);
-      const alive = await session.ping({ signal: context.signal, timeoutMs: PING_TIMEOUT_MS }).then(
+      // Not with the call's signal: a cancel or the timeout of this call during the ping says nothing about the
+      // server, and taking it for dead would restart it under every other call running on it.
+      const alive = await session.ping({ timeoutMs: PING_TIMEOUT_MS }).then(
         () => true,
         () => false,
       );
