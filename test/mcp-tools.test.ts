@@ -103,6 +103,13 @@ describe('MCP tools as agentbus tools', () => {
     expect(gone.broken).toHaveLength(1);
   });
 
+  it('never gives the SDK a request timeout longer than a timer can wait', async () => {
+    const session = failingSession();
+    const { tool } = callThrough(session, 2 ** 31);
+    await runTool(tool, {});
+    expect(session.calls).toEqual([{ timeoutMs: 2_147_483_647 }]);
+  });
+
   it('reports progress with the server\'s message, or a count when it sent none', () => {
     expect(progressUpdate('slow', { progress: 2, total: 5, message: 'copying' })).toEqual({ message: 'copying', progress: 2, total: 5 });
     expect(progressUpdate('slow', { progress: 2, total: 5 })).toEqual({ message: 'slow: 2 of 5', progress: 2, total: 5 });

@@ -125,11 +125,14 @@ describe('agentbus mcp flags', () => {
       [['--tier', '=read_only', '--', 'node'], /name the tool before =/],
       [['--timeout', '0', '--', 'node'], /--timeout must be a positive whole number/],
       [['--timeout', 'slow=1.5', '--', 'node'], /--timeout must be a positive whole number/],
+      [['--timeout', '2147478648', '--', 'node'], /--timeout must be at most 2147478647 ms/],
+      [['--timeout', 'slow=99999999999', '--', 'node'], /--timeout must be at most 2147478647 ms/],
       [['--name', 'a.b', '--', 'node'], /--name must match/],
       [['--concurrency', '0', '--', 'node'], /--concurrency must be a positive whole number/],
     ];
     for (const [argv, message] of cases) expect(() => parseMcp(argv), argv.join(' ')).toThrow(message);
     expect(() => parseMcp([])).toThrow(UsageError);
+    expect(parseMcp(['--timeout', '2147478647', '--', 'node']).timeouts.all).toBe(2_147_478_647);
   });
 
   it('names the service after the server unless told', () => {

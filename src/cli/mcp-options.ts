@@ -1,4 +1,5 @@
 import { parseArgs } from 'node:util';
+import { MAX_MCP_TIMEOUT_MS } from '../mcp/index.ts';
 import { SafetyTier } from '../protocol/index.ts';
 import { UsageError } from './context.ts';
 import { concurrencyFlag, serviceNameFlag } from './serving-command.ts';
@@ -57,6 +58,8 @@ function readTimeout(value: string): number {
   if (!/^\d+$/.test(value) || !Number.isSafeInteger(ms) || ms < 1) {
     throw new UsageError(`--timeout must be a positive whole number of milliseconds (or TOOL=MS), got ${JSON.stringify(value)}`);
   }
+  // A longer one would overflow the timers of the call, which would then fail at once.
+  if (ms > MAX_MCP_TIMEOUT_MS) throw new UsageError(`--timeout must be at most ${MAX_MCP_TIMEOUT_MS} ms (about 24 days), got ${value}`);
   return ms;
 }
 

@@ -2,7 +2,7 @@ export { createMcpBridge } from './mcp-bridge.ts';
 export type { McpBridge, McpBridgeEvent, McpBridgeOptions, McpRestartPolicy, ServedTools } from './mcp-bridge.ts';
 export { createArgumentChecks } from './mcp-arguments.ts';
 export type { ArgumentCheckFactory } from './mcp-arguments.ts';
-export { createMcpCall, progressUpdate } from './mcp-call.ts';
+export { MAX_MCP_TIMEOUT_MS, createMcpCall, progressUpdate } from './mcp-call.ts';
 export type { McpCallOptions } from './mcp-call.ts';
 export { MCP_OUTPUT_LIMIT, contentPartText, mcpResultOutput } from './mcp-result.ts';
 export { openMcpSession } from './mcp-session.ts';

@@ -11,6 +11,12 @@ import type { McpToolCall } from './mcp-tools.ts';
  */
 const SDK_TIMEOUT_SLACK_MS = 5_000;
 
+/** The longest a timer waits (2^31 - 1 ms); a longer one fires at once. */
+const MAX_TIMER_MS = 2_147_483_647;
+
+/** The longest timeout an MCP tool can have: the SDK's backstop, {@link SDK_TIMEOUT_SLACK_MS} later, must fit a timer. */
+export const MAX_MCP_TIMEOUT_MS = MAX_TIMER_MS - SDK_TIMEOUT_SLACK_MS;
+
 /** How long a server that failed a call at the transport is given to answer a ping before it counts as gone. */
 const PING_TIMEOUT_MS = 5_000;
 
@@ -54,10 +60,11 @@ export function createMcpCall(options: McpCallOptions): McpToolCall {
   return async (name, args, context, timeoutMs) => {
     const session = options.session();
     if (!session) throw unavailable(`the MCP server of ${name} is down (${options.downReason()}); agentbus mcp is restarting it, try again shortly`);
+    const sdkTimeoutMs = Math.min(timeoutMs + SDK_TIMEOUT_SLACK_MS, MAX_TIMER_MS);
     try {
       const result = await session.callTool(name, args, {
         signal: context.signal,
-        timeoutMs: timeoutMs + SDK_TIMEOUT_SLACK_MS,
+        timeoutMs: sdkTimeoutMs,
         onProgress: (progress) => context.progress(progressUpdate(name, progress)),
       });
       return mcpResultOutput(result, name);
@@ -66,7 +73,7 @@ export function createMcpCall(options: McpCallOptions): McpToolCall {
       if (context.signal.aborted || error instanceof AgentbusError) throw error;
       if (error instanceof McpError) {
         if (error.code === McpErrorCode.ConnectionClosed) throw unavailable(`the MCP server of ${name} went away during the call; it may or may not have taken effect`, error);
-        if (error.code === McpErrorCode.RequestTimeout) throw new TimeoutError(`${name} got no answer from its MCP server`, timeoutMs + SDK_TIMEOUT_SLACK_MS);
+        if (error.code === McpErrorCode.RequestTimeout) throw new TimeoutError(`${name} got no answer from its MCP server`, sdkTimeoutMs);
         throw new ToolError(ErrorCode.toolFailed, error.message, { cause: error });
       }
       const message = error instanceof Error ? error.message : String(error);
