@@ -1,8 +1,10 @@
 import { getEventListeners } from 'node:events';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
+import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import { ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { describe, expect, it } from 'vitest';
-import { openMcpSession } from '../src/mcp/index.ts';
+import { MAX_TOOL_PAGES, openMcpSession } from '../src/mcp/index.ts';
 import type { McpErrorOrigin, McpSession, OpenMcpSessionOptions } from '../src/mcp/index.ts';
 import { createTestMcpServer } from './helpers/mcp-test-tools.ts';
 
@@ -92,5 +94,28 @@ describe('an MCP session', () => {
     } finally {
       await session.close();
     }
+  });
+
+  it('reads every page of a tool list, and stops at a list that never ends', async () => {
+    const listing = async (nextCursor: (page: number) => string | undefined) => {
+      const server = new Server({ name: 'pages', version: '1.0.0' }, { capabilities: { tools: {} } });
+      let pages = 0;
+      server.setRequestHandler(ListToolsRequestSchema, () => {
+        pages += 1;
+        const cursor = nextCursor(pages);
+        return { tools: [{ name: `t${pages}`, inputSchema: { type: 'object' as const } }], ...(cursor === undefined ? {} : { nextCursor: cursor }) };
+      });
+      const [clientEnd, serverEnd] = InMemoryTransport.createLinkedPair();
+      await server.connect(serverEnd);
+      const session = await open(clientEnd);
+      try {
+        return await session.listTools({}).then((tools) => tools.map((tool) => tool.name));
+      } finally {
+        await session.close();
+      }
+    };
+    expect(await listing((page) => (page < 3 ? `p${page}` : undefined))).toEqual(['t1', 't2', 't3']);
+    await expect(listing(() => 'same')).rejects.toThrow('the MCP server\'s tool list does not end: it gave the cursor "same" again');
+    await expect(listing((page) => `p${page}`)).rejects.toThrow(`the MCP server's tool list did not end after ${MAX_TOOL_PAGES} pages`);
   });
 });

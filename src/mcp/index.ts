@@ -5,7 +5,7 @@ export type { ArgumentCheckFactory } from './mcp-arguments.ts';
 export { MAX_MCP_TIMEOUT_MS, createMcpCall, progressUpdate } from './mcp-call.ts';
 export type { McpCallOptions } from './mcp-call.ts';
 export { MCP_OUTPUT_LIMIT, contentPartText, mcpResultOutput } from './mcp-result.ts';
-export { openMcpSession } from './mcp-session.ts';
+export { MAX_TOOL_PAGES, openMcpSession } from './mcp-session.ts';
 export type { McpErrorOrigin, McpProgress, McpSession, OpenMcpSessionOptions } from './mcp-session.ts';
 export { describeMcpSource, mcpServerEnvironment } from './mcp-source.ts';
 export type { McpSource } from './mcp-source.ts';

@@ -20,7 +20,10 @@ export interface McpSession {
   readonly server: Implementation | undefined;
   /** The process id of a stdio server. */
   readonly pid: number | undefined;
-  /** Every tool the server lists now (all pages). */
+  /**
+   * Every tool the server lists now (all pages). Rejects when the list does not end: a cursor given twice, or more
+   * than {@link MAX_TOOL_PAGES} pages.
+   */
   listTools(options: { signal?: AbortSignal }): Promise<Tool[]>;
   /**
    * Calls a tool. An abort of `signal` sends the server `notifications/cancelled` and rejects; progress the server
@@ -65,6 +68,9 @@ export interface OpenMcpSessionOptions {
   /** The transport to use instead of the one `source` names (tests: one end of an in-memory pair). */
   readonly transport?: Transport;
 }
+
+/** The most pages of a tool list read before the list is taken for one that never ends. */
+export const MAX_TOOL_PAGES = 100;
 
 /** Where an error the SDK reported outside a request came from (see {@link OpenMcpSessionOptions.onError}). */
 export type McpErrorOrigin = 'transport' | 'protocol';
@@ -148,12 +154,16 @@ export async function openMcpSession(source: McpSource, options: OpenMcpSessionO
     closed,
     async listTools({ signal }) {
       const tools: Tool[] = [];
+      const cursors = new Set<string>();
       let cursor: string | undefined;
       do {
+        if (cursors.size >= MAX_TOOL_PAGES) throw new Error(`the MCP server's tool list did not end after ${MAX_TOOL_PAGES} pages`);
         const params = cursor === undefined ? {} : { cursor };
         const page = await withOwnSignal(signal, (own) => client.listTools(params, own ? { signal: own } : {}));
         tools.push(...page.tools);
         cursor = page.nextCursor;
+        if (cursor !== undefined && cursors.has(cursor)) throw new Error(`the MCP server's tool list does not end: it gave the cursor ${JSON.stringify(cursor)} again`);
+        if (cursor !== undefined) cursors.add(cursor);
       } while (cursor !== undefined);
       return tools;
     },
