@@ -88,6 +88,18 @@ describe('MCP tools as agentbus tools', () => {
     expect(checks('broken', { type: 'object', properties: { a: { $ref: '#/nowhere' } } })).toBeUndefined();
   });
 
+  it('checks each tool against its own schema when the schemas of two tools share an $id', () => {
+    const checks = createArgumentChecks(pino({ level: 'silent' }));
+    const first = checks('first', { $id: 'https://example.com/args.json', type: 'object', required: ['a'] })!;
+    const second = checks('second', { $id: 'https://example.com/args.json', type: 'object', required: ['b'] })!;
+    expect(second({ b: 1 })).toEqual({ valid: true });
+    expect(second({ a: 1 })).toEqual({ valid: false, errorMessage: "arguments must have required property 'b'" });
+    expect(first({ a: 1 })).toEqual({ valid: true });
+    const nested = (type: string) => ({ type: 'object', properties: { x: { $id: 'https://example.com/x.json', type } } });
+    expect(checks('third', nested('number'))!({ x: 1 })).toEqual({ valid: true });
+    expect(checks('fourth', nested('string'))?.({ x: 1 })).toMatchObject({ valid: false });
+  });
+
   it('does not take a server for dead when a call is cancelled or times out while the server is pinged', async () => {
     const cancelled = callThrough(failingSession());
     const controller = new AbortController();
