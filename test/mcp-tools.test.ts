@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ToolError } from '../src/errors.ts';
-import { classifyMcpTool, createArgumentChecks, createMcpCall, mcpResultOutput, mcpServerEnvironment, mcpToolDefinitions, progressUpdate } from '../src/mcp/index.ts';
+import { classifyMcpTool, createArgumentChecks, createMcpCall, mcpResultOutput, mcpServerEnvironment, mcpToolDefinitions, progressUpdate, toolCollisions } from '../src/mcp/index.ts';
 import type { McpSession } from '../src/mcp/index.ts';
 import { SafetyTier } from '../src/protocol/index.ts';
 import { pino } from 'pino';
@@ -65,6 +65,41 @@ describe('MCP tools as agentbus tools', () => {
     ]);
     expect(skipped.map((tool) => tool.name)).toEqual(['files.delete', 'long_job']);
     expect(skipped[0]!.reason).toMatch(/not a bus subject token/);
+  });
+
+  it('serves tools under a prefix, calling the server by their own names', async () => {
+    const called: string[] = [];
+    const inputSchema = { type: 'object' as const };
+    const { tools, skipped } = mcpToolDefinitions([{ name: 'read_file', inputSchema }, { name: 'x'.repeat(62), inputSchema }], {
+      call: async (name) => void called.push(name),
+      tierOf: (name) => (name === 'read_file' ? SafetyTier.readOnly : undefined),
+      timeoutOf: (name) => (name === 'read_file' ? 1234 : 1),
+      prefix: 'fs_',
+    });
+    expect(tools.map((tool) => [tool.name, tool.tier, tool.timeoutMs])).toEqual([['fs_read_file', 'read_only', 1234]]);
+    expect(await runTool(tools[0]!, {})).toMatchObject({ ok: true });
+    expect(called).toEqual(['read_file']);
+    expect(skipped).toEqual([{ name: 'x'.repeat(62), reason: 'its name after the prefix "fs_" is not a bus subject token ([A-Za-z0-9_-]{1,64})' }]);
+  });
+
+  it('finds the tools that a service of another name serves on the same subject', () => {
+    const service = (name: string, tools: string[]) => ({
+      type: 'io.nats.micro.v1.info_response' as const,
+      name,
+      id: `${name}-1`,
+      version: '1.0.0',
+      description: '',
+      metadata: {},
+      endpoints: tools.map((tool) => ({ name: tool, subject: `agentbus.tools.${tool}.call`, queue_group: `agentbus.tools.${tool}`, metadata: {} })),
+    });
+    const ours = ['read_file', 'write_file', 'search'].map((name) => ({ name, subject: `agentbus.tools.${name}.call` }));
+    const services = [service('filesystem', ['read_file', 'write_file', 'search']), service('agentbus-tools', ['read_file', 'write_file', 'list_dir']), service('other-mcp', ['read_file'])];
+    expect(toolCollisions(services, { serviceName: 'filesystem', tools: ours })).toEqual([
+      { tool: 'read_file', service: 'agentbus-tools' },
+      { tool: 'read_file', service: 'other-mcp' },
+      { tool: 'write_file', service: 'agentbus-tools' },
+    ]);
+    expect(toolCollisions([services[0]!, services[0]!], { serviceName: 'filesystem', tools: ours })).toEqual([]);
   });
 
   it('turns a result into output: text joined, other parts summarised, structured content first, isError thrown', () => {

@@ -110,6 +110,8 @@ describe('agentbus mcp flags', () => {
     const http = parseMcp(['--url', 'https://mcp.example/mcp', '--header', 'Authorization: Bearer x', '--name', 'remote']);
     expect(http.server).toEqual({ kind: 'http', url: new URL('https://mcp.example/mcp'), headers: { Authorization: 'Bearer x' } });
     expect(http.name).toBe('remote');
+    expect(http.prefix).toBeUndefined();
+    expect(parseMcp(['--prefix', 'fs_', '--', 'node']).prefix).toBe('fs_');
   });
 
   it('refuses what cannot work, with a reason', () => {
@@ -129,6 +131,8 @@ describe('agentbus mcp flags', () => {
       [['--timeout', 'slow=99999999999', '--', 'node'], /--timeout must be at most 2147478647 ms/],
       [['--name', 'a.b', '--', 'node'], /--name must match/],
       [['--concurrency', '0', '--', 'node'], /--concurrency must be a positive whole number/],
+      [['--prefix', 'fs.', '--', 'node'], /--prefix must match \[A-Za-z0-9_-\]\{1,63\}/],
+      [['--prefix', '', '--', 'node'], /--prefix must match/],
     ];
     for (const [argv, message] of cases) expect(() => parseMcp(argv), argv.join(' ')).toThrow(message);
     expect(() => parseMcp([])).toThrow(UsageError);
@@ -260,8 +264,26 @@ describe('agentbus mcp over stdio', () => {
         if (reply.ok) pids.add((reply.output as { pid: number }).pid);
       }
       expect(pids.size).toBe(2);
+      expect(second.stderr()).not.toContain('is also served');
     } finally {
       expect(await second.stop()).toBe(0);
+    }
+  });
+
+  it('warns of a tool that a service of another name serves too, and serves under --prefix apart from it', async () => {
+    const args = ['mcp', '--nats', stack.server.url, '--name', 'other-mcp'];
+    const other = startAgentbus([...args, '--', ...MCP_STDIO_SERVER], mcpEnv());
+    const prefixed = startAgentbus([...args, '--prefix', 'x_', '--tier', 'x_echo=privileged', '--', ...MCP_STDIO_SERVER], mcpEnv());
+    try {
+      await Promise.all([other.waitFor('(Ctrl-C to stop)'), prefixed.waitFor('(Ctrl-C to stop)')]);
+      expect(other.stderr()).toContain('agentbus: the tool "add" is also served on the bus by the service "agentbus-test-mcp": calls of it go to either one; serve these tools under other names with --prefix');
+      expect(prefixed.stderr()).not.toContain('is also served');
+      expect(prefixed.stderr()).not.toContain('does not offer');
+      expect(prefixed.stdout()).toMatch(/x_add \(read_only\), x_echo \(privileged\)/);
+      expect(await call('x_add', { a: 1, b: 2 })).toMatchObject({ ok: true, output: '3' });
+    } finally {
+      expect(await other.stop()).toBe(0);
+      expect(await prefixed.stop()).toBe(0);
     }
   });
 });

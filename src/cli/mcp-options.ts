@@ -6,7 +6,7 @@ import { concurrencyFlag, serviceNameFlag } from './serving-command.ts';
 
 /** The usage line of `agentbus mcp`. */
 export const MCP_USAGE =
-  'agentbus mcp [--nats URL] [--name N] [--tier T | --tier TOOL=T]… [--timeout MS | --timeout TOOL=MS]… [--concurrency N] (-- <command> [args…] | --url URL [--header "Name: value"]…)';
+  'agentbus mcp [--nats URL] [--name N] [--prefix P] [--tier T | --tier TOOL=T]… [--timeout MS | --timeout TOOL=MS]… [--concurrency N] (-- <command> [args…] | --url URL [--header "Name: value"]…)';
 
 /** How long one call of an MCP tool may run unless `--timeout` says otherwise (the MCP SDK's own default). */
 export const DEFAULT_MCP_TIMEOUT_MS = 60_000;
@@ -25,6 +25,8 @@ export interface McpOptions {
   /** The `$SRV` service name; undefined: the MCP server's own name. */
   readonly name: string | undefined;
   readonly concurrency: number | undefined;
+  /** Put before each tool's name on the bus (`fs_`: `read_file` served as `fs_read_file`). */
+  readonly prefix: string | undefined;
   /** The server: a command after `--`, or `--url` (its environment is filled in when it starts). */
   readonly server: { kind: 'stdio'; command: string; args: string[] } | { kind: 'http'; url: URL; headers: Record<string, string> };
   readonly tiers: PerTool<SafetyTier>;
@@ -63,6 +65,11 @@ function readTimeout(value: string): number {
   return ms;
 }
 
+function readPrefix(value: string | undefined): string | undefined {
+  if (value !== undefined && !/^[A-Za-z0-9_-]{1,63}$/.test(value)) throw new UsageError(`--prefix must match [A-Za-z0-9_-]{1,63}, got ${JSON.stringify(value)}`);
+  return value;
+}
+
 function readHeaders(values: readonly string[] | undefined): Record<string, string> {
   const headers: Record<string, string> = {};
   for (const value of values ?? []) {
@@ -95,6 +102,7 @@ export function parseMcp(argv: string[]): McpOptions {
     options: {
       nats: { type: 'string' },
       name: { type: 'string' },
+      prefix: { type: 'string' },
       concurrency: { type: 'string' },
       url: { type: 'string' },
       header: { type: 'string', multiple: true },
@@ -117,6 +125,7 @@ export function parseMcp(argv: string[]): McpOptions {
     nats: values.nats,
     name: serviceNameFlag(values.name),
     concurrency: concurrencyFlag(values.concurrency),
+    prefix: readPrefix(values.prefix),
     server,
     tiers: perTool(values.tier, '--tier', readTier),
     timeouts: perTool(values.timeout, '--timeout', readTimeout),

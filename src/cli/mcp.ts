@@ -1,7 +1,9 @@
 import type { DestinationStream } from 'pino';
 import { createLogger } from '../logging.ts';
 import { secretsFromEnv } from '../scrub/index.ts';
-import { createMcpBridge, describeMcpSource, mcpServerEnvironment, openMcpSession } from '../mcp/index.ts';
+import { discoverServices } from '../bus/service-discovery.ts';
+import type { ServiceInfo } from '../bus/service-info.ts';
+import { createMcpBridge, describeMcpSource, mcpServerEnvironment, openMcpSession, toolCollisions } from '../mcp/index.ts';
 import type { McpBridgeEvent, McpSource } from '../mcp/index.ts';
 import { createCodec, createSubjects } from '../protocol/index.ts';
 import { createToolWorker } from '../tool-sdk/index.ts';
@@ -11,6 +13,7 @@ import { connectCli } from './connect.ts';
 import { UsageError } from './context.ts';
 import type { CliContext } from './context.ts';
 import { DEFAULT_MCP_TIMEOUT_MS, mcpServiceName, parseMcp } from './mcp-options.ts';
+import type { PerTool } from './mcp-options.ts';
 import { packageVersion } from './package-version.ts';
 import { untilStopped } from './serving-command.ts';
 
@@ -32,9 +35,11 @@ export class McpStartError extends Error {
 /**
  * `agentbus mcp`: starts an MCP server over stdio (the command after `--`) or reaches one over streamable HTTP (`--url`),
  * and serves each of its tools on the bus of `--nats`, `NATS_URL` or the stack `agentbus up` runs here, as a tool
- * worker (see `createMcpBridge`), until SIGINT/SIGTERM; then it leaves `$SRV`, lets running calls finish (up to 5 s),
- * closes the server and drains. Exits 0 after a clean stop, 1 when the server cannot be started or serves no tool or
- * the connection closes under it, 2 on a usage error.
+ * worker (see `createMcpBridge`), each under its MCP name after `--prefix`, until SIGINT/SIGTERM; then it leaves
+ * `$SRV`, lets running calls finish (up to 5 s), closes the server and drains. At start and when the list changes it
+ * says on stderr which tools a `$SRV` service of another name serves too (calls of them would go to either). Exits 0
+ * after a clean stop, 1 when the server cannot be started or serves no tool or the connection closes under it, 2 on a
+ * usage error.
  */
 export async function runMcp(argv: string[], context: CliContext): Promise<number> {
   const options = parseMcp(argv);
@@ -58,12 +63,40 @@ export async function runMcp(argv: string[], context: CliContext): Promise<numbe
   // The server's own name unless --name says otherwise: known once the first session is open, then kept.
   let serviceName = options.name;
 
+  const prefix = options.prefix ?? '';
+  // `--tier TOOL=T` and `--timeout TOOL=MS` name a tool by its MCP name or by the name it is served under.
+  const byTool = <T>(values: PerTool<T>, name: string): T | undefined => values.byTool.get(name) ?? values.byTool.get(`${prefix}${name}`) ?? values.all;
+
+  // Each tool and other service is named once, at start or when a changed list brings it.
+  const warned = new Set<string>();
+  /** Says on stderr which served tools a service of another name serves too: calls of them go to either. */
+  const warnOfCollisions = async (tools: readonly AnyToolDefinition[]): Promise<void> => {
+    if (serviceName === undefined || tools.length === 0) return;
+    let services: ServiceInfo[];
+    try {
+      services = await discoverServices(nc, undefined, { timeoutMs: 1000, signal: context.signal, codec, logger });
+    } catch (err) {
+      if (!context.signal.aborted) logger.warn({ err }, 'could not ask $SRV.INFO which services serve the same tools');
+      return;
+    }
+    const ours = tools.map((tool) => ({ name: tool.name, subject: subjects.toolCall(tool.name) }));
+    for (const { tool, service } of toolCollisions(services, { serviceName, tools: ours })) {
+      if (warned.has(`${tool}\u0000${service}`)) continue;
+      warned.add(`${tool}\u0000${service}`);
+      context.stderr.write(
+        `agentbus: the tool ${JSON.stringify(tool)} is also served on the bus by the service ${JSON.stringify(service)}: calls of it go to either one; serve these tools under other names with --prefix (--prefix mcp_, say)\n`,
+      );
+    }
+  };
+
   const report = (event: McpBridgeEvent): void => {
     switch (event.type) {
       case 'serving':
         for (const skipped of event.skipped) context.stderr.write(`agentbus: not serving the MCP tool ${JSON.stringify(skipped.name)}: ${skipped.reason}\n`);
+        if (!event.first) void warnOfCollisions(event.tools);
         if (event.first) {
-          const offered = new Set([...event.tools.map((tool) => tool.name), ...event.skipped.map((tool) => tool.name)]);
+          const served = event.tools.map((tool) => tool.name);
+          const offered = new Set([...served, ...served.map((name) => name.slice(prefix.length)), ...event.skipped.map((tool) => tool.name)]);
           for (const [flag, names] of [['--tier', options.tiers.byTool.keys()], ['--timeout', options.timeouts.byTool.keys()]] as const) {
             for (const name of names) if (!offered.has(name)) context.stderr.write(`agentbus: ${flag} names ${JSON.stringify(name)}, which the MCP server does not offer\n`);
           }
@@ -101,8 +134,9 @@ export async function runMcp(argv: string[], context: CliContext): Promise<numbe
       await worker.start({ signal: context.signal });
       return worker;
     },
-    tierOf: (name) => options.tiers.byTool.get(name) ?? options.tiers.all,
-    timeoutOf: (name) => options.timeouts.byTool.get(name) ?? options.timeouts.all ?? DEFAULT_MCP_TIMEOUT_MS,
+    tierOf: (name) => byTool(options.tiers, name),
+    timeoutOf: (name) => byTool(options.timeouts, name) ?? DEFAULT_MCP_TIMEOUT_MS,
+    ...(options.prefix === undefined ? {} : { prefix: options.prefix }),
     onEvent: report,
   });
 
@@ -116,6 +150,7 @@ export async function runMcp(argv: string[], context: CliContext): Promise<numbe
     if (error instanceof McpStartError) throw error;
     throw new McpStartError(label, `could not start the MCP server ${label}: ${error instanceof Error ? error.message : String(error)}`, error);
   }
+  await warnOfCollisions(bridge.tools);
   context.stdout.write(`serving ${bridge.tools.length} tool(s) of ${label} as ${serviceName ?? mcpServiceName(undefined)} on ${target.url}: ${toolList(bridge.tools)} (Ctrl-C to stop)\n`);
   const stopped = await untilStopped(nc, context.signal);
   if (stopped.closed) {

@@ -13,3 +13,5 @@ export { classifyMcpTool } from './mcp-tier.ts';
 export type { McpToolClass, McpToolHints } from './mcp-tier.ts';
 export { mcpToolDefinitions } from './mcp-tools.ts';
 export type { McpToolCall, McpToolDefinitionsOptions, SkippedMcpTool } from './mcp-tools.ts';
+export { toolCollisions } from './tool-collisions.ts';
+export type { ToolCollision } from './tool-collisions.ts';

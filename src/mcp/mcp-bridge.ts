@@ -51,6 +51,8 @@ export interface McpBridgeOptions {
   readonly tierOf?: (name: string) => SafetyTier | undefined;
   /** The timeout of one call of a tool, in milliseconds. */
   readonly timeoutOf: (name: string) => number;
+  /** Put before each tool's name on the bus (`--prefix`); default none. */
+  readonly prefix?: string;
   readonly logger: Logger;
   readonly onEvent?: (event: McpBridgeEvent) => void;
   readonly restart?: McpRestartPolicy;
@@ -149,6 +151,7 @@ export function createMcpBridge(options: McpBridgeOptions): McpBridge {
       tierOf: options.tierOf ?? (() => undefined),
       timeoutOf: options.timeoutOf,
       checks: createArgumentChecks(logger),
+      ...(options.prefix === undefined ? {} : { prefix: options.prefix }),
     });
     const next = announcement(built.tools);
     if (next === servedAnnouncement) return;
