@@ -1,10 +1,11 @@
 import { getEventListeners } from 'node:events';
+import { PassThrough } from 'node:stream';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { describe, expect, it } from 'vitest';
-import { MAX_TOOL_PAGES, openMcpSession } from '../src/mcp/index.ts';
+import { MAX_TOOL_PAGES, forEachLine, openMcpSession } from '../src/mcp/index.ts';
 import type { McpErrorOrigin, McpSession, OpenMcpSessionOptions } from '../src/mcp/index.ts';
 import { createTestMcpServer } from './helpers/mcp-test-tools.ts';
 
@@ -117,5 +118,16 @@ describe('an MCP session', () => {
     expect(await listing((page) => (page < 3 ? `p${page}` : undefined))).toEqual(['t1', 't2', 't3']);
     await expect(listing(() => 'same')).rejects.toThrow('the MCP server\'s tool list does not end: it gave the cursor "same" again');
     await expect(listing((page) => `p${page}`)).rejects.toThrow(`the MCP server's tool list did not end after ${MAX_TOOL_PAGES} pages`);
+  });
+
+  it('hands a server\'s stderr on line by line, a line without end in pieces', async () => {
+    const stream = new PassThrough();
+    const lines: string[] = [];
+    forEachLine(stream, (line) => lines.push(line), { maxLength: 8 });
+    stream.write('first\nsec');
+    stream.write('ond\r\nabcdefghijkl');
+    stream.end('mn');
+    await new Promise((resolve) => stream.once('end', resolve));
+    expect(lines).toEqual(['first', 'second', 'abcdefgh', 'ijklmn']);
   });
 });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ToolError } from '../src/errors.ts';
-import { classifyMcpTool, createArgumentChecks, createMcpCall, mcpResultOutput, mcpServerEnvironment, mcpToolDefinitions, progressUpdate, toolCollisions } from '../src/mcp/index.ts';
+import { classifyMcpTool, createArgumentChecks, createMcpCall, mcpResultOutput, mcpServerEnvironment, mcpSourceSecrets, mcpToolDefinitions, progressUpdate, toolCollisions } from '../src/mcp/index.ts';
 import type { McpSession } from '../src/mcp/index.ts';
 import { SafetyTier } from '../src/protocol/index.ts';
 import { pino } from 'pino';
@@ -165,5 +165,21 @@ describe('MCP tools as agentbus tools', () => {
 
   it('gives a stdio server the environment without the bus\'s variables', () => {
     expect(mcpServerEnvironment({ PATH: '/bin', GITHUB_TOKEN: 'g', NATS_PASSWORD: 'p', NATS_URL: 'u', AGENTBUS_PREFIX: 'x' })).toEqual({ PATH: '/bin', GITHUB_TOKEN: 'g' });
+  });
+
+  it('knows the secrets of an HTTP source: header values, their tokens, a Basic password, the URL\'s password and secret query values', () => {
+    const basic = Buffer.from('user:basic-password').toString('base64');
+    const url = new URL('https://me:url-password@mcp.example/mcp?api_key=query-key-123&page=2');
+    expect(mcpSourceSecrets({ kind: 'http', url, headers: { Authorization: 'Bearer sk-token-123', 'X-Api-Key': 'plain-key-456', Proxy: `Basic ${basic}` } })).toEqual([
+      'Bearer sk-token-123',
+      'sk-token-123',
+      'plain-key-456',
+      `Basic ${basic}`,
+      basic,
+      'basic-password',
+      'url-password',
+      'query-key-123',
+    ]);
+    expect(mcpSourceSecrets({ kind: 'stdio', command: 'node', args: ['--token', 'x'], env: {} })).toEqual([]);
   });
 });

@@ -135,6 +135,7 @@ describe('agentbus mcp flags', () => {
       [['--prefix', '', '--', 'node'], /--prefix must match/],
     ];
     for (const [argv, message] of cases) expect(() => parseMcp(argv), argv.join(' ')).toThrow(message);
+    expect(() => parseMcp(['--url', 'http://h/mcp', '--header', 'Authorization Bearer sk-no-colon-123'])).toThrow(/^(?!.*sk-no-colon-123)/);
     expect(() => parseMcp([])).toThrow(UsageError);
     expect(parseMcp(['--timeout', '2147478647', '--', 'node']).timeouts.all).toBe(2_147_478_647);
   });
@@ -254,6 +255,18 @@ describe('agentbus mcp over stdio', () => {
     await expect.poll(async () => (await tools.listTools({})).some((tool) => tool.name === 'late'), { timeout: 5_000 }).toBe(false);
   });
 
+  it('passes the server\'s stderr on line by line, after its name and scrubbed of secrets', async () => {
+    const secret = 'mcp-test-secret-4f9a1c';
+    const logging = startAgentbus(['mcp', '--nats', stack.server.url, '--name', 'stderr-mcp', '--prefix', 'e_', '--', ...MCP_STDIO_SERVER], mcpEnv({ MCP_TEST_API_KEY: secret, MCP_TEST_STDERR: `starting with key ${secret}` }));
+    try {
+      await logging.waitFor('(Ctrl-C to stop)');
+      await logging.waitFor('[stderr-mcp] starting with key [REDACTED:configured-secret]');
+      expect(logging.stderr()).not.toContain(secret);
+    } finally {
+      expect(await logging.stop()).toBe(0);
+    }
+  });
+
   it('shares each tool\'s queue group with a second agentbus mcp of the same server', async () => {
     const second = startAgentbus(['mcp', '--nats', stack.server.url, '--', ...MCP_STDIO_SERVER], mcpEnv());
     try {
@@ -335,12 +348,13 @@ describe('agentbus mcp on its way out', () => {
     const env = mcpEnv();
     const [usage, missing] = await Promise.all([
       runAgentbus(['mcp', '--nats', stack.server.url], { cwd: ROOT, env, timeoutMs: 15_000 }),
-      runAgentbus(['mcp', '--nats', stack.server.url, '--', 'agentbus-no-such-mcp-server'], { cwd: ROOT, env, timeoutMs: 15_000 }),
+      runAgentbus(['mcp', '--nats', stack.server.url, '--', 'agentbus-no-such-mcp-server', '--key', 'mcp-test-secret-4f9a1c'], { cwd: ROOT, env: { ...env, MCP_TEST_API_KEY: 'mcp-test-secret-4f9a1c' }, timeoutMs: 15_000 }),
     ]);
     expect(usage.code).toBe(2);
     expect(usage.stderr).toMatch(/mcp needs an MCP server/);
     expect(missing.code).toBe(1);
-    expect(missing.stderr).toMatch(/could not start the MCP server agentbus-no-such-mcp-server: .*ENOENT/);
+    expect(missing.stderr).toMatch(/could not start the MCP server agentbus-no-such-mcp-server --key \[REDACTED:configured-secret\]: .*ENOENT/);
+    expect(missing.stderr).not.toContain('mcp-test-secret-4f9a1c');
   });
 
   it('leaves $SRV, closes the server and exits 0 on SIGTERM', async () => {

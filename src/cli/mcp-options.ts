@@ -75,7 +75,8 @@ function readHeaders(values: readonly string[] | undefined): Record<string, stri
   for (const value of values ?? []) {
     const colon = value.indexOf(':');
     const name = colon < 0 ? '' : value.slice(0, colon).trim();
-    if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name)) throw new UsageError(`--header must be "Name: value", got ${JSON.stringify(value)}`);
+    // Not the value itself in the message: it is most likely a credential.
+    if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name)) throw new UsageError(`--header must be "Name: value" (a header name, a colon, a value); ${colon < 0 ? 'one has no colon' : 'one has no valid name before its colon'}`);
     headers[name] = value.slice(colon + 1).trim();
   }
   return headers;

@@ -6,8 +6,9 @@ export { MAX_MCP_TIMEOUT_MS, createMcpCall, progressUpdate } from './mcp-call.ts
 export type { McpCallOptions } from './mcp-call.ts';
 export { MCP_OUTPUT_LIMIT, contentPartText, mcpResultOutput } from './mcp-result.ts';
 export { MAX_TOOL_PAGES, openMcpSession } from './mcp-session.ts';
-export type { McpErrorOrigin, McpProgress, McpSession, OpenMcpSessionOptions } from './mcp-session.ts';
-export { describeMcpSource, mcpServerEnvironment } from './mcp-source.ts';
+export type { McpErrorOrigin, McpProgress, McpServerStderr, McpSession, OpenMcpSessionOptions } from './mcp-session.ts';
+export { forEachLine } from './text-lines.ts';
+export { describeMcpSource, mcpServerEnvironment, mcpSourceSecrets } from './mcp-source.ts';
 export type { McpSource } from './mcp-source.ts';
 export { classifyMcpTool } from './mcp-tier.ts';
 export type { McpToolClass, McpToolHints } from './mcp-tier.ts';

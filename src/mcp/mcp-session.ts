@@ -1,3 +1,4 @@
+import { Readable } from 'node:stream';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -6,6 +7,7 @@ import { CompatibilityCallToolResultSchema, ToolListChangedNotificationSchema } 
 import type { CompatibilityCallToolResult, Implementation, Tool } from '@modelcontextprotocol/sdk/types.js';
 import { abortPromise } from '../bus/request.ts';
 import type { McpSource } from './mcp-source.ts';
+import { forEachLine } from './text-lines.ts';
 
 /** One progress notification of a running MCP call. */
 export interface McpProgress {
@@ -63,11 +65,17 @@ export interface OpenMcpSessionOptions {
   readonly onError?: (error: Error, origin: McpErrorOrigin) => void;
   /** Default 100 ms. */
   readonly toolsChangedDebounceMs?: number;
-  /** Where a stdio server's stderr goes; default `inherit` (the stderr of `agentbus mcp`). */
-  readonly stderr?: 'inherit' | 'ignore';
+  /**
+   * Where a stdio server's stderr goes: `inherit` (the default: the stderr of `agentbus mcp`, as it is), `ignore`, or
+   * each line of it to a function (`agentbus mcp` scrubs it of secrets there).
+   */
+  readonly stderr?: McpServerStderr;
   /** The transport to use instead of the one `source` names (tests: one end of an in-memory pair). */
   readonly transport?: Transport;
 }
+
+/** Where a stdio server's stderr goes (see {@link OpenMcpSessionOptions.stderr}). */
+export type McpServerStderr = 'inherit' | 'ignore' | ((line: string) => void);
 
 /** The most pages of a tool list read before the list is taken for one that never ends. */
 export const MAX_TOOL_PAGES = 100;
@@ -93,15 +101,18 @@ async function withOwnSignal<T>(signal: AbortSignal | undefined, run: (signal: A
   }
 }
 
-function transportOf(source: McpSource, stderr: 'inherit' | 'ignore'): Transport {
+function transportOf(source: McpSource, stderr: McpServerStderr): Transport {
   if (source.kind === 'stdio') {
-    return new StdioClientTransport({
+    const transport = new StdioClientTransport({
       command: source.command,
       args: [...source.args],
       env: { ...source.env },
-      stderr,
+      stderr: typeof stderr === 'function' ? 'pipe' : stderr,
       ...(source.cwd ? { cwd: source.cwd } : {}),
     });
+    // With `pipe` the transport hands out its stderr stream before the process starts, so no early line is lost.
+    if (typeof stderr === 'function' && transport.stderr instanceof Readable) forEachLine(transport.stderr, stderr);
+    return transport;
   }
   return new StreamableHTTPClientTransport(source.url, { requestInit: { headers: { ...source.headers } } });
 }
