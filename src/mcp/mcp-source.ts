@@ -21,7 +21,9 @@ const PRIVATE_VARIABLE = /^(NATS_|AGENTBUS_)/;
 /**
  * The environment a stdio MCP server starts with: that of `agentbus mcp`, less the variables of the bus (`NATS_*`,
  * `AGENTBUS_*`: its URL, user, password, token and TLS files), which are `agentbus mcp`'s and not the server's. Other
- * variables pass, since MCP servers commonly read their own keys (`GITHUB_TOKEN`, …) from the environment.
+ * variables pass, since MCP servers commonly read their own keys (`GITHUB_TOKEN`, …) from the environment. This keeps
+ * the bus credentials from being exposed by accident only: a server running as the same user can read
+ * `/proc/<ppid>/environ`.
  */
 export function mcpServerEnvironment(env: NodeJS.ProcessEnv): Record<string, string> {
   const kept: Record<string, string> = {};
