@@ -110,6 +110,8 @@ describe('agentbus mcp flags', () => {
     const http = parseMcp(['--url', 'https://mcp.example/mcp', '--header', 'Authorization: Bearer x', '--name', 'remote']);
     expect(http.server).toEqual({ kind: 'http', url: new URL('https://mcp.example/mcp'), headers: { Authorization: 'Bearer x' } });
     expect(http.name).toBe('remote');
+    expect(http.prefix).toBeUndefined();
+    expect(parseMcp(['--prefix', 'fs_', '--', 'node']).prefix).toBe('fs_');
   });
 
   it('refuses what cannot work, with a reason', () => {
@@ -125,11 +127,17 @@ describe('agentbus mcp flags', () => {
       [['--tier', '=read_only', '--', 'node'], /name the tool before =/],
       [['--timeout', '0', '--', 'node'], /--timeout must be a positive whole number/],
       [['--timeout', 'slow=1.5', '--', 'node'], /--timeout must be a positive whole number/],
+      [['--timeout', '2147478648', '--', 'node'], /--timeout must be at most 2147478647 ms/],
+      [['--timeout', 'slow=99999999999', '--', 'node'], /--timeout must be at most 2147478647 ms/],
       [['--name', 'a.b', '--', 'node'], /--name must match/],
       [['--concurrency', '0', '--', 'node'], /--concurrency must be a positive whole number/],
+      [['--prefix', 'fs.', '--', 'node'], /--prefix must match \[A-Za-z0-9_-\]\{1,63\}/],
+      [['--prefix', '', '--', 'node'], /--prefix must match/],
     ];
     for (const [argv, message] of cases) expect(() => parseMcp(argv), argv.join(' ')).toThrow(message);
+    expect(() => parseMcp(['--url', 'http://h/mcp', '--header', 'Authorization Bearer sk-no-colon-123'])).toThrow(/^(?!.*sk-no-colon-123)/);
     expect(() => parseMcp([])).toThrow(UsageError);
+    expect(parseMcp(['--timeout', '2147478647', '--', 'node']).timeouts.all).toBe(2_147_478_647);
   });
 
   it('names the service after the server unless told', () => {
@@ -247,6 +255,18 @@ describe('agentbus mcp over stdio', () => {
     await expect.poll(async () => (await tools.listTools({})).some((tool) => tool.name === 'late'), { timeout: 5_000 }).toBe(false);
   });
 
+  it('passes the server\'s stderr on line by line, after its name and scrubbed of secrets', async () => {
+    const secret = 'mcp-test-secret-4f9a1c';
+    const logging = startAgentbus(['mcp', '--nats', stack.server.url, '--name', 'stderr-mcp', '--prefix', 'e_', '--', ...MCP_STDIO_SERVER], mcpEnv({ MCP_TEST_API_KEY: secret, MCP_TEST_STDERR: `starting with key ${secret}` }));
+    try {
+      await logging.waitFor('(Ctrl-C to stop)');
+      await logging.waitFor('[stderr-mcp] starting with key [REDACTED:configured-secret]');
+      expect(logging.stderr()).not.toContain(secret);
+    } finally {
+      expect(await logging.stop()).toBe(0);
+    }
+  });
+
   it('shares each tool\'s queue group with a second agentbus mcp of the same server', async () => {
     const second = startAgentbus(['mcp', '--nats', stack.server.url, '--', ...MCP_STDIO_SERVER], mcpEnv());
     try {
@@ -257,8 +277,26 @@ describe('agentbus mcp over stdio', () => {
         if (reply.ok) pids.add((reply.output as { pid: number }).pid);
       }
       expect(pids.size).toBe(2);
+      expect(second.stderr()).not.toContain('is also served');
     } finally {
       expect(await second.stop()).toBe(0);
+    }
+  });
+
+  it('warns of a tool that a service of another name serves too, and serves under --prefix apart from it', async () => {
+    const args = ['mcp', '--nats', stack.server.url, '--name', 'other-mcp'];
+    const other = startAgentbus([...args, '--', ...MCP_STDIO_SERVER], mcpEnv());
+    const prefixed = startAgentbus([...args, '--prefix', 'x_', '--tier', 'x_echo=privileged', '--', ...MCP_STDIO_SERVER], mcpEnv());
+    try {
+      await Promise.all([other.waitFor('(Ctrl-C to stop)'), prefixed.waitFor('(Ctrl-C to stop)')]);
+      expect(other.stderr()).toContain('agentbus: the tool "add" is also served on the bus by the service "agentbus-test-mcp": calls of it go to either one; serve these tools under other names with --prefix');
+      expect(prefixed.stderr()).not.toContain('is also served');
+      expect(prefixed.stderr()).not.toContain('does not offer');
+      expect(prefixed.stdout()).toMatch(/x_add \(read_only\), x_echo \(privileged\)/);
+      expect(await call('x_add', { a: 1, b: 2 })).toMatchObject({ ok: true, output: '3' });
+    } finally {
+      expect(await other.stop()).toBe(0);
+      expect(await prefixed.stop()).toBe(0);
     }
   });
 });
@@ -310,12 +348,13 @@ describe('agentbus mcp on its way out', () => {
     const env = mcpEnv();
     const [usage, missing] = await Promise.all([
       runAgentbus(['mcp', '--nats', stack.server.url], { cwd: ROOT, env, timeoutMs: 15_000 }),
-      runAgentbus(['mcp', '--nats', stack.server.url, '--', 'agentbus-no-such-mcp-server'], { cwd: ROOT, env, timeoutMs: 15_000 }),
+      runAgentbus(['mcp', '--nats', stack.server.url, '--', 'agentbus-no-such-mcp-server', '--key', 'mcp-test-secret-4f9a1c'], { cwd: ROOT, env: { ...env, MCP_TEST_API_KEY: 'mcp-test-secret-4f9a1c' }, timeoutMs: 15_000 }),
     ]);
     expect(usage.code).toBe(2);
     expect(usage.stderr).toMatch(/mcp needs an MCP server/);
     expect(missing.code).toBe(1);
-    expect(missing.stderr).toMatch(/could not start the MCP server agentbus-no-such-mcp-server: .*ENOENT/);
+    expect(missing.stderr).toMatch(/could not start the MCP server agentbus-no-such-mcp-server --key \[REDACTED:configured-secret\]: .*ENOENT/);
+    expect(missing.stderr).not.toContain('mcp-test-secret-4f9a1c');
   });
 
   it('leaves $SRV, closes the server and exits 0 on SIGTERM', async () => {

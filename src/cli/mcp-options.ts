@@ -1,11 +1,12 @@
 import { parseArgs } from 'node:util';
+import { MAX_MCP_TIMEOUT_MS } from '../mcp/index.ts';
 import { SafetyTier } from '../protocol/index.ts';
 import { UsageError } from './context.ts';
 import { concurrencyFlag, serviceNameFlag } from './serving-command.ts';
 
 /** The usage line of `agentbus mcp`. */
 export const MCP_USAGE =
-  'agentbus mcp [--nats URL] [--name N] [--tier T | --tier TOOL=T]… [--timeout MS | --timeout TOOL=MS]… [--concurrency N] (-- <command> [args…] | --url URL [--header "Name: value"]…)';
+  'agentbus mcp [--nats URL] [--name N] [--prefix P] [--tier T | --tier TOOL=T]… [--timeout MS | --timeout TOOL=MS]… [--concurrency N] (-- <command> [args…] | --url URL [--header "Name: value"]…)';
 
 /** How long one call of an MCP tool may run unless `--timeout` says otherwise (the MCP SDK's own default). */
 export const DEFAULT_MCP_TIMEOUT_MS = 60_000;
@@ -24,6 +25,8 @@ export interface McpOptions {
   /** The `$SRV` service name; undefined: the MCP server's own name. */
   readonly name: string | undefined;
   readonly concurrency: number | undefined;
+  /** Put before each tool's name on the bus (`fs_`: `read_file` served as `fs_read_file`). */
+  readonly prefix: string | undefined;
   /** The server: a command after `--`, or `--url` (its environment is filled in when it starts). */
   readonly server: { kind: 'stdio'; command: string; args: string[] } | { kind: 'http'; url: URL; headers: Record<string, string> };
   readonly tiers: PerTool<SafetyTier>;
@@ -57,7 +60,14 @@ function readTimeout(value: string): number {
   if (!/^\d+$/.test(value) || !Number.isSafeInteger(ms) || ms < 1) {
     throw new UsageError(`--timeout must be a positive whole number of milliseconds (or TOOL=MS), got ${JSON.stringify(value)}`);
   }
+  // A longer one would overflow the timers of the call, which would then fail at once.
+  if (ms > MAX_MCP_TIMEOUT_MS) throw new UsageError(`--timeout must be at most ${MAX_MCP_TIMEOUT_MS} ms (about 24 days), got ${value}`);
   return ms;
+}
+
+function readPrefix(value: string | undefined): string | undefined {
+  if (value !== undefined && !/^[A-Za-z0-9_-]{1,63}$/.test(value)) throw new UsageError(`--prefix must match [A-Za-z0-9_-]{1,63}, got ${JSON.stringify(value)}`);
+  return value;
 }
 
 function readHeaders(values: readonly string[] | undefined): Record<string, string> {
@@ -65,7 +75,8 @@ function readHeaders(values: readonly string[] | undefined): Record<string, stri
   for (const value of values ?? []) {
     const colon = value.indexOf(':');
     const name = colon < 0 ? '' : value.slice(0, colon).trim();
-    if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name)) throw new UsageError(`--header must be "Name: value", got ${JSON.stringify(value)}`);
+    // Not the value itself in the message: it is most likely a credential.
+    if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name)) throw new UsageError(`--header must be "Name: value" (a header name, a colon, a value); ${colon < 0 ? 'one has no colon' : 'one has no valid name before its colon'}`);
     headers[name] = value.slice(colon + 1).trim();
   }
   return headers;
@@ -92,6 +103,7 @@ export function parseMcp(argv: string[]): McpOptions {
     options: {
       nats: { type: 'string' },
       name: { type: 'string' },
+      prefix: { type: 'string' },
       concurrency: { type: 'string' },
       url: { type: 'string' },
       header: { type: 'string', multiple: true },
@@ -114,6 +126,7 @@ export function parseMcp(argv: string[]): McpOptions {
     nats: values.nats,
     name: serviceNameFlag(values.name),
     concurrency: concurrencyFlag(values.concurrency),
+    prefix: readPrefix(values.prefix),
     server,
     tiers: perTool(values.tier, '--tier', readTier),
     timeouts: perTool(values.timeout, '--timeout', readTimeout),

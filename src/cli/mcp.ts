@@ -1,7 +1,10 @@
+import { basename } from 'node:path';
 import type { DestinationStream } from 'pino';
 import { createLogger } from '../logging.ts';
-import { secretsFromEnv } from '../scrub/index.ts';
-import { createMcpBridge, describeMcpSource, mcpServerEnvironment, openMcpSession } from '../mcp/index.ts';
+import type { Logger } from '../logging.ts';
+import { createScrubber, secretsFromEnv } from '../scrub/index.ts';
+import type { Scrubber } from '../scrub/index.ts';
+import { createMcpBridge, describeMcpSource, mcpServerEnvironment, mcpSourceSecrets, openMcpSession } from '../mcp/index.ts';
 import type { McpBridgeEvent, McpSource } from '../mcp/index.ts';
 import { createCodec, createSubjects } from '../protocol/index.ts';
 import { createToolWorker } from '../tool-sdk/index.ts';
@@ -10,7 +13,11 @@ import { findBus } from './bus-target.ts';
 import { connectCli } from './connect.ts';
 import { UsageError } from './context.ts';
 import type { CliContext } from './context.ts';
+import { createCollisionWarnings } from './mcp-collisions.ts';
 import { DEFAULT_MCP_TIMEOUT_MS, mcpServiceName, parseMcp } from './mcp-options.ts';
+import type { McpOptions, PerTool } from './mcp-options.ts';
+import { createMcpOutput } from './mcp-output.ts';
+import type { McpOutput } from './mcp-output.ts';
 import { packageVersion } from './package-version.ts';
 import { untilStopped } from './serving-command.ts';
 
@@ -32,49 +39,67 @@ export class McpStartError extends Error {
 /**
  * `agentbus mcp`: starts an MCP server over stdio (the command after `--`) or reaches one over streamable HTTP (`--url`),
  * and serves each of its tools on the bus of `--nats`, `NATS_URL` or the stack `agentbus up` runs here, as a tool
- * worker (see `createMcpBridge`), until SIGINT/SIGTERM; then it leaves `$SRV`, lets running calls finish (up to 5 s),
- * closes the server and drains. Exits 0 after a clean stop, 1 when the server cannot be started or serves no tool or
- * the connection closes under it, 2 on a usage error.
+ * worker (see `createMcpBridge`), each under its MCP name after `--prefix`, until SIGINT/SIGTERM; then it leaves
+ * `$SRV`, lets running calls finish (up to 5 s), closes the server and drains. At start and when the list changes it
+ * says on stderr which tools a `$SRV` service of another name serves too (calls of them would go to either). What it
+ * writes, a stdio server's stderr (line by line, after `[name] `) and the message of an error it ends with go through
+ * the secret scrubber, with the secrets of the environment and of `--header` and `--url`. Exits 0 after a clean stop,
+ * 1 when the server cannot be started or serves no tool or the connection closes under it, 2 on a usage error.
  */
 export async function runMcp(argv: string[], context: CliContext): Promise<number> {
   const options = parseMcp(argv);
-  const target = await findBus(context, options.nats);
-  if (target.kind === 'none') throw new UsageError('no bus to serve on: pass --nats URL, set NATS_URL, or start a stack here with `npx agentbus up`');
   const source: McpSource =
     options.server.kind === 'stdio'
       ? { ...options.server, env: mcpServerEnvironment(context.env), cwd: context.cwd }
       : options.server;
+  const scrubber = createScrubber({ secrets: [...secretsFromEnv(context.env), ...mcpSourceSecrets(source)] });
+  const output = createMcpOutput(context, scrubber);
+  try {
+    return await serveMcp(options, source, output, context, createLogger({ name: 'mcp', level: context.env.LOG_LEVEL ?? 'warn', destination: context.stderr as DestinationStream, scrubber }), scrubber);
+  } catch (error) {
+    // The command line prints the message: an SDK's or the system's, with the server's URL or command line in it.
+    if (error instanceof Error) error.message = output.scrub(error.message);
+    throw error;
+  }
+}
+
+async function serveMcp(options: McpOptions, source: McpSource, output: McpOutput, context: CliContext, logger: Logger, scrubber: Scrubber): Promise<number> {
+  const target = await findBus(context, options.nats);
+  if (target.kind === 'none') throw new UsageError('no bus to serve on: pass --nats URL, set NATS_URL, or start a stack here with `npx agentbus up`');
   const label = describeMcpSource(source);
-  const headerValues = options.server.kind === 'http' ? Object.values(options.server.headers) : [];
-  const logger = createLogger({
-    name: 'mcp',
-    level: context.env.LOG_LEVEL ?? 'warn',
-    destination: context.stderr as DestinationStream,
-    secrets: [...secretsFromEnv(context.env), ...headerValues],
-  });
-  const nc = await connectCli(target.url, `agentbus-mcp`, context.env);
+  const nc = await connectCli(target.url, `agentbus-mcp`, context.env, { reconnectForever: true });
   const subjects = createSubjects(context.env.AGENTBUS_PREFIX ?? 'agentbus');
   const codec = createCodec();
   // The server's own name unless --name says otherwise: known once the first session is open, then kept.
   let serviceName = options.name;
+  // What a stdio server's stderr lines are tagged with: the service name, or the command's until that is known.
+  const serverTag = () => serviceName ?? (source.kind === 'stdio' ? basename(source.command) : 'mcp');
+
+  const prefix = options.prefix ?? '';
+  // `--tier TOOL=T` and `--timeout TOOL=MS` name a tool by its MCP name or by the name it is served under.
+  const byTool = <T>(values: PerTool<T>, name: string): T | undefined => values.byTool.get(name) ?? values.byTool.get(`${prefix}${name}`) ?? values.all;
+  const warnOfCollisions = createCollisionWarnings({ nc, subjects, codec, logger, signal: context.signal, serviceName: () => serviceName, warn: output.warn });
 
   const report = (event: McpBridgeEvent): void => {
     switch (event.type) {
       case 'serving':
-        for (const skipped of event.skipped) context.stderr.write(`agentbus: not serving the MCP tool ${JSON.stringify(skipped.name)}: ${skipped.reason}\n`);
+        for (const skipped of event.skipped) output.warn(`not serving the MCP tool ${JSON.stringify(skipped.name)}: ${skipped.reason}`);
         if (event.first) {
-          const offered = new Set([...event.tools.map((tool) => tool.name), ...event.skipped.map((tool) => tool.name)]);
+          const served = event.tools.map((tool) => tool.name);
+          const offered = new Set([...served, ...served.map((name) => name.slice(prefix.length)), ...event.skipped.map((tool) => tool.name)]);
           for (const [flag, names] of [['--tier', options.tiers.byTool.keys()], ['--timeout', options.timeouts.byTool.keys()]] as const) {
-            for (const name of names) if (!offered.has(name)) context.stderr.write(`agentbus: ${flag} names ${JSON.stringify(name)}, which the MCP server does not offer\n`);
+            for (const name of names) if (!offered.has(name)) output.warn(`${flag} names ${JSON.stringify(name)}, which the MCP server does not offer`);
           }
+        } else {
+          output.info(`the MCP server's tools changed; serving ${event.tools.length} tool(s): ${toolList(event.tools)}`);
+          void warnOfCollisions(event.tools);
         }
-        if (!event.first) context.stdout.write(`the MCP server's tools changed; serving ${event.tools.length} tool(s): ${toolList(event.tools)}\n`);
         return;
       case 'down':
-        context.stderr.write(`agentbus: the MCP server is down (${event.error?.message ?? 'it exited'}); restarting it in ${event.retryInMs} ms (attempt ${event.attempt})\n`);
+        output.warn(`the MCP server is down (${event.error?.message ?? 'it exited'}); restarting it in ${event.retryInMs} ms (attempt ${event.attempt})`);
         return;
       case 'restarted':
-        context.stderr.write(`agentbus: the MCP server is back${event.pid === undefined ? '' : ` (pid ${event.pid})`}\n`);
+        output.warn(`the MCP server is back${event.pid === undefined ? '' : ` (pid ${event.pid})`}`);
         return;
     }
   };
@@ -83,7 +108,13 @@ export async function runMcp(argv: string[], context: CliContext): Promise<numbe
     source,
     logger,
     open: ({ signal, onToolsChanged, onError }) =>
-      openMcpSession(source, { signal, onToolsChanged, onError, client: { name: 'agentbus', version: packageVersion() } }),
+      openMcpSession(source, {
+        signal,
+        onToolsChanged,
+        onError,
+        client: { name: 'agentbus', version: packageVersion() },
+        stderr: (line) => output.serverLine(serverTag(), line),
+      }),
     serve: async (tools) => {
       serviceName ??= mcpServiceName(bridge.server?.name);
       const worker = createToolWorker({
@@ -96,13 +127,16 @@ export async function runMcp(argv: string[], context: CliContext): Promise<numbe
         version: packageVersion(),
         description: `agentbus mcp ${bridge.server?.name ?? source.kind}`,
         metadata: { mcp: source.kind, ...(bridge.server?.name ? { mcpServer: bridge.server.name } : {}) },
+        // The process's scrubber, with the secrets of its environment, --header and --url: for the ledger and $SRV.STATS.
+        scrubber,
         ...(options.concurrency === undefined ? {} : { maxConcurrency: options.concurrency }),
       });
       await worker.start({ signal: context.signal });
       return worker;
     },
-    tierOf: (name) => options.tiers.byTool.get(name) ?? options.tiers.all,
-    timeoutOf: (name) => options.timeouts.byTool.get(name) ?? options.timeouts.all ?? DEFAULT_MCP_TIMEOUT_MS,
+    tierOf: (name) => byTool(options.tiers, name),
+    timeoutOf: (name) => byTool(options.timeouts, name) ?? DEFAULT_MCP_TIMEOUT_MS,
+    ...(options.prefix === undefined ? {} : { prefix: options.prefix }),
     onEvent: report,
   });
 
@@ -116,10 +150,11 @@ export async function runMcp(argv: string[], context: CliContext): Promise<numbe
     if (error instanceof McpStartError) throw error;
     throw new McpStartError(label, `could not start the MCP server ${label}: ${error instanceof Error ? error.message : String(error)}`, error);
   }
-  context.stdout.write(`serving ${bridge.tools.length} tool(s) of ${label} as ${serviceName ?? mcpServiceName(undefined)} on ${target.url}: ${toolList(bridge.tools)} (Ctrl-C to stop)\n`);
+  await warnOfCollisions(bridge.tools);
+  output.info(`serving ${bridge.tools.length} tool(s) of ${label} as ${serviceName ?? mcpServiceName(undefined)} on ${target.url}: ${toolList(bridge.tools)} (Ctrl-C to stop)`);
   const stopped = await untilStopped(nc, context.signal);
   if (stopped.closed) {
-    context.stderr.write(`agentbus: the connection to ${target.url} closed${stopped.error ? `: ${stopped.error.message}` : ''}\n`);
+    output.warn(`the connection to ${target.url} closed${stopped.error ? `: ${stopped.error.message}` : ''}`);
     await bridge.stop();
     return 1;
   }

@@ -6,15 +6,19 @@ import type { AnyToolDefinition } from '../tool-sdk/index.ts';
 import { createArgumentChecks } from './mcp-arguments.ts';
 import { createMcpCall } from './mcp-call.ts';
 import { describeMcpSource } from './mcp-source.ts';
+import { createRetiringWorkers } from './retiring-workers.ts';
 import type { McpSource } from './mcp-source.ts';
 import { mcpToolDefinitions } from './mcp-tools.ts';
 import type { SkippedMcpTool } from './mcp-tools.ts';
-import type { McpSession } from './mcp-session.ts';
+import type { McpErrorOrigin, McpSession } from './mcp-session.ts';
 
 /** Tools being served on the bus (a started tool worker), as the bridge needs them. */
 export interface ServedTools {
-  /** Leaves discovery and lets running calls finish, for `graceMs` when given (a tool worker's `stop`). */
-  stop(options?: { graceMs?: number }): Promise<void>;
+  /**
+   * Leaves discovery and lets running calls finish, for `graceMs` when given, and no longer than until `signal`
+   * aborts (a tool worker's `stop`).
+   */
+  stop(options?: { graceMs?: number; signal?: AbortSignal }): Promise<void>;
 }
 
 /** What a bridge reports as it goes, for the person running it. */
@@ -40,13 +44,15 @@ export interface McpRestartPolicy {
 export interface McpBridgeOptions {
   readonly source: McpSource;
   /** Opens a session to the server (`openMcpSession` bound to the source); called again for each restart. */
-  readonly open: (options: { signal: AbortSignal; onToolsChanged: () => void; onError: (error: Error) => void }) => Promise<McpSession>;
+  readonly open: (options: { signal: AbortSignal; onToolsChanged: () => void; onError: (error: Error, origin: McpErrorOrigin) => void }) => Promise<McpSession>;
   /** Starts serving tool definitions on the bus (a tool worker). */
   readonly serve: (tools: readonly AnyToolDefinition[]) => Promise<ServedTools>;
   /** The tier a tool is forced to, or undefined to take it from its annotations. */
   readonly tierOf?: (name: string) => SafetyTier | undefined;
   /** The timeout of one call of a tool, in milliseconds. */
   readonly timeoutOf: (name: string) => number;
+  /** Put before each tool's name on the bus (`--prefix`); default none. */
+  readonly prefix?: string;
   readonly logger: Logger;
   readonly onEvent?: (event: McpBridgeEvent) => void;
   readonly restart?: McpRestartPolicy;
@@ -60,13 +66,19 @@ export interface McpBridge {
    * be started or listed, so a command can exit with the reason. Later deaths are restarted, not reported as errors.
    */
   start(options?: { signal?: AbortSignal }): Promise<void>;
-  /** Stops serving (running calls may finish, as a worker's stop allows) and closes the server. */
-  stop(): Promise<void>;
+  /**
+   * Stops serving and closes the server: the served worker leaves `$SRV` at once, and its running calls, and those
+   * of workers a list change replaced, may finish for `graceMs` (default 5000 ms) before they are cancelled.
+   */
+  stop(options?: { graceMs?: number }): Promise<void>;
   /** What the server said it is, once started. */
   readonly server: Implementation | undefined;
   /** The tools served now. */
   readonly tools: readonly AnyToolDefinition[];
 }
+
+/** How long running calls may finish when the bridge stops, unless its `stop` says otherwise. */
+const DEFAULT_STOP_GRACE_MS = 5_000;
 
 /** A fingerprint of what a list of tools announces, to tell whether a new list changes anything. */
 function announcement(tools: readonly AnyToolDefinition[]): string {
@@ -92,7 +104,8 @@ function pause(ms: number, signal: AbortSignal): Promise<void> {
  * (a stdio process exits; an HTTP session stops answering) calls running on it fail with a retryable `unavailable`,
  * calls arriving meanwhile too, and the server is restarted with backoff; its tool list is read again then and
  * whenever it sends `notifications/tools/list_changed`, and a list that announces anything different is served by a
- * new worker, started before the old one stops.
+ * new worker, started before the old one stops (in the background: its running calls may take as long as their tools
+ * allow, unless the bridge stops first).
  *
  * @example
  * const bridge = createMcpBridge({ source, open, serve, timeoutOf: () => 60_000, logger });
@@ -117,6 +130,8 @@ export function createMcpBridge(options: McpBridgeOptions): McpBridge {
   // List updates run one at a time, in order.
   let updates: Promise<void> = Promise.resolve();
   let supervising: Promise<void> | undefined;
+  let stopped: Promise<void> | undefined;
+  const retiring = createRetiringWorkers(logger);
   const checking = new WeakSet<McpSession>();
 
   const call = createMcpCall({
@@ -136,18 +151,26 @@ export function createMcpBridge(options: McpBridgeOptions): McpBridge {
       tierOf: options.tierOf ?? (() => undefined),
       timeoutOf: options.timeoutOf,
       checks: createArgumentChecks(logger),
+      ...(options.prefix === undefined ? {} : { prefix: options.prefix }),
     });
     const next = announcement(built.tools);
     if (next === servedAnnouncement) return;
     const worker = built.tools.length > 0 ? await options.serve(built.tools) : undefined;
+    // A replaced worker's calls run on a live session: they may take as long as their tools allow.
+    const graceOf = (definitions: readonly AnyToolDefinition[]) => Math.max(0, ...definitions.map((tool) => tool.timeoutMs));
+    if (stopping.signal.aborted) {
+      // The bridge stopped while this worker started: it is not served, and stops as a replaced one would.
+      if (worker) retiring.retire(worker, graceOf(built.tools));
+      return;
+    }
     const previous = served;
-    // The replaced worker's calls run on a live session: they may take as long as their tools allow.
-    const graceMs = Math.max(0, ...servedTools.map((tool) => tool.timeoutMs));
+    const graceMs = graceOf(servedTools);
     served = worker;
     servedTools = built.tools;
     servedAnnouncement = next;
     options.onEvent?.({ type: 'serving', tools: built.tools, skipped: built.skipped, first });
-    await previous?.stop({ graceMs });
+    // Not awaited: the queue (and so the next list, a restart, the bridge's stop) must not wait for its calls.
+    if (previous) retiring.retire(previous, graceMs);
   }
 
   /** Runs `task` after every update before it, whatever became of those; resolves or rejects as `task` does. */
@@ -191,9 +214,10 @@ export function createMcpBridge(options: McpBridgeOptions): McpBridge {
     session = await options.open({
       signal,
       onToolsChanged: () => session && refresh(session),
-      onError: (error) => {
-        logger.debug({ err: error }, 'MCP transport error');
-        if (session) checkSoon(session);
+      onError: (error, origin) => {
+        logger.debug({ err: error, origin }, 'MCP client error');
+        // A protocol error (a late answer to a cancelled request, …) says nothing about whether the server is there.
+        if (session && origin === 'transport') checkSoon(session);
       },
     });
     return session;
@@ -244,6 +268,21 @@ export function createMcpBridge(options: McpBridgeOptions): McpBridge {
     }
   }
 
+  async function stopNow(graceMs: number): Promise<void> {
+    stopping.abort();
+    const worker = served;
+    served = undefined;
+    servedTools = [];
+    // The served worker leaves $SRV first; replaced ones get no longer than it. An update that was starting a
+    // worker when the stop came retires that worker meanwhile.
+    const first = worker?.stop({ graceMs }).catch((err: unknown) => logger.warn({ err }, 'stopping the tool worker failed'));
+    await retiring.settle(graceMs, Promise.all([first, updates]));
+    const session = current;
+    current = undefined;
+    await session?.close().catch((err: unknown) => logger.warn({ err }, 'closing the MCP server failed'));
+    await supervising;
+  }
+
   return {
     get server() {
       return current?.server;
@@ -265,16 +304,9 @@ export function createMcpBridge(options: McpBridgeOptions): McpBridge {
       }
       supervising = supervise(session).catch((err: unknown) => logger.error({ err }, 'the MCP supervisor failed'));
     },
-    async stop() {
-      stopping.abort();
-      await updates;
-      await served?.stop();
-      served = undefined;
-      servedTools = [];
-      const session = current;
-      current = undefined;
-      await session?.close().catch((err: unknown) => logger.warn({ err }, 'closing the MCP server failed'));
-      await supervising;
+    stop(stopOptions = {}) {
+      stopped ??= stopNow(stopOptions.graceMs ?? DEFAULT_STOP_GRACE_MS);
+      return stopped;
     },
   };
 }

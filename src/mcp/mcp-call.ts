@@ -11,6 +11,12 @@ import type { McpToolCall } from './mcp-tools.ts';
  */
 const SDK_TIMEOUT_SLACK_MS = 5_000;
 
+/** The longest a timer waits (2^31 - 1 ms); a longer one fires at once. */
+const MAX_TIMER_MS = 2_147_483_647;
+
+/** The longest timeout an MCP tool can have: the SDK's backstop, {@link SDK_TIMEOUT_SLACK_MS} later, must fit a timer. */
+export const MAX_MCP_TIMEOUT_MS = MAX_TIMER_MS - SDK_TIMEOUT_SLACK_MS;
+
 /** How long a server that failed a call at the transport is given to answer a ping before it counts as gone. */
 const PING_TIMEOUT_MS = 5_000;
 
@@ -43,8 +49,9 @@ export function progressUpdate(name: string, progress: McpProgress): ToolProgres
  *
  * - the server down, or its connection closing during the call: `McpUnavailableError` (`unavailable`, retryable);
  * - a JSON-RPC error answer: `tool_failed` with the server's message (`timeout` for the SDK's own request timeout);
- * - a transport failure (an HTTP request that fails, an answer that does not parse): the server is pinged; if it does
- *   not answer it is reported broken (`onBroken`) and the call fails `unavailable`, else `tool_failed`.
+ * - a transport failure (an HTTP request that fails, an answer that does not parse): the server is pinged, with a
+ *   timeout of its own (a cancel of the call does not cut the ping short); if it does not answer it is reported
+ *   broken (`onBroken`) and the call fails `unavailable`, else `tool_failed`.
  */
 export function createMcpCall(options: McpCallOptions): McpToolCall {
   const unavailable = (message: string, cause?: unknown) =>
@@ -53,10 +60,11 @@ export function createMcpCall(options: McpCallOptions): McpToolCall {
   return async (name, args, context, timeoutMs) => {
     const session = options.session();
     if (!session) throw unavailable(`the MCP server of ${name} is down (${options.downReason()}); agentbus mcp is restarting it, try again shortly`);
+    const sdkTimeoutMs = Math.min(timeoutMs + SDK_TIMEOUT_SLACK_MS, MAX_TIMER_MS);
     try {
       const result = await session.callTool(name, args, {
         signal: context.signal,
-        timeoutMs: timeoutMs + SDK_TIMEOUT_SLACK_MS,
+        timeoutMs: sdkTimeoutMs,
         onProgress: (progress) => context.progress(progressUpdate(name, progress)),
       });
       return mcpResultOutput(result, name);
@@ -65,11 +73,13 @@ export function createMcpCall(options: McpCallOptions): McpToolCall {
       if (context.signal.aborted || error instanceof AgentbusError) throw error;
       if (error instanceof McpError) {
         if (error.code === McpErrorCode.ConnectionClosed) throw unavailable(`the MCP server of ${name} went away during the call; it may or may not have taken effect`, error);
-        if (error.code === McpErrorCode.RequestTimeout) throw new TimeoutError(`${name} got no answer from its MCP server`, timeoutMs + SDK_TIMEOUT_SLACK_MS);
+        if (error.code === McpErrorCode.RequestTimeout) throw new TimeoutError(`${name} got no answer from its MCP server`, sdkTimeoutMs);
         throw new ToolError(ErrorCode.toolFailed, error.message, { cause: error });
       }
       const message = error instanceof Error ? error.message : String(error);
-      const alive = await session.ping({ signal: context.signal, timeoutMs: PING_TIMEOUT_MS }).then(
+      // Not with the call's signal: a cancel or the timeout of this call during the ping says nothing about the
+      // server, and taking it for dead would restart it under every other call running on it.
+      const alive = await session.ping({ timeoutMs: PING_TIMEOUT_MS }).then(
         () => true,
         () => false,
       );

@@ -1,10 +1,13 @@
+import { Readable } from 'node:stream';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { CompatibilityCallToolResultSchema, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import type { CompatibilityCallToolResult, Implementation, Tool } from '@modelcontextprotocol/sdk/types.js';
+import { abortPromise } from '../bus/request.ts';
 import type { McpSource } from './mcp-source.ts';
+import { forEachLine } from './text-lines.ts';
 
 /** One progress notification of a running MCP call. */
 export interface McpProgress {
@@ -19,7 +22,10 @@ export interface McpSession {
   readonly server: Implementation | undefined;
   /** The process id of a stdio server. */
   readonly pid: number | undefined;
-  /** Every tool the server lists now (all pages). */
+  /**
+   * Every tool the server lists now (all pages). Rejects when the list does not end: a cursor given twice, or more
+   * than {@link MAX_TOOL_PAGES} pages.
+   */
   listTools(options: { signal?: AbortSignal }): Promise<Tool[]>;
   /**
    * Calls a tool. An abort of `signal` sends the server `notifications/cancelled` and rejects; progress the server
@@ -52,23 +58,61 @@ export interface OpenMcpSessionOptions {
   readonly client: Implementation;
   /** Called when the server says its tool list changed (debounced by {@link OpenMcpSessionOptions.toolsChangedDebounceMs}). */
   readonly onToolsChanged?: () => void;
-  /** Transport and protocol errors the SDK reports besides failed requests. */
-  readonly onError?: (error: Error) => void;
+  /**
+   * Errors the SDK reports besides failed requests: `transport` ones (an HTTP request that failed, an event stream
+   * lost, output that does not parse) and `protocol` ones (an answer to a request it no longer waits for, …).
+   */
+  readonly onError?: (error: Error, origin: McpErrorOrigin) => void;
   /** Default 100 ms. */
   readonly toolsChangedDebounceMs?: number;
-  /** Where a stdio server's stderr goes; default `inherit` (the stderr of `agentbus mcp`). */
-  readonly stderr?: 'inherit' | 'ignore';
+  /**
+   * Where a stdio server's stderr goes: `inherit` (the default: the stderr of `agentbus mcp`, as it is), `ignore`, or
+   * each line of it to a function (`agentbus mcp` scrubs it of secrets there).
+   */
+  readonly stderr?: McpServerStderr;
+  /** The transport to use instead of the one `source` names (tests: one end of an in-memory pair). */
+  readonly transport?: Transport;
 }
 
-function transportOf(source: McpSource, stderr: 'inherit' | 'ignore'): Transport {
+/** Where a stdio server's stderr goes (see {@link OpenMcpSessionOptions.stderr}). */
+export type McpServerStderr = 'inherit' | 'ignore' | ((line: string) => void);
+
+/** The most pages of a tool list read before the list is taken for one that never ends. */
+export const MAX_TOOL_PAGES = 100;
+
+/** Where an error the SDK reported outside a request came from (see {@link OpenMcpSessionOptions.onError}). */
+export type McpErrorOrigin = 'transport' | 'protocol';
+
+/**
+ * Runs one SDK request with a signal of its own that follows `signal` only while the request runs. The SDK adds an
+ * abort listener to the signal it is given and never removes it: on a long-lived signal those would pile up, each
+ * keeping its client alive, and its abort would send `notifications/cancelled` for requests answered long ago.
+ */
+async function withOwnSignal<T>(signal: AbortSignal | undefined, run: (signal: AbortSignal | undefined) => Promise<T>): Promise<T> {
+  if (!signal) return run(undefined);
+  signal.throwIfAborted();
+  const own = new AbortController();
+  const follow = () => own.abort(signal.reason);
+  signal.addEventListener('abort', follow, { once: true });
+  try {
+    return await run(own.signal);
+  } finally {
+    signal.removeEventListener('abort', follow);
+  }
+}
+
+function transportOf(source: McpSource, stderr: McpServerStderr): Transport {
   if (source.kind === 'stdio') {
-    return new StdioClientTransport({
+    const transport = new StdioClientTransport({
       command: source.command,
       args: [...source.args],
       env: { ...source.env },
-      stderr,
+      stderr: typeof stderr === 'function' ? 'pipe' : stderr,
       ...(source.cwd ? { cwd: source.cwd } : {}),
     });
+    // With `pipe` the transport hands out its stderr stream before the process starts, so no early line is lost.
+    if (typeof stderr === 'function' && transport.stderr instanceof Readable) forEachLine(transport.stderr, stderr);
+    return transport;
   }
   return new StreamableHTTPClientTransport(source.url, { requestInit: { headers: { ...source.headers } } });
 }
@@ -83,24 +127,36 @@ function transportOf(source: McpSource, stderr: 'inherit' | 'ignore'): Transport
  */
 export async function openMcpSession(source: McpSource, options: OpenMcpSessionOptions): Promise<McpSession> {
   options.signal?.throwIfAborted();
-  const transport = transportOf(source, options.stderr ?? 'inherit');
+  const transport = options.transport ?? transportOf(source, options.stderr ?? 'inherit');
   const client = new Client(options.client, { capabilities: {} });
   let closeReason: Error | undefined;
   let markClosed!: (error: Error | undefined) => void;
   const closed = new Promise<Error | undefined>((resolve) => (markClosed = resolve));
   client.onclose = () => markClosed(closeReason);
-  client.onerror = (error) => options.onError?.(error);
+  // The client keeps this handler and calls it before its own `onerror`, which hears protocol errors as well.
+  const fromTransport = new WeakSet<Error>();
+  transport.onerror = (error) => {
+    fromTransport.add(error);
+    options.onError?.(error, 'transport');
+  };
+  client.onerror = (error) => {
+    if (!fromTransport.has(error)) options.onError?.(error, 'protocol');
+  };
   let debounce: ReturnType<typeof setTimeout> | undefined;
   client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
     clearTimeout(debounce);
     debounce = setTimeout(() => options.onToolsChanged?.(), options.toolsChangedDebounceMs ?? 100);
   });
   void closed.then(() => clearTimeout(debounce));
+  // An abort closes the connection rather than cancel the handshake, which the MCP spec says must not be cancelled.
+  const { promise: aborted, cleanup } = abortPromise(options.signal);
   try {
-    await client.connect(transport, options.signal ? { signal: options.signal } : {});
+    await Promise.race([client.connect(transport), aborted]);
   } catch (error) {
     await client.close().catch(() => undefined);
     throw error;
+  } finally {
+    cleanup();
   }
 
   return {
@@ -109,23 +165,30 @@ export async function openMcpSession(source: McpSource, options: OpenMcpSessionO
     closed,
     async listTools({ signal }) {
       const tools: Tool[] = [];
+      const cursors = new Set<string>();
       let cursor: string | undefined;
       do {
-        const page = await client.listTools(cursor === undefined ? {} : { cursor }, signal ? { signal } : {});
+        if (cursors.size >= MAX_TOOL_PAGES) throw new Error(`the MCP server's tool list did not end after ${MAX_TOOL_PAGES} pages`);
+        const params = cursor === undefined ? {} : { cursor };
+        const page = await withOwnSignal(signal, (own) => client.listTools(params, own ? { signal: own } : {}));
         tools.push(...page.tools);
         cursor = page.nextCursor;
+        if (cursor !== undefined && cursors.has(cursor)) throw new Error(`the MCP server's tool list does not end: it gave the cursor ${JSON.stringify(cursor)} again`);
+        if (cursor !== undefined) cursors.add(cursor);
       } while (cursor !== undefined);
       return tools;
     },
     callTool(name, args, { signal, timeoutMs, onProgress }) {
-      return client.callTool({ name, arguments: args }, CompatibilityCallToolResultSchema, {
-        signal,
-        timeout: timeoutMs,
-        ...(onProgress ? { onprogress: onProgress } : {}),
-      });
+      return withOwnSignal(signal, (own) =>
+        client.callTool({ name, arguments: args }, CompatibilityCallToolResultSchema, {
+          ...(own ? { signal: own } : {}),
+          timeout: timeoutMs,
+          ...(onProgress ? { onprogress: onProgress } : {}),
+        }),
+      );
     },
     async ping({ signal, timeoutMs }) {
-      await client.ping({ timeout: timeoutMs, ...(signal ? { signal } : {}) });
+      await withOwnSignal(signal, (own) => client.ping({ timeout: timeoutMs, ...(own ? { signal: own } : {}) }));
     },
     async close(reason) {
       closeReason ??= reason;

@@ -21,7 +21,9 @@ const PRIVATE_VARIABLE = /^(NATS_|AGENTBUS_)/;
 /**
  * The environment a stdio MCP server starts with: that of `agentbus mcp`, less the variables of the bus (`NATS_*`,
  * `AGENTBUS_*`: its URL, user, password, token and TLS files), which are `agentbus mcp`'s and not the server's. Other
- * variables pass, since MCP servers commonly read their own keys (`GITHUB_TOKEN`, …) from the environment.
+ * variables pass, since MCP servers commonly read their own keys (`GITHUB_TOKEN`, …) from the environment. This keeps
+ * the bus credentials from being exposed by accident only: a server running as the same user can read
+ * `/proc/<ppid>/environ`.
  */
 export function mcpServerEnvironment(env: NodeJS.ProcessEnv): Record<string, string> {
   const kept: Record<string, string> = {};
@@ -33,4 +35,36 @@ export function mcpServerEnvironment(env: NodeJS.ProcessEnv): Record<string, str
 export function describeMcpSource(source: McpSource): string {
   if (source.kind === 'stdio') return [source.command, ...source.args].join(' ');
   return `${source.url.origin}${source.url.pathname}`;
+}
+
+/** Query parameters whose values are taken for secrets (`?api_key=…`, `?token=…`, `?sig=…`). */
+const SECRET_PARAMETER = /key|token|secret|password|passwd|auth|sig|credential/i;
+
+/**
+ * What of a source must never be printed, for a scrubber: each header value, its token when it has a scheme
+ * (`Bearer <token>`; for `Basic`, also the password it encodes), the URL's password and the values of query
+ * parameters named like secrets. A stdio source has none of its own (its secrets are in the environment).
+ *
+ * @example
+ * mcpSourceSecrets({ kind: 'http', url: new URL('https://mcp.example/mcp'), headers: { Authorization: 'Bearer abc123def' } });
+ * // ['Bearer abc123def', 'abc123def']
+ */
+export function mcpSourceSecrets(source: McpSource): string[] {
+  if (source.kind === 'stdio') return [];
+  const secrets: string[] = [];
+  for (const value of Object.values(source.headers)) {
+    secrets.push(value);
+    const [scheme, ...rest] = value.split(/\s+/);
+    const token = rest.join(' ');
+    if (!token) continue;
+    secrets.push(token);
+    if (/^basic$/i.test(scheme ?? '')) {
+      const decoded = Buffer.from(token, 'base64').toString('utf8');
+      const colon = decoded.indexOf(':');
+      if (colon >= 0) secrets.push(decoded.slice(colon + 1));
+    }
+  }
+  if (source.url.password) secrets.push(decodeURIComponent(source.url.password));
+  for (const [name, value] of source.url.searchParams) if (SECRET_PARAMETER.test(name) && value) secrets.push(value);
+  return secrets;
 }

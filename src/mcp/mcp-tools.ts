@@ -24,13 +24,16 @@ export interface McpToolDefinitionsOptions {
   readonly timeoutOf: (name: string) => number;
   /** Compiles an input schema into an argument check; without it the server alone checks arguments. */
   readonly checks?: ArgumentCheckFactory;
+  /** Put before each tool's name on the bus (`--prefix fs_`: `read_file` served as `fs_read_file`); default none. */
+  readonly prefix?: string;
 }
 
 /**
- * Tool definitions, as a tool worker serves them, for an MCP server's tools: each under the MCP tool's own name, its
- * input schema announced as is (`jsonSchema`) and checked before the call, its tier and idempotency from its
- * annotations (see `classifyMcpTool`) unless `tierOf` forces one, and its description (or title, or name). A tool
- * whose name is not a bus token (`[A-Za-z0-9_-]{1,64}`), or that can only run as an MCP task, is skipped and said why.
+ * Tool definitions, as a tool worker serves them, for an MCP server's tools: each under the MCP tool's own name (after
+ * `prefix`, when given), its input schema announced as is (`jsonSchema`) and checked before the call, its tier and
+ * idempotency from its annotations (see `classifyMcpTool`) unless `tierOf` forces one, and its description (or title,
+ * or name). `tierOf`, `timeoutOf` and `call` are given the MCP tool's own name. A tool whose name (with the prefix) is
+ * not a bus token (`[A-Za-z0-9_-]{1,64}`), or that can only run as an MCP task, is skipped and said why.
  *
  * @example
  * const { tools, skipped } = mcpToolDefinitions(await session.listTools({}), { call, tierOf: () => undefined, timeoutOf: () => 60_000 });
@@ -38,9 +41,11 @@ export interface McpToolDefinitionsOptions {
 export function mcpToolDefinitions(tools: readonly Tool[], options: McpToolDefinitionsOptions): { tools: AnyToolDefinition[]; skipped: SkippedMcpTool[] } {
   const served: AnyToolDefinition[] = [];
   const skipped: SkippedMcpTool[] = [];
+  const prefix = options.prefix ?? '';
   for (const tool of tools) {
-    if (!isToken(tool.name)) {
-      skipped.push({ name: tool.name, reason: 'its name is not a bus subject token ([A-Za-z0-9_-]{1,64})' });
+    if (!isToken(`${prefix}${tool.name}`)) {
+      const which = prefix ? `its name after the prefix ${JSON.stringify(prefix)}` : 'its name';
+      skipped.push({ name: tool.name, reason: `${which} is not a bus subject token ([A-Za-z0-9_-]{1,64})` });
       continue;
     }
     if (tool.execution?.taskSupport === 'required') {
@@ -53,7 +58,7 @@ export function mcpToolDefinitions(tools: readonly Tool[], options: McpToolDefin
     const inputSchema = tool.inputSchema as Record<string, unknown>;
     served.push(
       defineTool({
-        name,
+        name: `${prefix}${name}`,
         description: tool.description ?? tool.title ?? tool.annotations?.title ?? `MCP tool ${name}`,
         jsonSchema: inputSchema,
         parameters: jsonSchemaParameters(options.checks?.(name, inputSchema)),
