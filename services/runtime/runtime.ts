@@ -313,35 +313,31 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
           const { turnId } = await session.prompt(prompt, asRequest);
           watchActivity(session);
           reply(message, { accepted: true, sessionId, turnId });
-          deps.onHandled?.(verb, { durationMs: performance.now() - started });
-          return;
+          break;
         }
         case SessionVerb.cancel: {
           const cancel = decodeCancel(codec, message.data, contentType);
           replyCommand(message, (await existingHost(tenant, sessionId)).cancel(cancel.reason));
-          deps.onHandled?.(verb, { durationMs: performance.now() - started });
-          return;
+          break;
         }
         case SessionVerb.steer: {
           const steer = decodeSteer(codec, message.data, contentType);
           replyCommand(message, (await existingHost(tenant, sessionId)).steer(steer.text, asRequest));
-          deps.onHandled?.(verb, { durationMs: performance.now() - started });
-          return;
+          break;
         }
         case SessionVerb.approve: {
           const decision = decodeApprove(codec, message.data, contentType);
           replyCommand(message, await (await existingHost(tenant, sessionId)).approve(decision));
-          deps.onHandled?.(verb, { durationMs: performance.now() - started });
-          return;
+          break;
         }
         case SessionVerb.delete: {
           decodeDelete(codec, message.data, contentType);
           const { purged, alreadyDeleted } = await deleter.delete(tenant, sessionId);
           reply(message, alreadyDeleted ? { ok: true, purged, alreadyDeleted } : { ok: true, purged });
-          deps.onHandled?.(verb, { durationMs: performance.now() - started });
-          return;
+          break;
         }
       }
+      deps.onHandled?.(verb, { durationMs: performance.now() - started });
     } catch (err) {
       // The log moved past what this host's writer expects (another writer, or more junk than it steps over):
       // the session is opened again from its log rather than refusing every later message too.
