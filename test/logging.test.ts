@@ -44,6 +44,15 @@ describe('a log line', () => {
     });
   });
 
+  it('stays valid JSON when a secret-named field holds a number, and keeps token counts', () => {
+    const { logger, lines } = rawLogger();
+    logger.info({ token: 1234567890 }, 'numeric token');
+    logger.info({ password: 12345678, secret: -1234567, prompt_token: 123456, config: { accessKey: 1.5e21 } }, 'numbers');
+    const [first, second] = lines.map((line) => JSON.parse(line) as Record<string, unknown>);
+    expect(first).toMatchObject({ token: '[REDACTED:secret-assignment]', msg: 'numeric token' });
+    expect(second).toMatchObject({ password: '[REDACTED:secret-assignment]', secret: -1234567, prompt_token: 123456, config: { accessKey: 1.5e21 } });
+  });
+
   it('keeps ordinary lines byte for byte', () => {
     const { logger, lines } = rawLogger();
     const sessionId = random.from(ALPHABET.base62, 22);

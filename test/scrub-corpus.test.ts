@@ -137,6 +137,47 @@ describe('the fast pass over a JSON log line', () => {
     );
   });
 
+  it('never breaks a line whose secret-named fields hold numbers, booleans or null', () => {
+    const withDigits = createScrubber({ secrets: ['12345678', '4242.4242'] });
+    const key = fc.constantFrom('token', 'password', 'secret', 'prompt_token', 'accessKey', 'api_key', 'SECRET_KEY', 'msg');
+    const value = fc.oneof(
+      fc.integer({ min: Number.MIN_SAFE_INTEGER, max: Number.MAX_SAFE_INTEGER }),
+      fc.double(),
+      fc.constantFrom(12345678, 912345678901, -12345678, 4242.4242, 1.5e21, 0, true, false, null),
+      fc.boolean(),
+      fc.constant(null),
+      fc.string({ maxLength: 20 }),
+    );
+    fc.assert(
+      fc.property(fc.dictionary(key, fc.oneof(value, fc.array(value, { maxLength: 3 }), fc.dictionary(key, value))), (fields) => {
+        const line = `${JSON.stringify({ level: 30, ...fields })}\n`;
+        for (const each of [scrubber, withDigits]) expect(() => JSON.parse(each.scrubJsonLine(line))).not.toThrow();
+      }),
+      { numRuns: 600 },
+    );
+  });
+
+  it('writes a secret number as a marker string and keeps counts, signed numbers and fractions', () => {
+    const line = `${JSON.stringify({ token: 1234567890, password: 12345678, secret: -1234567, prompt_token: 123456, config: { accessKey: 1.5e21 } })}\n`;
+    expect(JSON.parse(scrubber.scrubJsonLine(line))).toEqual({
+      token: '[REDACTED:secret-assignment]',
+      password: '[REDACTED:secret-assignment]',
+      secret: -1234567,
+      prompt_token: 123456,
+      config: { accessKey: 1.5e21 },
+    });
+  });
+
+  it('redacts the whole number that holds a configured secret made of digits', () => {
+    const withDigits = createScrubber({ secrets: ['12345678'] });
+    const line = `${JSON.stringify({ time: 1795612345678, pid: 12345678, msg: 'pin 12345678' })}\n`;
+    expect(JSON.parse(withDigits.scrubJsonLine(line))).toEqual({
+      time: '[REDACTED:configured-secret]',
+      pid: '[REDACTED:configured-secret]',
+      msg: 'pin [REDACTED:configured-secret]',
+    });
+  });
+
   it('redacts a PEM key logged with its newlines escaped, and a secret-named field', () => {
     const key = `-----BEGIN PRIVATE KEY-----\n${random.from(ALPHABET.base64, 64)}\n-----END PRIVATE KEY-----`;
     const line = `${JSON.stringify({ msg: `loaded ${key} ok`, config: { db_password: 'hunter2!' } })}\n`;

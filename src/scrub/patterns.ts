@@ -38,17 +38,6 @@ const SECRET_PATTERNS: readonly SecretPattern[] = [
   { rule: 'url-credentials', trigger: /:\/\//, pattern: /:\/\/[^\s:/?#@"'<>]*:([^\s/?#@"'<>]+)@/dg, group: 1 },
 ];
 
-/**
- * `key = value` where the key ends in a secret's name (`API_KEY`, `apiKey`, `client_secret`, `password`,
- * `GITHUB_TOKEN`, `x-api-key`, …; not `max_tokens` or `secretName`): the value is redacted. A quoted value
- * of 4 characters or more counts; an unquoted one counts from 6 characters when it holds a digit or a
- * symbol other than `.`, `_` and `$`, so code such as `apiKey = process.env.OPENAI_API_KEY` is kept.
- * Placeholders (`${…}`, `<…>`, `***`) and earlier markers are kept too.
- */
-const ASSIGNMENT =
-  /(?:api[_-]?key|secret|passw(?:or)?d|token|private[_-]?key|access[_-]?key)["']?\s*(?::=|=>|[:=])\s*(?!["']?(?:\[REDACTED|\[redacted|\$\{|<|\*\*\*))(?:"((?:[^"\\\n]|\\.){4,1000})"|'([^'\n]{4,1000})'|([^\s"'`,;&(){}[\]<>]{6,}))/dgi;
-const CODE_REFERENCE = /^[A-Za-z_.$]+$/;
-
 const ANY_TRIGGER = new RegExp(SECRET_PATTERNS.map(({ trigger }) => trigger.source).join('|'));
 
 /** The critical patterns' findings in `text`. */
@@ -61,19 +50,6 @@ export function findPatterns(text: string): Finding[] {
       const [start, end] = group === undefined ? [match.index, match.index + match[0].length] : (match.indices?.[group] ?? [0, 0]);
       if (end > start) findings.push({ start, end, rule, priority: FindingPriority.pattern });
     }
-  }
-  return findings;
-}
-
-/** The values of secret-named assignments in `text`. */
-export function findAssignments(text: string): Finding[] {
-  const findings: Finding[] = [];
-  for (const match of text.matchAll(ASSIGNMENT)) {
-    const group = match[1] !== undefined ? 1 : match[2] !== undefined ? 2 : 3;
-    const span = match.indices?.[group];
-    if (!span) continue;
-    if (group === 3 && CODE_REFERENCE.test(match[3] ?? '')) continue;
-    findings.push({ start: span[0], end: span[1], rule: 'secret-assignment', priority: FindingPriority.assignment });
   }
   return findings;
 }
