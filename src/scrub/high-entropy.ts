@@ -1,5 +1,6 @@
 import { FindingPriority } from './findings.ts';
 import type { Finding } from './findings.ts';
+import { looksLikeIdentifier } from './identifiers.ts';
 
 /**
  * The high-entropy rule. A token is a maximal run of the base64 and base64url alphabets
@@ -24,11 +25,6 @@ export const HIGH_ENTROPY_RULE = { name: 'high-entropy', minLength: 24, maxLengt
 const HEX = /^[0-9A-Fa-f_-]+$/;
 const INTEGRITY_DIGEST = /^sha(?:256|384|512)-/;
 const PROVIDER_OBJECT_ID = /^(?:call|toolu|srvtoolu|msg|req|resp|run|thread|asst|batch|file|chatcmpl)[_-][A-Za-z0-9]+$/;
-// Camel-case humps, acronyms (`HTTPServer` → HTTP, Server) and digit runs.
-const SEGMENT = /[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+/g;
-const VOWEL = /[aeiouyAEIOUY]/;
-const UPPER_ONLY = /^[A-Z]+$/;
-const DIGITS_ONLY = /^[0-9]+$/;
 
 /** Shannon entropy of `text` in bits per character, over its UTF-16 code units. */
 export function shannonEntropy(text: string): number {
@@ -59,26 +55,6 @@ export function hasMixedClasses(token: string): boolean {
     if (lower && upper && digit) return true;
   }
   return false;
-}
-
-/**
- * True when `token` is made of words: split into camel-case humps, acronyms and digit runs, at least 70%
- * of its characters lie in parts of three or more characters that are digits, all capitals or hold a
- * vowel, and the parts average three characters or more. `createOAuth2ClientForTenant42`,
- * `src/services/runtime/toolExecution2Helpers` and `ListObjectsV2CommandOutput` pass; random base62
- * splits into short vowelless parts (measured: 0.6% of random 24-character tokens pass, 0.1% at 32
- * characters, none in 50,000 at 64).
- */
-export function looksLikeIdentifier(token: string): boolean {
-  const parts = token.match(SEGMENT);
-  if (!parts) return false;
-  let total = 0;
-  let inWords = 0;
-  for (const part of parts) {
-    total += part.length;
-    if (part.length >= 3 && (DIGITS_ONLY.test(part) || UPPER_ONLY.test(part) || VOWEL.test(part))) inWords += part.length;
-  }
-  return inWords >= 0.7 * total && total >= 3 * parts.length;
 }
 
 /** True when `token` (one run of the token alphabet) passes the high-entropy rule. */

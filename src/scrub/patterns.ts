@@ -22,6 +22,10 @@ const END = String.raw`(?![A-Za-z0-9_])`;
 const SECRET_PATTERNS: readonly SecretPattern[] = [
   // Through its END line, or to the end of the text (or of the JSON string) when it was cut.
   { rule: 'private-key', trigger: /-----BEGIN/, pattern: /-----BEGIN[A-Z0-9 ]{0,40} PRIVATE KEY(?: BLOCK)?-----[^"]*?(?:-----END[A-Z0-9 ]{0,40} PRIVATE KEY(?: BLOCK)?-----|(?="|$))/g },
+  // A NATS .creds file's seed block (its END line has six dashes each side), and a bare NATS nkey seed:
+  // `S`, the key's type (user, account, operator, server, cluster, curve), 56 base32 characters.
+  { rule: 'nkey-seed', trigger: /-----BEGIN/, pattern: /-----BEGIN[A-Z0-9 ]{0,40} NKEY SEED-----[^"]*?(?:-----END[A-Z0-9 ]{0,40} NKEY SEED------?|(?="|$))/g },
+  { rule: 'nkey-seed', trigger: /S[UAONCX][A-Z2-7]{56}/, pattern: new RegExp(String.raw`${EDGE}S[UAONCX][A-Z2-7]{56}${END}`, 'g') },
   { rule: 'jwt', trigger: /eyJ/, pattern: new RegExp(String.raw`${EDGE}eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]*`, 'g') },
   { rule: 'github', trigger: /gh[pousr]_|github_pat_/, pattern: new RegExp(String.raw`${EDGE}(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})${END}`, 'g') },
   { rule: 'gitlab', trigger: /gl(?:pat|dt|rt|ptt|cbt|oas)-/, pattern: new RegExp(String.raw`${EDGE}gl(?:pat|dt|rt|ptt|cbt|oas)-[A-Za-z0-9_-]{20,}`, 'g') },
@@ -34,8 +38,24 @@ const SECRET_PATTERNS: readonly SecretPattern[] = [
   { rule: 'google-api-key', trigger: /AIza/, pattern: new RegExp(String.raw`${EDGE}AIza[0-9A-Za-z_-]{35}${END}`, 'g') },
   // The credential of an Authorization header; a plain word after "Bearer" or "Basic" is prose.
   { rule: 'authorization', trigger: /Bearer|BEARER|bearer|Basic|BASIC|basic/, pattern: /\b(?:Bearer|BEARER|bearer|Basic|BASIC|basic)\s+(?![A-Za-z][a-z]+\b)([A-Za-z0-9._~+/=-]{8,})/dg, group: 1 },
-  // The password of `scheme://user:password@host`.
-  { rule: 'url-credentials', trigger: /:\/\//, pattern: /:\/\/[^\s:/?#@"'<>]*:([^\s/?#@"'<>]+)@/dg, group: 1 },
+  // GitHub's scheme, `Authorization: token <credential>`; only after the header's name, as "token" is a common word.
+  {
+    rule: 'authorization',
+    trigger: /uthorization|UTHORIZATION/,
+    pattern: /\b(?:authorization|Authorization|AUTHORIZATION)["']?\s*[:=]\s*["']?(?:token|Token|TOKEN)\s+(?![A-Za-z][a-z]+\b)([A-Za-z0-9._~+/=-]{8,})/dg,
+    group: 1,
+  },
+  // The password of `scheme://user:password@host`, up to the last `@` of the authority, so a password
+  // written with a raw `@` or `#` in it (`postgres://admin:p@ss#word@db/x`) is hidden whole.
+  { rule: 'url-credentials', trigger: /:\/\//, pattern: /:\/\/[^\s:/?#@"'<>]*:([^\s/?"'<>]+)@/dg, group: 1 },
+  // The password glued to MySQL's and MariaDB's `-p` (`mysql -u root -pS3cr3t! shop`); a bare `-p` prompts for it.
+  // The command's arguments are not read past the next `mysql`, so a text of many costs one scan.
+  {
+    rule: 'password-flag',
+    trigger: /mysql|mariadb/,
+    pattern: /\b(?:mysql(?:dump|admin|import|check|show|slap)?|mariadb(?:-dump|-admin|-import|-check)?)\b(?:[^\n|;&m]|m(?!ysql|ariadb)){0,200}?\s-p([^\s"'`|;&<>]+)/dg,
+    group: 1,
+  },
 ];
 
 const ANY_TRIGGER = new RegExp(SECRET_PATTERNS.map(({ trigger }) => trigger.source).join('|'));

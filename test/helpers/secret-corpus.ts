@@ -27,6 +27,7 @@ export const ALPHABET = {
   base64: `${UPPER}${LOWER}${DIGITS}+/`,
   base64url: `${UPPER}${LOWER}${DIGITS}-_`,
   hex: '0123456789abcdef',
+  base32: 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567',
   lowerDigits: LOWER + DIGITS,
 } as const;
 
@@ -61,6 +62,8 @@ export function secretSamples(seed = 20240611): SecretSample[] {
   const jwt = `${base64url({ alg: 'HS256', typ: 'JWT' })}.${base64url({ sub: '1234567890', name: 'Ada', iat: 1716239022 })}.${jwtSignature}`;
   const sendgrid = `SG.${from(ALPHABET.base64url, 22)}.${from(ALPHABET.base64url, 43)}`;
   const basic = base64(`deploy-bot:${from(ALPHABET.base62, 18)}`);
+  const natsSeed = `SU${from(ALPHABET.base32, 56)}`;
+  const urlPassword = [from(LOWER, 4), '@', from(LOWER, 4), '#', from(LOWER, 5)];
   return [
     sample('AWS access key id', `AKIA${from(ALPHABET.upperDigits, 16)}`, (key) => `aws_access_key_id = ${key}`),
     sample('AWS temporary access key id', `ASIA${from(ALPHABET.upperDigits, 16)}`, (key) => `export AWS_ACCESS_KEY_ID=${key}`),
@@ -117,6 +120,30 @@ export function secretSamples(seed = 20240611): SecretSample[] {
     sample('Password in a .env file', `${from(ALPHABET.base62, 10)}#${from(DIGITS, 3)}`, (password) => `DB_PASSWORD=${password}`),
     sample('Client secret in JSON', from(ALPHABET.base64url, 40), (secret) => `{"client_id": "acme-web", "client_secret": "${secret}"}`),
     sample('Unlabelled random credential', from(ALPHABET.base62, 40), (value) => `session cookie: ${value}`),
+    sample('NATS user nkey seed', `SU${from(ALPHABET.base32, 56)}`, (seed) => `# the bot's seed\nseed: ${seed}`),
+    sample('NATS account nkey seed', `SA${from(ALPHABET.base32, 56)}`, (seed) => `nsc import account --seed ${seed}`),
+    {
+      name: 'NATS .creds file',
+      text: `-----BEGIN NATS USER JWT-----\n${jwt}\n------END NATS USER JWT------\n\n************************* IMPORTANT *************************\nNKEY Seed printed below can be used to sign and prove identity.\n\n-----BEGIN USER NKEY SEED-----\n${natsSeed}\n------END USER NKEY SEED------\n`,
+      secrets: [natsSeed, jwtSignature],
+    },
+    sample('Rails SECRET_KEY_BASE', from(ALPHABET.hex, 128), (key) => `SECRET_KEY_BASE=${key}`),
+    sample('Django SECRET_KEY', `django-insecure-${from(`${ALPHABET.lowerDigits}!@#$%^&*(-_=+)`, 50)}`, (key) => `SECRET_KEY = '${key}'`),
+    sample('secretKey in YAML, unquoted hex', from(ALPHABET.hex, 40), (key) => `minio:\n  secretKey: ${key}`),
+    sample('secret_key in a Python settings file', from(ALPHABET.hex, 48), (key) => `secret_key = "${key}"`),
+    sample('Letters-only password in YAML', from(LOWER, 12), (password) => `database:\n  user: app\n  password: ${password}`),
+    sample('PGPASSWORD of letters', from(LOWER, 11), (password) => `PGPASSWORD=${password} psql -h db -U app`),
+    sample('Letters-only client secret', from(LOWER, 30), (secret) => `client_secret=${secret}`),
+    sample('ADO.NET connection string password', from(UPPER + LOWER, 14), (password) => `Server=tcp:acme.database.windows.net,1433;Database=app;User ID=app;Password=${password};Encrypt=True;`),
+    sample('--password flag of letters', from(LOWER, 12), (password) => `mysql -u root --password=${password} shop`),
+    sample('mysql -p with the password glued', `${from(ALPHABET.base62, 8)}!${from(DIGITS, 2)}`, (password) => `mysql -u root -p${password} shop`),
+    sample('AWS STS session token of 1,100 characters (JSON)', `IQoJb3JpZ2luX2VjE${from(ALPHABET.base64, 1100)}`, (token) => `{"Credentials": {"SessionToken": "${token}", "Expiration": "2024-06-11T11:42:07Z"}}`),
+    {
+      name: 'URL password with a raw @ and #',
+      text: `DATABASE_URL=postgres://admin:${urlPassword.join('')}@db:5432/x`,
+      secrets: [urlPassword[0]!, urlPassword[2]!, urlPassword[4]!],
+    },
+    sample('GitHub token authorization scheme', from(ALPHABET.hex, 40), (token) => `curl -H "Authorization: token ${token}" https://api.github.com/user`),
   ];
 }
 
@@ -171,6 +198,15 @@ export function lookAlikes(seed = 20240612): string[] {
     'password: ${DB_PASSWORD}',
     'apiKey: "<your-api-key>"',
     'Content-Type: application/json; charset=utf-8',
+    'password = hashlib.sha256(pw).hexdigest()',
+    'secret = base64.b64decode(raw)',
+    'password = request.form.get("password")',
+    'interface Login {\n  readonly token: string;\n  password: unknown;\n}',
+    'const token = sessionToken ?? next_token; connect({ password: raw_pw_hash }, token: CancellationToken)',
+    'volumes:\n  - name: tls\n    secret:\n      secretName: agentbus-tls',
+    '{"usage":{"prompt_token": 123456, "completion_tokens": 77}}',
+    'mysql -u root -p shop < dump.sql',
+    'nkey: UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4',
     '{"maxSteps":8,"model":"openai:gpt-5.4-mini","temperature":0.2}',
     'SGVsbG8= is base64 for Hello',
     'color: #1f2937; background: linear-gradient(90deg, #fef3c7 0%, #fde68a 100%);',
