@@ -154,6 +154,100 @@ describe('the high-entropy rule', () => {
     expect(isHighEntropySecret('handleOAuth2CallbackForTenant')).toBe(false);
     expect(isHighEntropySecret('aB3aB3aB3aB3aB3aB3aB3aB3aB3aB3')).toBe(false);
   });
+
+  it('keeps Stripe object ids but not Stripe keys nor a payment intent client secret', () => {
+    for (const prefix of ['pi', 'ch', 'evt', 'cus']) expect(isHighEntropySecret(`${prefix}_3Mt${random.from(ALPHABET.base62, 21)}`)).toBe(false);
+    expect(isHighEntropySecret(`pi_3Mt${random.from(ALPHABET.base62, 21)}_secret_${random.from(ALPHABET.base62, 25)}`)).toBe(true);
+    expect(isHighEntropySecret(`sk_live_3Mt${random.from(ALPHABET.base62, 24)}`)).toBe(true);
+    expect(isHighEntropySecret(`rk_live_3Mt${random.from(ALPHABET.base62, 24)}`)).toBe(true);
+  });
+
+  it('keeps an SSH public key blob of any key type, but not a private key of the same alphabet', () => {
+    const blob = (type: string) => Buffer.concat([Buffer.from([0, 0, 0, type.length]), Buffer.from(type), Buffer.from(random.from(ALPHABET.base62, 40))]).toString('base64');
+    for (const type of ['ssh-ed25519', 'ssh-rsa', 'ecdsa-sha2-nistp384', 'sk-ecdsa-sha2-nistp256@openssh.com', 'ssh-ed25519-cert-v01@openssh.com']) {
+      expect(isHighEntropySecret(blob(type))).toBe(false);
+    }
+    expect(isHighEntropySecret(Buffer.from(`openssh-key-v1\0${random.from(ALPHABET.base62, 40)}`).toString('base64'))).toBe(true);
+    expect(isHighEntropySecret(`AAAA${random.from(ALPHABET.base64, 40)}`)).toBe(true);
+  });
+
+  it('keeps hyphen-joined ids of short parts, and still flags base64url secrets with hyphens in them', () => {
+    expect(isHighEntropySecret('agentbus-runtime-7d9f8b6c5-x2k4m-1234-Ab3dEf')).toBe(false);
+    expect(isHighEntropySecret('agentbus-authentication-gateway-7d9f8b6c5-x2k4m-1-Zq9XwB')).toBe(false);
+    expect(isHighEntropySecret(`${random.from(ALPHABET.base62, 14)}-${random.from(ALPHABET.base62, 14)}-${random.from(ALPHABET.base62, 14)}`)).toBe(true);
+    expect(isHighEntropySecret(`aB3${random.from(ALPHABET.base62, 6)}-Xy7${random.from(ALPHABET.base62, 6)}-Qw2${random.from(ALPHABET.base62, 6)}`)).toBe(true);
+    let flagged = 0;
+    for (let index = 0; index < 2000; index++) if (isHighEntropySecret(random.from(ALPHABET.base64url, 43))) flagged++;
+    expect(flagged).toBeGreaterThanOrEqual(1995);
+  });
+});
+
+describe('the high-entropy rule on paths', () => {
+  const random = createRandom(13);
+
+  it('scores the segments of a path alone, so a random one costs that segment only', () => {
+    const segment = random.from(ALPHABET.base62, 30);
+    expect(scrubber.scrubSync(`ls /var/cache/agentbus/${segment}/index`)).toBe('ls /var/cache/agentbus/[REDACTED:high-entropy]/index');
+    expect(scrubber.scrubSync(`./build/${segment}`)).toBe('./build/[REDACTED:high-entropy]');
+    expect(scrubber.scrubSync(`~/.cache/${segment}/blob`)).toBe('~/.cache/[REDACTED:high-entropy]/blob');
+  });
+
+  it('keeps a random segment that names a file, or sits between slashes of a URL, and scores the URL\'s last one', () => {
+    const segment = random.from(ALPHABET.base62, 30);
+    for (const text of [`/srv/www/assets/app-${segment}.js`, `https://cdn.example.com/v1/${segment}/logo.svg`, `s3://bucket/exports/${segment}/part-0.json.gz`]) {
+      expect(scrubber.scrubSync(text)).toBe(text);
+    }
+    expect(scrubber.scrubSync(`https://hooks.example.com/services/${segment}`)).toBe('https://hooks.example.com/services/[REDACTED:high-entropy]');
+    expect(scrubber.scrubSync(`https://example.com/login?next=/account/keys/${segment}/edit`)).toBe('https://example.com/login?next=/account/keys/[REDACTED:high-entropy]/edit');
+  });
+
+  it('does not read random base64 as a path, however its slashes fall', () => {
+    let leaked = 0;
+    for (let index = 0; index < 5000; index++) {
+      const secret = index % 2 === 0 ? random.from(ALPHABET.base64, 40) : `/${random.from(ALPHABET.base64, 39)}`;
+      if (!isHighEntropySecret(secret)) continue;
+      if (scrubber.scrubSync(`key ${secret} end`) === `key ${secret} end`) leaked++;
+    }
+    expect(leaked).toBe(0);
+  });
+});
+
+describe('the high-entropy rule on public material', () => {
+  const random = createRandom(14);
+
+  it('keeps the bodies of certificates and public keys, in a JSON log line too, but not a private key beside them', () => {
+    const line = (label: string) => `-----BEGIN ${label}-----\n${Array.from({ length: 4 }, () => random.from(ALPHABET.base64, 64)).join('\n')}\n-----END ${label}-----`;
+    const certificate = line('CERTIFICATE');
+    const publicKey = line('PUBLIC KEY');
+    expect(scrubber.scrubSync(`${certificate}\n${publicKey}`)).toBe(`${certificate}\n${publicKey}`);
+    const logLine = `${JSON.stringify({ msg: 'loaded', ca: certificate })}\n`;
+    expect(scrubber.scrubJsonLine(logLine)).toBe(logLine);
+    const unlabelled = random.from(ALPHABET.base62, 40);
+    expect(scrubber.scrubSync(`${certificate}\n${unlabelled}`)).toBe(`${certificate}\n[REDACTED:high-entropy]`);
+  });
+
+  it('scores a certificate block whose body holds anything but base64', () => {
+    const secret = random.from(ALPHABET.base62, 40);
+    const text = `-----BEGIN CERTIFICATE-----\ntoken: ${secret}\n-----END CERTIFICATE-----`;
+    expect(scrubber.scrubSync(text)).not.toContain(secret);
+  });
+});
+
+describe('the runtime\'s node ids', () => {
+  // Kubernetes' alphabet for ReplicaSet hashes and pod suffixes.
+  const KUBERNETES = 'bcdfghjklmnpqrstvwxz2456789';
+
+  it('are kept in log lines when built on Deployment pod names, a few hundred of them', () => {
+    const random = createRandom(15);
+    const deployments = ['agentbus-runtime', 'agentbus-notification-dispatcher', 'rt', 'acme-prod-agent-runtime-v2'];
+    for (let index = 0; index < 400; index++) {
+      const deployment = deployments[index % deployments.length]!;
+      const host = `${deployment}-${random.from(KUBERNETES, 10)}-${random.from(KUBERNETES, 5)}`.slice(0, 32);
+      const nodeId = `${host}-${1 + Math.floor(random.next() * 4_000_000)}-${random.from(ALPHABET.base62, 6)}`;
+      const line = `${JSON.stringify({ level: 30, nodeId, msg: `lease renewed by ${nodeId}` })}\n`;
+      expect(scrubber.scrubJsonLine(line)).toBe(line);
+    }
+  });
 });
 
 describe('the fast pass over a JSON log line', () => {

@@ -44,6 +44,13 @@ function pem(random: ReturnType<typeof createRandom>, label: string, lines: numb
   return { block: `-----BEGIN ${label}-----\n${body}\n-----END ${label}-----`, body };
 }
 
+/** An SSH public key blob (wire format, base64) of `type` with random key material of `bytes` bytes. */
+function sshPublicKey(random: ReturnType<typeof createRandom>, type: string, bytes: number): string {
+  const field = (data: Buffer) => Buffer.concat([Buffer.from([0, 0, 0, 0].map((_, index) => (data.length >>> (8 * (3 - index))) & 0xff)), data]);
+  const material = Buffer.from(Array.from({ length: bytes }, () => Math.floor(random.next() * 256)));
+  return Buffer.concat([field(Buffer.from(type)), field(material)]).toString('base64');
+}
+
 const base64 = (text: string) => Buffer.from(text).toString('base64');
 const base64url = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64url');
 
@@ -144,6 +151,11 @@ export function secretSamples(seed = 20240611): SecretSample[] {
       secrets: [urlPassword[0]!, urlPassword[2]!, urlPassword[4]!],
     },
     sample('GitHub token authorization scheme', from(ALPHABET.hex, 40), (token) => `curl -H "Authorization: token ${token}" https://api.github.com/user`),
+    sample('Discord webhook URL', from(ALPHABET.base64url, 68), (secret) => `WEBHOOK=https://discord.com/api/webhooks/${from(DIGITS, 18)}/${secret}`),
+    sample('Password reset link', from(ALPHABET.base62, 32), (secret) => `reset your password at https://app.example.com/account/reset/${secret}?utm_source=mail`),
+    sample('Random credential in a path', from(ALPHABET.base62, 30), (secret) => `cat /run/secrets/${secret}`),
+    sample('Base64 secret that starts with a slash', `/${from(ALPHABET.base64, 39)}`, (secret) => `{"SecretAccessKey": "${secret}"}`),
+    sample('Base64url secret with hyphens', `${from(ALPHABET.base64url, 14)}-${from(ALPHABET.base64url, 14)}-${from(ALPHABET.base64url, 14)}`, (secret) => `refresh ${secret}`),
   ];
 }
 
@@ -207,6 +219,22 @@ export function lookAlikes(seed = 20240612): string[] {
     '{"usage":{"prompt_token": 123456, "completion_tokens": 77}}',
     'mysql -u root -p shop < dump.sql',
     'nkey: UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4',
+    `<script src="/_next/static/chunks/pages/_app-${from(ALPHABET.base62, 20)}.js"></script>`,
+    `https://docs.google.com/document/d/${from(ALPHABET.base62, 44)}/edit`,
+    `gs://acme-agentbus/exports/2024/06/11/session-${from(ALPHABET.base62, 24)}.jsonl`,
+    `url(https://fonts.gstatic.com/s/inter/v13/${from(ALPHABET.base64url, 60)}.woff2)`,
+    `"integrity": "sha1-${from(ALPHABET.base64, 27)}="`,
+    `github.com/nats-io/nats.go v1.37.0 h1:${from(ALPHABET.base64, 43)}=\ngithub.com/nats-io/nats.go v1.37.0/go.mod h1:${from(ALPHABET.base64, 43)}=`,
+    `ssh-ed25519 ${sshPublicKey(random, 'ssh-ed25519', 32)} ada@laptop`,
+    `ssh-rsa ${sshPublicKey(random, 'ssh-rsa', 270)} deploy@ci`,
+    `github.com,140.82.112.3 ecdsa-sha2-nistp256 ${sshPublicKey(random, 'ecdsa-sha2-nistp256', 80)}`,
+    `cert-authority sk-ssh-ed25519@openssh.com ${sshPublicKey(random, 'sk-ssh-ed25519@openssh.com', 48)}`,
+    `$ cat ca.pem\n${pem(random, 'CERTIFICATE', 20).block}\n`,
+    pem(random, 'PUBLIC KEY', 6).block,
+    `{"id": "pi_${from(ALPHABET.base62, 24)}", "latest_charge": "ch_${from(ALPHABET.base62, 24)}", "customer": "cus_${from(ALPHABET.base62, 24)}"}`,
+    `stripe trigger: evt_${from(ALPHABET.base62, 24)}`,
+    'agentbus-runtime-7d9f8b6c5-x2k4m-1234-Ab3dEf lease renewed',
+    `.agentbus/sessions/${from(ALPHABET.base62, 22)}/snapshot.json and tenant/acme/session/${from(ALPHABET.base62, 22)}`,
     '{"maxSteps":8,"model":"openai:gpt-5.4-mini","temperature":0.2}',
     'SGVsbG8= is base64 for Hello',
     'color: #1f2937; background: linear-gradient(90deg, #fef3c7 0%, #fde68a 100%);',
