@@ -35,16 +35,21 @@ const MAX_PATH_LENGTH = 4096;
 /** Shannon entropy of `text` in bits per character, over its UTF-16 code units. */
 export function shannonEntropy(text: string): number {
   if (text.length === 0) return 0;
-  const counts = new Map<number, number>();
+  // Tokens are ASCII: counting in an array is several times faster than in a Map.
+  const ascii = new Uint32Array(128);
+  let others: Map<number, number> | undefined;
   for (let index = 0; index < text.length; index++) {
     const code = text.charCodeAt(index);
-    counts.set(code, (counts.get(code) ?? 0) + 1);
+    if (code < 128) ascii[code]!++;
+    else (others ??= new Map()).set(code, (others.get(code) ?? 0) + 1);
   }
   let bits = 0;
-  for (const count of counts.values()) {
+  const add = (count: number) => {
     const share = count / text.length;
     bits -= share * Math.log2(share);
-  }
+  };
+  for (const count of ascii) if (count > 0) add(count);
+  if (others) for (const count of others.values()) add(count);
   return bits;
 }
 

@@ -19,12 +19,15 @@ const EDGE = String.raw`(?<![A-Za-z0-9_])`;
 // Right edge of a fixed-length token.
 const END = String.raw`(?![A-Za-z0-9_])`;
 
+// Shared by the patterns of PEM-like blocks, which sit together so that it is tested once per text.
+const PEM_BEGIN = /-----BEGIN/;
+
 const SECRET_PATTERNS: readonly SecretPattern[] = [
   // Through its END line, or to the end of the text (or of the JSON string) when it was cut.
-  { rule: 'private-key', trigger: /-----BEGIN/, pattern: /-----BEGIN[A-Z0-9 ]{0,40} PRIVATE KEY(?: BLOCK)?-----[^"]*?(?:-----END[A-Z0-9 ]{0,40} PRIVATE KEY(?: BLOCK)?-----|(?="|$))/g },
+  { rule: 'private-key', trigger: PEM_BEGIN, pattern: /-----BEGIN[A-Z0-9 ]{0,40} PRIVATE KEY(?: BLOCK)?-----[^"]*?(?:-----END[A-Z0-9 ]{0,40} PRIVATE KEY(?: BLOCK)?-----|(?="|$))/g },
   // A NATS .creds file's seed block (its END line has six dashes each side), and a bare NATS nkey seed:
   // `S`, the key's type (user, account, operator, server, cluster, curve), 56 base32 characters.
-  { rule: 'nkey-seed', trigger: /-----BEGIN/, pattern: /-----BEGIN[A-Z0-9 ]{0,40} NKEY SEED-----[^"]*?(?:-----END[A-Z0-9 ]{0,40} NKEY SEED------?|(?="|$))/g },
+  { rule: 'nkey-seed', trigger: PEM_BEGIN, pattern: /-----BEGIN[A-Z0-9 ]{0,40} NKEY SEED-----[^"]*?(?:-----END[A-Z0-9 ]{0,40} NKEY SEED------?|(?="|$))/g },
   { rule: 'nkey-seed', trigger: /S[UAONCX][A-Z2-7]{56}/, pattern: new RegExp(String.raw`${EDGE}S[UAONCX][A-Z2-7]{56}${END}`, 'g') },
   { rule: 'jwt', trigger: /eyJ/, pattern: new RegExp(String.raw`${EDGE}eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]*`, 'g') },
   { rule: 'github', trigger: /gh[pousr]_|github_pat_/, pattern: new RegExp(String.raw`${EDGE}(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})${END}`, 'g') },
@@ -64,8 +67,14 @@ const ANY_TRIGGER = new RegExp(SECRET_PATTERNS.map(({ trigger }) => trigger.sour
 export function findPatterns(text: string): Finding[] {
   const findings: Finding[] = [];
   if (!ANY_TRIGGER.test(text)) return findings;
+  let lastTrigger: RegExp | undefined;
+  let present = false;
   for (const { rule, trigger, pattern, group } of SECRET_PATTERNS) {
-    if (!trigger.test(text)) continue;
+    if (trigger !== lastTrigger) {
+      lastTrigger = trigger;
+      present = trigger.test(text);
+    }
+    if (!present) continue;
     for (const match of text.matchAll(pattern)) {
       const [start, end] = group === undefined ? [match.index, match.index + match[0].length] : (match.indices?.[group] ?? [0, 0]);
       if (end > start) findings.push({ start, end, rule, priority: FindingPriority.pattern });
