@@ -70,6 +70,13 @@ describe('the scrubber on a corpus of real secret formats', () => {
     expect(await scrubber.scrub(`shopify ${token}`)).toBe('shopify [REDACTED:shopify]');
   });
 
+  it('keeps the key and the quotes of an assignment secretlint reports whole, so a JSON file stays JSON', async () => {
+    const key = createRandom(10).from(ALPHABET.base64, 40);
+    const json = JSON.stringify({ Credentials: { AccessKeyId: 'x', SecretAccessKey: key } });
+    expect(JSON.parse(await scrubber.scrub(json))).toEqual({ Credentials: { AccessKeyId: 'x', SecretAccessKey: '[REDACTED:aws]' } });
+    expect(await scrubber.scrub(`aws_secret_access_key = ${key}\n`)).toBe('aws_secret_access_key = [REDACTED:aws]\n');
+  });
+
   it('does not let a secretlint-disable comment in the text switch scrubbing off', async () => {
     const token = `shpat_${createRandom(9).from(ALPHABET.hex, 32)}`;
     const text = `// secretlint-disable\nshopify ${token}\n`;
