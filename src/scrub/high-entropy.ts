@@ -131,8 +131,10 @@ export function findHighEntropy(text: string): Finding[] {
     while (block < publicBlocks.length && publicBlocks[block]![1] <= start) block++;
     if (block < publicBlocks.length && publicBlocks[block]![0] <= start) continue;
     const token = text.slice(start, index);
-    if (index - start <= MAX_PATH_LENGTH && token.includes('/') && hasMixedClasses(token) && readsAsPath(token)) findInPath(text, start, index, findings);
-    else if (index - start <= maxLength && isHighEntropySecret(token) && !followsDigestLabel(text, start)) {
+    const path = index - start <= MAX_PATH_LENGTH && token.includes('/') && hasMixedClasses(token);
+    if (path && readsAsPath(token, () => isInUrlPath(text, start))) {
+      findInPath(text, start, index, findings);
+    } else if (index - start <= maxLength && isHighEntropySecret(token) && !followsDigestLabel(text, start)) {
       findings.push({ start, end: index, rule: HIGH_ENTROPY_RULE.name, priority: FindingPriority.highEntropy });
     }
   }

@@ -2,9 +2,12 @@ import type { Finding } from './findings.ts';
 
 const QUOTE = 0x22;
 
-/** True for the characters that end a bare JSON scalar (a number, `true`, `false`, `null`): structure and whitespace. */
+// The characters that end a bare JSON scalar (a number, `true`, `false`, `null`): structure and whitespace.
+const SCALAR_ENDS = new Set([...'",:[]{} \t\n\r'].map((character) => character.charCodeAt(0)));
+
+/** True when the character `code` ends a bare JSON scalar. */
 function endsScalar(code: number): boolean {
-  return code === QUOTE || code === 0x2c || code === 0x3a || code === 0x5b || code === 0x5d || code === 0x7b || code === 0x7d || code === 0x20 || code === 0x09 || code === 0x0a || code === 0x0d;
+  return SCALAR_ENDS.has(code);
 }
 
 /** How many of the sorted `positions` lie before `index`. */

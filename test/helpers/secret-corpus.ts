@@ -221,6 +221,8 @@ export function lookAlikes(seed = 20240612): string[] {
     'nkey: UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4',
     `<script src="/_next/static/chunks/pages/_app-${from(ALPHABET.base62, 20)}.js"></script>`,
     `https://docs.google.com/document/d/${from(ALPHABET.base62, 44)}/edit`,
+    `import "/node_modules/.vite/deps/chunk-${from(ALPHABET.upperDigits, 8)}.js?v=${from(ALPHABET.hex, 8)}";`,
+    `arn:aws:cloudformation:eu-west-1:123456789012:stack/AgentbusStack/${uuid()}`,
     `gs://acme-agentbus/exports/2024/06/11/session-${from(ALPHABET.base62, 24)}.jsonl`,
     `url(https://fonts.gstatic.com/s/inter/v13/${from(ALPHABET.base64url, 60)}.woff2)`,
     `"integrity": "sha1-${from(ALPHABET.base64, 27)}="`,
