@@ -44,13 +44,23 @@ describe('a log line', () => {
     });
   });
 
+  it('stays valid JSON when a secret-named field holds a number, and keeps token counts', () => {
+    const { logger, lines } = rawLogger();
+    logger.info({ token: 1234567890 }, 'numeric token');
+    logger.info({ password: 12345678, secret: -1234567, prompt_token: 123456, config: { accessKey: 1.5e21 } }, 'numbers');
+    const [first, second] = lines.map((line) => JSON.parse(line) as Record<string, unknown>);
+    expect(first).toMatchObject({ token: '[REDACTED:secret-assignment]', msg: 'numeric token' });
+    expect(second).toMatchObject({ password: '[REDACTED:secret-assignment]', secret: -1234567, prompt_token: 123456, config: { accessKey: 1.5e21 } });
+  });
+
   it('keeps ordinary lines byte for byte', () => {
     const { logger, lines } = rawLogger();
     const sessionId = random.from(ALPHABET.base62, 22);
-    logger.info({ tenant: 'acme', sessionId, commit: random.from(ALPHABET.hex, 40), path: '/srv/agentbus/services/runtime/toolExecution2Helpers.ts' }, 'turn ended');
+    const node = logger.child({ nodeId: 'agentbus-runtime-7d9f8b6c5-x2k4m-1234-Ab3dEf' });
+    node.info({ tenant: 'acme', sessionId, commit: random.from(ALPHABET.hex, 40), path: '/srv/agentbus/services/runtime/toolExecution2Helpers.ts' }, 'turn ended');
     const parsed = JSON.parse(lines[0]!) as Record<string, unknown>;
     expect(lines[0]).toBe(`${JSON.stringify(parsed)}\n`);
-    expect(parsed).toMatchObject({ sessionId, msg: 'turn ended' });
+    expect(parsed).toMatchObject({ sessionId, nodeId: 'agentbus-runtime-7d9f8b6c5-x2k4m-1234-Ab3dEf', msg: 'turn ended' });
     expect(lines[0]).not.toContain('REDACTED');
   });
 });

@@ -20,6 +20,36 @@ describe('the scrubber on a corpus of real secret formats', () => {
     expect(scrubbed).toMatch(/\[REDACTED:[a-z0-9-]+\]/);
   });
 
+  // The formats the fast pass has rules for, so that a log line loses them too.
+  const fastFormats = new Set([
+    'NATS user nkey seed',
+    'NATS account nkey seed',
+    'NATS .creds file',
+    'Rails SECRET_KEY_BASE',
+    'Django SECRET_KEY',
+    'secretKey in YAML, unquoted hex',
+    'Letters-only password in YAML',
+    'PGPASSWORD of letters',
+    'Letters-only client secret',
+    'ADO.NET connection string password',
+    '--password flag of letters',
+    'mysql -p with the password glued',
+    'AWS STS session token of 1,100 characters (JSON)',
+    'URL password with a raw @ and #',
+    'GitHub token authorization scheme',
+  ]);
+  it.each(samples.filter((sample) => fastFormats.has(sample.name)).map((sample) => [sample.name, sample] as const))(
+    'redacts a %s in the fast pass alone, in a log line too',
+    (_name, sample) => {
+      const scrubbed = scrubber.scrubSync(sample.text);
+      const line = scrubber.scrubJsonLine(`${JSON.stringify({ msg: sample.text })}\n`);
+      for (const secret of sample.secrets) {
+        expect(scrubbed).not.toContain(secret);
+        expect(line).not.toContain(JSON.stringify(secret).slice(1, -1));
+      }
+    },
+  );
+
   it.each(keep)('keeps %j verbatim', async (text) => {
     expect(await scrubber.scrub(text)).toBe(text);
   });
@@ -40,6 +70,13 @@ describe('the scrubber on a corpus of real secret formats', () => {
     expect(await scrubber.scrub(`shopify ${token}`)).toBe('shopify [REDACTED:shopify]');
   });
 
+  it('keeps the key and the quotes of an assignment secretlint reports whole, so a JSON file stays JSON', async () => {
+    const key = createRandom(10).from(ALPHABET.base64, 40);
+    const json = JSON.stringify({ Credentials: { AccessKeyId: 'x', SecretAccessKey: key } });
+    expect(JSON.parse(await scrubber.scrub(json))).toEqual({ Credentials: { AccessKeyId: 'x', SecretAccessKey: '[REDACTED:aws]' } });
+    expect(await scrubber.scrub(`aws_secret_access_key = ${key}\n`)).toBe('aws_secret_access_key = [REDACTED:aws]\n');
+  });
+
   it('does not let a secretlint-disable comment in the text switch scrubbing off', async () => {
     const token = `shpat_${createRandom(9).from(ALPHABET.hex, 32)}`;
     const text = `// secretlint-disable\nshopify ${token}\n`;
@@ -55,6 +92,37 @@ describe('the scrubber on a corpus of real secret formats', () => {
   it('takes the secrets of a process from the variables whose names say so', () => {
     const env = { OPENAI_API_KEY: 'sk-env-key-123456', NATS_PASSWORD: 'hunter22', NATS_KEY: '/etc/nats/key.pem', GITHUB_TOKEN: 'ghp_x', HOME: '/root' };
     expect(secretsFromEnv(env).sort()).toEqual(['hunter22', 'sk-env-key-123456']);
+  });
+});
+
+describe('the scrubber on adversarial input', () => {
+  const size = 1 << 20;
+  const fill = (unit: string) => unit.repeat(Math.ceil(size / unit.length)).slice(0, size);
+  const inputs: Record<string, string> = {
+    'an unclosed quoted value': `password:"${fill('x')}`,
+    'quoted values of both kinds interleaved': fill(`token:'a token:"b `),
+    'secret-named keys with nothing after them': fill('secret:\n'),
+    'spaces after a secret-named key': `password${' '.repeat(size)}x`,
+    'a URL whose password is all at signs': `postgres://a:${fill('@')}`,
+    'URL credentials back to back': `postgres://${fill('a:b@')}`,
+    'mysql commands with no -p': fill('mysql '),
+    'authorization headers with no credential': fill('Authorization: token '),
+    'seed blocks with no end': fill('-----BEGIN USER NKEY SEED-----'),
+    'certificate blocks with no end': fill('-----BEGIN CERTIFICATE-----\nAAAA'),
+    'base32 with seed prefixes': fill('SUABCDEFGHIJKLMNOPQRSTUVWXYZ234567'),
+    'one path of many random segments': fill('/aB3xY9qLmN2pQ7rT4vWz'),
+    'one id of many short random parts': fill('-aB3xY9'),
+    'dashes before a BEGIN': `${fill('-')}-----BEGIN X`,
+  };
+
+  it.each(Object.entries(inputs))('scrubs 1 MiB of %s in linear time', async (_name, text) => {
+    const line = `${JSON.stringify({ msg: text })}\n`;
+    const started = performance.now();
+    scrubber.scrubSync(text);
+    scrubber.scrubJsonLine(line);
+    await scrubber.scrub(text);
+    // Measured at 20–200 ms on 2 shared cores; a quadratic pattern would take minutes.
+    expect(performance.now() - started).toBeLessThan(3000);
   });
 });
 
@@ -92,6 +160,100 @@ describe('the high-entropy rule', () => {
     expect(isHighEntropySecret(`sha512-${random.from(ALPHABET.base64, 86)}==`)).toBe(false);
     expect(isHighEntropySecret('handleOAuth2CallbackForTenant')).toBe(false);
     expect(isHighEntropySecret('aB3aB3aB3aB3aB3aB3aB3aB3aB3aB3')).toBe(false);
+  });
+
+  it('keeps Stripe object ids but not Stripe keys nor a payment intent client secret', () => {
+    for (const prefix of ['pi', 'ch', 'evt', 'cus']) expect(isHighEntropySecret(`${prefix}_3Mt${random.from(ALPHABET.base62, 21)}`)).toBe(false);
+    expect(isHighEntropySecret(`pi_3Mt${random.from(ALPHABET.base62, 21)}_secret_${random.from(ALPHABET.base62, 25)}`)).toBe(true);
+    expect(isHighEntropySecret(`sk_live_3Mt${random.from(ALPHABET.base62, 24)}`)).toBe(true);
+    expect(isHighEntropySecret(`rk_live_3Mt${random.from(ALPHABET.base62, 24)}`)).toBe(true);
+  });
+
+  it('keeps an SSH public key blob of any key type, but not a private key of the same alphabet', () => {
+    const blob = (type: string) => Buffer.concat([Buffer.from([0, 0, 0, type.length]), Buffer.from(type), Buffer.from(random.from(ALPHABET.base62, 40))]).toString('base64');
+    for (const type of ['ssh-ed25519', 'ssh-rsa', 'ecdsa-sha2-nistp384', 'sk-ecdsa-sha2-nistp256@openssh.com', 'ssh-ed25519-cert-v01@openssh.com']) {
+      expect(isHighEntropySecret(blob(type))).toBe(false);
+    }
+    expect(isHighEntropySecret(Buffer.from(`openssh-key-v1\0${random.from(ALPHABET.base62, 40)}`).toString('base64'))).toBe(true);
+    expect(isHighEntropySecret(`AAAA${random.from(ALPHABET.base64, 40)}`)).toBe(true);
+  });
+
+  it('keeps hyphen-joined ids of short parts, and still flags base64url secrets with hyphens in them', () => {
+    expect(isHighEntropySecret('agentbus-runtime-7d9f8b6c5-x2k4m-1234-Ab3dEf')).toBe(false);
+    expect(isHighEntropySecret('agentbus-authentication-gateway-7d9f8b6c5-x2k4m-1-Zq9XwB')).toBe(false);
+    expect(isHighEntropySecret(`${random.from(ALPHABET.base62, 14)}-${random.from(ALPHABET.base62, 14)}-${random.from(ALPHABET.base62, 14)}`)).toBe(true);
+    expect(isHighEntropySecret(`aB3${random.from(ALPHABET.base62, 6)}-Xy7${random.from(ALPHABET.base62, 6)}-Qw2${random.from(ALPHABET.base62, 6)}`)).toBe(true);
+    let flagged = 0;
+    for (let index = 0; index < 2000; index++) if (isHighEntropySecret(random.from(ALPHABET.base64url, 43))) flagged++;
+    expect(flagged).toBeGreaterThanOrEqual(1995);
+  });
+});
+
+describe('the high-entropy rule on paths', () => {
+  const random = createRandom(13);
+
+  it('scores the segments of a path alone, so a random one costs that segment only', () => {
+    const segment = random.from(ALPHABET.base62, 30);
+    expect(scrubber.scrubSync(`ls /var/cache/agentbus/${segment}/index`)).toBe('ls /var/cache/agentbus/[REDACTED:high-entropy]/index');
+    expect(scrubber.scrubSync(`./build/${segment}`)).toBe('./build/[REDACTED:high-entropy]');
+    expect(scrubber.scrubSync(`~/.cache/${segment}/blob`)).toBe('~/.cache/[REDACTED:high-entropy]/blob');
+  });
+
+  it('keeps a random segment that names a file, or sits between slashes of a URL, and scores the URL\'s last one', () => {
+    const segment = random.from(ALPHABET.base62, 30);
+    for (const text of [`/srv/www/assets/app-${segment}.js`, `https://cdn.example.com/v1/${segment}/logo.svg`, `s3://bucket/exports/${segment}/part-0.json.gz`]) {
+      expect(scrubber.scrubSync(text)).toBe(text);
+    }
+    expect(scrubber.scrubSync(`https://hooks.example.com/services/${segment}`)).toBe('https://hooks.example.com/services/[REDACTED:high-entropy]');
+    expect(scrubber.scrubSync(`https://example.com/login?next=/account/keys/${segment}/edit`)).toBe('https://example.com/login?next=/account/keys/[REDACTED:high-entropy]/edit');
+  });
+
+  it('does not read random base64 as a path, however its slashes fall', () => {
+    let leaked = 0;
+    for (let index = 0; index < 5000; index++) {
+      const secret = index % 2 === 0 ? random.from(ALPHABET.base64, 40) : `/${random.from(ALPHABET.base64, 39)}`;
+      if (!isHighEntropySecret(secret)) continue;
+      if (scrubber.scrubSync(`key ${secret} end`) === `key ${secret} end`) leaked++;
+    }
+    expect(leaked).toBe(0);
+  });
+});
+
+describe('the high-entropy rule on public material', () => {
+  const random = createRandom(14);
+
+  it('keeps the bodies of certificates and public keys, in a JSON log line too, but not a private key beside them', () => {
+    const line = (label: string) => `-----BEGIN ${label}-----\n${Array.from({ length: 4 }, () => random.from(ALPHABET.base64, 64)).join('\n')}\n-----END ${label}-----`;
+    const certificate = line('CERTIFICATE');
+    const publicKey = line('PUBLIC KEY');
+    expect(scrubber.scrubSync(`${certificate}\n${publicKey}`)).toBe(`${certificate}\n${publicKey}`);
+    const logLine = `${JSON.stringify({ msg: 'loaded', ca: certificate })}\n`;
+    expect(scrubber.scrubJsonLine(logLine)).toBe(logLine);
+    const unlabelled = random.from(ALPHABET.base62, 40);
+    expect(scrubber.scrubSync(`${certificate}\n${unlabelled}`)).toBe(`${certificate}\n[REDACTED:high-entropy]`);
+  });
+
+  it('scores a certificate block whose body holds anything but base64', () => {
+    const secret = random.from(ALPHABET.base62, 40);
+    const text = `-----BEGIN CERTIFICATE-----\ntoken: ${secret}\n-----END CERTIFICATE-----`;
+    expect(scrubber.scrubSync(text)).not.toContain(secret);
+  });
+});
+
+describe('the runtime\'s node ids', () => {
+  // Kubernetes' alphabet for ReplicaSet hashes and pod suffixes.
+  const KUBERNETES = 'bcdfghjklmnpqrstvwxz2456789';
+
+  it('are kept in log lines when built on Deployment pod names, a few hundred of them', () => {
+    const random = createRandom(15);
+    const deployments = ['agentbus-runtime', 'agentbus-notification-dispatcher', 'rt', 'acme-prod-agent-runtime-v2'];
+    for (let index = 0; index < 400; index++) {
+      const deployment = deployments[index % deployments.length]!;
+      const host = `${deployment}-${random.from(KUBERNETES, 10)}-${random.from(KUBERNETES, 5)}`.slice(0, 32);
+      const nodeId = `${host}-${1 + Math.floor(random.next() * 4_000_000)}-${random.from(ALPHABET.base62, 6)}`;
+      const line = `${JSON.stringify({ level: 30, nodeId, msg: `lease renewed by ${nodeId}` })}\n`;
+      expect(scrubber.scrubJsonLine(line)).toBe(line);
+    }
   });
 });
 
@@ -135,6 +297,47 @@ describe('the fast pass over a JSON log line', () => {
       }),
       { numRuns: 400 },
     );
+  });
+
+  it('never breaks a line whose secret-named fields hold numbers, booleans or null', () => {
+    const withDigits = createScrubber({ secrets: ['12345678', '4242.4242'] });
+    const key = fc.constantFrom('token', 'password', 'secret', 'prompt_token', 'accessKey', 'api_key', 'SECRET_KEY', 'msg');
+    const value = fc.oneof(
+      fc.integer({ min: Number.MIN_SAFE_INTEGER, max: Number.MAX_SAFE_INTEGER }),
+      fc.double(),
+      fc.constantFrom(12345678, 912345678901, -12345678, 4242.4242, 1.5e21, 0, true, false, null),
+      fc.boolean(),
+      fc.constant(null),
+      fc.string({ maxLength: 20 }),
+    );
+    fc.assert(
+      fc.property(fc.dictionary(key, fc.oneof(value, fc.array(value, { maxLength: 3 }), fc.dictionary(key, value))), (fields) => {
+        const line = `${JSON.stringify({ level: 30, ...fields })}\n`;
+        for (const each of [scrubber, withDigits]) expect(() => JSON.parse(each.scrubJsonLine(line))).not.toThrow();
+      }),
+      { numRuns: 600 },
+    );
+  });
+
+  it('writes a secret number as a marker string and keeps counts, signed numbers and fractions', () => {
+    const line = `${JSON.stringify({ token: 1234567890, password: 12345678, secret: -1234567, prompt_token: 123456, config: { accessKey: 1.5e21 } })}\n`;
+    expect(JSON.parse(scrubber.scrubJsonLine(line))).toEqual({
+      token: '[REDACTED:secret-assignment]',
+      password: '[REDACTED:secret-assignment]',
+      secret: -1234567,
+      prompt_token: 123456,
+      config: { accessKey: 1.5e21 },
+    });
+  });
+
+  it('redacts the whole number that holds a configured secret made of digits', () => {
+    const withDigits = createScrubber({ secrets: ['12345678'] });
+    const line = `${JSON.stringify({ time: 1795612345678, pid: 12345678, msg: 'pin 12345678' })}\n`;
+    expect(JSON.parse(withDigits.scrubJsonLine(line))).toEqual({
+      time: '[REDACTED:configured-secret]',
+      pid: '[REDACTED:configured-secret]',
+      msg: 'pin [REDACTED:configured-secret]',
+    });
   });
 
   it('redacts a PEM key logged with its newlines escaped, and a secret-named field', () => {

@@ -6,6 +6,8 @@ export interface Finding {
   readonly rule: string;
   /** Lower wins when two findings overlap and their union is redacted as one. */
   readonly priority: number;
+  /** The marker is written as a JSON string (`"[REDACTED:…]"`): the finding is a bare JSON scalar, such as a number. */
+  readonly quote?: boolean;
 }
 
 /** How much a detector's word counts when findings overlap: the more specific detector names the marker. */
@@ -28,7 +30,8 @@ export const REDACTED_PREFIX = '[REDACTED';
 
 /**
  * Replaces each finding with its marker. Overlapping or touching findings are merged into one span,
- * named by the member with the lowest priority number; every finding must index into `text`.
+ * named by the member with the lowest priority number, quoted when a member asks it; every finding must
+ * index into `text`.
  *
  * @example
  * redact('key ghp_abc… end', [{ start: 4, end: 44, rule: 'github', priority: 1 }]) // 'key [REDACTED:github] end'
@@ -38,16 +41,18 @@ export function redact(text: string, findings: readonly Finding[]): string {
   const sorted = [...findings].sort((a, b) => a.start - b.start || b.end - a.end);
   let result = '';
   let cursor = 0;
-  let current: { start: number; end: number; rule: string; priority: number } | undefined;
+  let current: { start: number; end: number; rule: string; priority: number; quote: boolean } | undefined;
   const flush = () => {
     if (!current) return;
-    result += text.slice(cursor, current.start) + redactionMarker(current.rule);
+    const marker = redactionMarker(current.rule);
+    result += text.slice(cursor, current.start) + (current.quote ? `"${marker}"` : marker);
     cursor = current.end;
   };
   for (const finding of sorted) {
     if (finding.end <= finding.start) continue;
     if (current && finding.start <= current.end) {
       current.end = Math.max(current.end, finding.end);
+      current.quote ||= finding.quote === true;
       if (finding.priority < current.priority) {
         current.rule = finding.rule;
         current.priority = finding.priority;
@@ -55,7 +60,7 @@ export function redact(text: string, findings: readonly Finding[]): string {
       continue;
     }
     flush();
-    current = { start: finding.start, end: finding.end, rule: finding.rule, priority: finding.priority };
+    current = { start: finding.start, end: finding.end, rule: finding.rule, priority: finding.priority, quote: finding.quote === true };
   }
   flush();
   return result + text.slice(cursor);

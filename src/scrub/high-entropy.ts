@@ -1,20 +1,27 @@
 import { FindingPriority } from './findings.ts';
 import type { Finding } from './findings.ts';
+import { looksLikeHyphenatedId, looksLikeIdentifier } from './identifiers.ts';
+import { hasExtensionAt, isInUrlPath, readsAsPath } from './paths.ts';
+import { findPublicBlocks, followsDigestLabel, isPublicToken } from './public-material.ts';
 
 /**
  * The high-entropy rule. A token is a maximal run of the base64 and base64url alphabets
- * (`A-Z a-z 0-9 + / _ -`, with `=` padding at its end only), so paths, URLs, `key=value` pairs and
- * dotted names split into their parts. A token is redacted as `[REDACTED:high-entropy]` when all hold:
+ * (`A-Z a-z 0-9 + / _ -`, with `=` padding at its end only), so `key=value` pairs, dotted names and host
+ * names split into their parts. A token is redacted as `[REDACTED:high-entropy]` when all hold:
  *
  * - its length is 24 to 512 characters;
  * - its classes are mixed: at least one lowercase letter, one uppercase letter and one digit (symbols do
  *   not count, so lowercase UUIDs, `snake_case_v2` names and uppercase ULIDs are never mixed);
  * - it is not pure hex once `-` and `_` are set aside (git SHAs, sha256 digests, UUIDs of any case);
- * - it is not a subresource-integrity digest (`sha256-…`, `sha384-…`, `sha512-…`, as in package-lock.json);
- * - it is not the id of a model provider's object (`call_…`, `toolu_…`, `msg_…`, `req_…`, `chatcmpl-…`, …):
- *   tool call ids are logged with every call and mean nothing without the provider's key;
- * - it does not read as an identifier or a path (see {@link looksLikeIdentifier});
+ * - it is not public by its form (see {@link isPublicToken}): an integrity digest (`sha1-…` to
+ *   `sha512-…`), the id of a model provider's or Stripe's object (`call_…`, `toolu_…`, `pi_…`, `evt_…`),
+ *   an SSH public key blob (`AAAAC3NzaC1lZDI1NTE5…`);
+ * - it does not read as an identifier (see {@link looksLikeIdentifier}) nor as a hyphen-joined id of short
+ *   parts such as a Kubernetes pod name or the runtime's node id (see {@link looksLikeHyphenatedId});
  * - its Shannon entropy is at least 3.8 bits per character.
+ *
+ * In a text, {@link findHighEntropy} also keeps the bodies of public PEM blocks (certificates, public
+ * keys), go.sum's `h1:` hashes, and splits paths into their segments.
  *
  * Base64 of ordinary text is redacted on purpose: base64 credentials (Kubernetes Secret data, Basic
  * auth) look exactly like it.
@@ -22,27 +29,27 @@ import type { Finding } from './findings.ts';
 export const HIGH_ENTROPY_RULE = { name: 'high-entropy', minLength: 24, maxLength: 512, minBitsPerChar: 3.8 } as const;
 
 const HEX = /^[0-9A-Fa-f_-]+$/;
-const INTEGRITY_DIGEST = /^sha(?:256|384|512)-/;
-const PROVIDER_OBJECT_ID = /^(?:call|toolu|srvtoolu|msg|req|resp|run|thread|asst|batch|file|chatcmpl)[_-][A-Za-z0-9]+$/;
-// Camel-case humps, acronyms (`HTTPServer` → HTTP, Server) and digit runs.
-const SEGMENT = /[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+/g;
-const VOWEL = /[aeiouyAEIOUY]/;
-const UPPER_ONLY = /^[A-Z]+$/;
-const DIGITS_ONLY = /^[0-9]+$/;
+// Longer runs are not read as paths (Linux's PATH_MAX is 4096): a megabyte of base64 is not split and scored.
+const MAX_PATH_LENGTH = 4096;
 
 /** Shannon entropy of `text` in bits per character, over its UTF-16 code units. */
 export function shannonEntropy(text: string): number {
   if (text.length === 0) return 0;
-  const counts = new Map<number, number>();
+  // Tokens are ASCII: counting in an array is several times faster than in a Map.
+  const ascii = new Uint32Array(128);
+  let others: Map<number, number> | undefined;
   for (let index = 0; index < text.length; index++) {
     const code = text.charCodeAt(index);
-    counts.set(code, (counts.get(code) ?? 0) + 1);
+    if (code < 128) ascii[code]!++;
+    else (others ??= new Map()).set(code, (others.get(code) ?? 0) + 1);
   }
   let bits = 0;
-  for (const count of counts.values()) {
+  const add = (count: number) => {
     const share = count / text.length;
     bits -= share * Math.log2(share);
-  }
+  };
+  for (const count of ascii) if (count > 0) add(count);
+  if (others) for (const count of others.values()) add(count);
   return bits;
 }
 
@@ -61,32 +68,13 @@ export function hasMixedClasses(token: string): boolean {
   return false;
 }
 
-/**
- * True when `token` is made of words: split into camel-case humps, acronyms and digit runs, at least 70%
- * of its characters lie in parts of three or more characters that are digits, all capitals or hold a
- * vowel, and the parts average three characters or more. `createOAuth2ClientForTenant42`,
- * `src/services/runtime/toolExecution2Helpers` and `ListObjectsV2CommandOutput` pass; random base62
- * splits into short vowelless parts (measured: 0.6% of random 24-character tokens pass, 0.1% at 32
- * characters, none in 50,000 at 64).
- */
-export function looksLikeIdentifier(token: string): boolean {
-  const parts = token.match(SEGMENT);
-  if (!parts) return false;
-  let total = 0;
-  let inWords = 0;
-  for (const part of parts) {
-    total += part.length;
-    if (part.length >= 3 && (DIGITS_ONLY.test(part) || UPPER_ONLY.test(part) || VOWEL.test(part))) inWords += part.length;
-  }
-  return inWords >= 0.7 * total && total >= 3 * parts.length;
-}
-
 /** True when `token` (one run of the token alphabet) passes the high-entropy rule. */
 export function isHighEntropySecret(token: string): boolean {
   const { minLength, maxLength, minBitsPerChar } = HIGH_ENTROPY_RULE;
   if (token.length < minLength || token.length > maxLength) return false;
-  if (!hasMixedClasses(token) || HEX.test(token) || INTEGRITY_DIGEST.test(token) || PROVIDER_OBJECT_ID.test(token)) return false;
-  return shannonEntropy(token) >= minBitsPerChar && !looksLikeIdentifier(token);
+  if (!hasMixedClasses(token) || HEX.test(token) || isPublicToken(token)) return false;
+  if (shannonEntropy(token) < minBitsPerChar || looksLikeIdentifier(token)) return false;
+  return !(token.includes('-') && looksLikeHyphenatedId(token));
 }
 
 /** True for the character codes of `A-Z a-z 0-9 + / _ -`. */
@@ -95,12 +83,41 @@ function isTokenCode(code: number): boolean {
 }
 
 /**
- * Every token of `text` that passes the high-entropy rule. A scan by character code rather than a regular
- * expression: a regex that matches every word allocates a match per word, three times the cost on prose.
+ * The findings of a token that reads as a path (see {@link readsAsPath}): each `/`-separated segment is
+ * scored alone, so one random segment costs that segment and not the whole path. A segment is kept
+ * without scoring when it is a file's name, followed by an extension
+ * (`/_next/static/chunks/pages/_app-8fK3xY9qLmN2pQ7rT4vW.js`), or when it lies between two slashes of a
+ * URL with a scheme (`https://docs.google.com/document/d/<id>/edit`): such ids are addresses, and the
+ * secret-bearing URLs (webhooks, reset links) end in their secret. A URL's last segment is scored.
+ */
+function findInPath(text: string, start: number, end: number, findings: Finding[]): void {
+  const { minLength } = HIGH_ENTROPY_RULE;
+  let inUrl: boolean | undefined;
+  let segmentStart = start;
+  for (let index = start; index <= end; index++) {
+    if (index < end && text.charCodeAt(index) !== 47 /* / */) continue;
+    const segmentEnd = index;
+    if (segmentEnd - segmentStart >= minLength) {
+      const last = segmentEnd === end;
+      const kept = last ? hasExtensionAt(text, end) : segmentStart > start && (inUrl ??= isInUrlPath(text, start));
+      if (!kept && isHighEntropySecret(text.slice(segmentStart, segmentEnd))) {
+        findings.push({ start: segmentStart, end: segmentEnd, rule: HIGH_ENTROPY_RULE.name, priority: FindingPriority.highEntropy });
+      }
+    }
+    segmentStart = index + 1;
+  }
+}
+
+/**
+ * Every token of `text` that passes the high-entropy rule, outside public PEM blocks and `h1:` digests,
+ * paths scored segment by segment. A scan by character code rather than a regular expression: a regex
+ * that matches every word allocates a match per word, three times the cost on prose.
  */
 export function findHighEntropy(text: string): Finding[] {
   const findings: Finding[] = [];
   const { minLength, maxLength } = HIGH_ENTROPY_RULE;
+  const publicBlocks = findPublicBlocks(text);
+  let block = 0;
   let index = 0;
   while (index < text.length) {
     if (!isTokenCode(text.charCodeAt(index))) {
@@ -110,8 +127,14 @@ export function findHighEntropy(text: string): Finding[] {
     const start = index;
     while (index < text.length && isTokenCode(text.charCodeAt(index))) index++;
     while (index < text.length && text.charCodeAt(index) === 61 /* = */) index++;
-    const length = index - start;
-    if (length >= minLength && length <= maxLength && isHighEntropySecret(text.slice(start, index))) {
+    if (index - start < minLength) continue;
+    while (block < publicBlocks.length && publicBlocks[block]![1] <= start) block++;
+    if (block < publicBlocks.length && publicBlocks[block]![0] <= start) continue;
+    const token = text.slice(start, index);
+    const path = index - start <= MAX_PATH_LENGTH && token.includes('/') && hasMixedClasses(token);
+    if (path && readsAsPath(token, () => isInUrlPath(text, start))) {
+      findInPath(text, start, index, findings);
+    } else if (index - start <= maxLength && isHighEntropySecret(token) && !followsDigestLabel(text, start)) {
       findings.push({ start, end: index, rule: HIGH_ENTROPY_RULE.name, priority: FindingPriority.highEntropy });
     }
   }

@@ -19,9 +19,16 @@ const EDGE = String.raw`(?<![A-Za-z0-9_])`;
 // Right edge of a fixed-length token.
 const END = String.raw`(?![A-Za-z0-9_])`;
 
+// Shared by the patterns of PEM-like blocks, which sit together so that it is tested once per text.
+const PEM_BEGIN = /-----BEGIN/;
+
 const SECRET_PATTERNS: readonly SecretPattern[] = [
   // Through its END line, or to the end of the text (or of the JSON string) when it was cut.
-  { rule: 'private-key', trigger: /-----BEGIN/, pattern: /-----BEGIN[A-Z0-9 ]{0,40} PRIVATE KEY(?: BLOCK)?-----[^"]*?(?:-----END[A-Z0-9 ]{0,40} PRIVATE KEY(?: BLOCK)?-----|(?="|$))/g },
+  { rule: 'private-key', trigger: PEM_BEGIN, pattern: /-----BEGIN[A-Z0-9 ]{0,40} PRIVATE KEY(?: BLOCK)?-----[^"]*?(?:-----END[A-Z0-9 ]{0,40} PRIVATE KEY(?: BLOCK)?-----|(?="|$))/g },
+  // A NATS .creds file's seed block (its END line has six dashes each side), and a bare NATS nkey seed:
+  // `S`, the key's type (user, account, operator, server, cluster, curve), 56 base32 characters.
+  { rule: 'nkey-seed', trigger: PEM_BEGIN, pattern: /-----BEGIN[A-Z0-9 ]{0,40} NKEY SEED-----[^"]*?(?:-----END[A-Z0-9 ]{0,40} NKEY SEED------?|(?="|$))/g },
+  { rule: 'nkey-seed', trigger: /S[UAONCX][A-Z2-7]{56}/, pattern: new RegExp(String.raw`${EDGE}S[UAONCX][A-Z2-7]{56}${END}`, 'g') },
   { rule: 'jwt', trigger: /eyJ/, pattern: new RegExp(String.raw`${EDGE}eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]*`, 'g') },
   { rule: 'github', trigger: /gh[pousr]_|github_pat_/, pattern: new RegExp(String.raw`${EDGE}(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})${END}`, 'g') },
   { rule: 'gitlab', trigger: /gl(?:pat|dt|rt|ptt|cbt|oas)-/, pattern: new RegExp(String.raw`${EDGE}gl(?:pat|dt|rt|ptt|cbt|oas)-[A-Za-z0-9_-]{20,}`, 'g') },
@@ -34,20 +41,25 @@ const SECRET_PATTERNS: readonly SecretPattern[] = [
   { rule: 'google-api-key', trigger: /AIza/, pattern: new RegExp(String.raw`${EDGE}AIza[0-9A-Za-z_-]{35}${END}`, 'g') },
   // The credential of an Authorization header; a plain word after "Bearer" or "Basic" is prose.
   { rule: 'authorization', trigger: /Bearer|BEARER|bearer|Basic|BASIC|basic/, pattern: /\b(?:Bearer|BEARER|bearer|Basic|BASIC|basic)\s+(?![A-Za-z][a-z]+\b)([A-Za-z0-9._~+/=-]{8,})/dg, group: 1 },
-  // The password of `scheme://user:password@host`.
-  { rule: 'url-credentials', trigger: /:\/\//, pattern: /:\/\/[^\s:/?#@"'<>]*:([^\s/?#@"'<>]+)@/dg, group: 1 },
+  // GitHub's scheme, `Authorization: token <credential>`; only after the header's name, as "token" is a common word.
+  {
+    rule: 'authorization',
+    trigger: /uthorization|UTHORIZATION/,
+    pattern: /\b(?:authorization|Authorization|AUTHORIZATION)["']?\s*[:=]\s*["']?(?:token|Token|TOKEN)\s+(?![A-Za-z][a-z]+\b)([A-Za-z0-9._~+/=-]{8,})/dg,
+    group: 1,
+  },
+  // The password of `scheme://user:password@host`, up to the last `@` of the authority, so a password
+  // written with a raw `@` or `#` in it (`postgres://admin:p@ss#word@db/x`) is hidden whole.
+  { rule: 'url-credentials', trigger: /:\/\//, pattern: /:\/\/[^\s:/?#@"'<>]*:([^\s/?"'<>]+)@/dg, group: 1 },
+  // The password glued to MySQL's and MariaDB's `-p` (`mysql -u root -pS3cr3t! shop`); a bare `-p` prompts for it.
+  // The command's arguments are not read past the next `mysql`, so a text of many costs one scan.
+  {
+    rule: 'password-flag',
+    trigger: /mysql|mariadb/,
+    pattern: /\b(?:mysql(?:dump|admin|import|check|show|slap)?|mariadb(?:-dump|-admin|-import|-check)?)\b(?:[^\n|;&m]|m(?!ysql|ariadb)){0,200}?\s-p([^\s"'`|;&<>]+)/dg,
+    group: 1,
+  },
 ];
-
-/**
- * `key = value` where the key ends in a secret's name (`API_KEY`, `apiKey`, `client_secret`, `password`,
- * `GITHUB_TOKEN`, `x-api-key`, …; not `max_tokens` or `secretName`): the value is redacted. A quoted value
- * of 4 characters or more counts; an unquoted one counts from 6 characters when it holds a digit or a
- * symbol other than `.`, `_` and `$`, so code such as `apiKey = process.env.OPENAI_API_KEY` is kept.
- * Placeholders (`${…}`, `<…>`, `***`) and earlier markers are kept too.
- */
-const ASSIGNMENT =
-  /(?:api[_-]?key|secret|passw(?:or)?d|token|private[_-]?key|access[_-]?key)["']?\s*(?::=|=>|[:=])\s*(?!["']?(?:\[REDACTED|\[redacted|\$\{|<|\*\*\*))(?:"((?:[^"\\\n]|\\.){4,1000})"|'([^'\n]{4,1000})'|([^\s"'`,;&(){}[\]<>]{6,}))/dgi;
-const CODE_REFERENCE = /^[A-Za-z_.$]+$/;
 
 const ANY_TRIGGER = new RegExp(SECRET_PATTERNS.map(({ trigger }) => trigger.source).join('|'));
 
@@ -55,25 +67,18 @@ const ANY_TRIGGER = new RegExp(SECRET_PATTERNS.map(({ trigger }) => trigger.sour
 export function findPatterns(text: string): Finding[] {
   const findings: Finding[] = [];
   if (!ANY_TRIGGER.test(text)) return findings;
+  let lastTrigger: RegExp | undefined;
+  let present = false;
   for (const { rule, trigger, pattern, group } of SECRET_PATTERNS) {
-    if (!trigger.test(text)) continue;
+    if (trigger !== lastTrigger) {
+      lastTrigger = trigger;
+      present = trigger.test(text);
+    }
+    if (!present) continue;
     for (const match of text.matchAll(pattern)) {
       const [start, end] = group === undefined ? [match.index, match.index + match[0].length] : (match.indices?.[group] ?? [0, 0]);
       if (end > start) findings.push({ start, end, rule, priority: FindingPriority.pattern });
     }
-  }
-  return findings;
-}
-
-/** The values of secret-named assignments in `text`. */
-export function findAssignments(text: string): Finding[] {
-  const findings: Finding[] = [];
-  for (const match of text.matchAll(ASSIGNMENT)) {
-    const group = match[1] !== undefined ? 1 : match[2] !== undefined ? 2 : 3;
-    const span = match.indices?.[group];
-    if (!span) continue;
-    if (group === 3 && CODE_REFERENCE.test(match[3] ?? '')) continue;
-    findings.push({ start: span[0], end: span[1], rule: 'secret-assignment', priority: FindingPriority.assignment });
   }
   return findings;
 }

@@ -2,7 +2,9 @@ import { MIN_CONFIGURED_SECRET_LENGTH, findConfigured } from './configured-secre
 import { redact } from './findings.ts';
 import type { Finding } from './findings.ts';
 import { findHighEntropy } from './high-entropy.ts';
-import { findAssignments, findPatterns } from './patterns.ts';
+import { fitToJsonLine } from './json-line.ts';
+import { findAssignments } from './assignments.ts';
+import { findPatterns } from './patterns.ts';
 import { createSecretlintDetector } from './secretlint.ts';
 
 /**
@@ -24,7 +26,8 @@ export interface Scrubber {
   scrubSync(text: string): string;
   /**
    * The fast pass over one serialized JSON value (a log line): secrets inside its strings are replaced
-   * and the line stays valid JSON, escapes included.
+   * and the line stays valid JSON, escapes included. A secret that is a bare number (`{"password":
+   * 123456789}`, or a configured secret made of digits) becomes the string `"[REDACTED:…]"`.
    */
   scrubJsonLine(line: string): string;
   /**
@@ -84,10 +87,10 @@ export function createScrubber(options: ScrubberOptions = {}): Scrubber {
     return redact(text, [...found, ...fastFindings(text)]);
   };
   const scrubJsonLine = (line: string): string => {
-    if (!line.includes('\\')) return redact(line, fastFindings(line));
+    if (!line.includes('\\')) return redact(line, fitToJsonLine(line, fastFindings(line)));
     // Findings are looked for with escapes blanked, so none starts or ends inside one, and replaced in the line.
     const blanked = line.replace(JSON_ESCAPE, (escape) => ' '.repeat(escape.length));
-    return redact(line, [...fastFindings(blanked), ...findConfigured(line, escapedSecrets)]);
+    return redact(line, fitToJsonLine(blanked, [...fastFindings(blanked), ...findConfigured(line, escapedSecrets)]));
   };
 
   return {

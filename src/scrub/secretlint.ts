@@ -12,6 +12,19 @@ export interface SecretlintDetector {
 
 const RULE_PREFIX = '@secretlint/secretlint-rule-';
 
+// The `key = ` or `"key": "` a rule's range may start with (the AWS rule reports `aws_secret_access_key = …`
+// whole); not a URL's scheme.
+const ASSIGNMENT_HEAD = /^["']?[A-Za-z_][\w.-]*["']?[ \t]*(?::=|=>|=|:(?!\/\/))[ \t]*["']?(?=.)/;
+
+/**
+ * The start of the value in a reported range `[start, end)` of `text`, past a key and its operator, so
+ * that a redacted file keeps its keys and quotes (`"SecretAccessKey": "[REDACTED:aws]"` stays JSON).
+ */
+function valueStart(text: string, start: number, end: number): number {
+  const head = ASSIGNMENT_HEAD.exec(text.slice(start, end));
+  return head ? start + head[0].length : start;
+}
+
 /**
  * secretlint 12 marks two performance entries per rule per text and keeps them, and Node's timeline keeps
  * them too, unbounded in a process that lints every tool output (upstream issue #1633, fixed in 13.x,
@@ -47,7 +60,7 @@ export function createSecretlintDetector(): SecretlintDetector {
       // secretlint drops a leading byte-order mark before it reports ranges.
       const offset = text.charCodeAt(0) === 0xfeff ? 1 : 0;
       return result.messages.map((message) => ({
-        start: message.range[0] + offset,
+        start: valueStart(text, message.range[0] + offset, message.range[1] + offset),
         end: message.range[1] + offset,
         rule: message.ruleId.startsWith(RULE_PREFIX) ? message.ruleId.slice(RULE_PREFIX.length) : message.ruleId,
         priority: FindingPriority.secretlint,

@@ -27,6 +27,7 @@ export const ALPHABET = {
   base64: `${UPPER}${LOWER}${DIGITS}+/`,
   base64url: `${UPPER}${LOWER}${DIGITS}-_`,
   hex: '0123456789abcdef',
+  base32: 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567',
   lowerDigits: LOWER + DIGITS,
 } as const;
 
@@ -41,6 +42,13 @@ export interface SecretSample {
 function pem(random: ReturnType<typeof createRandom>, label: string, lines: number): { block: string; body: string } {
   const body = Array.from({ length: lines }, () => random.from(ALPHABET.base64, 64)).join('\n');
   return { block: `-----BEGIN ${label}-----\n${body}\n-----END ${label}-----`, body };
+}
+
+/** An SSH public key blob (wire format, base64) of `type` with random key material of `bytes` bytes. */
+function sshPublicKey(random: ReturnType<typeof createRandom>, type: string, bytes: number): string {
+  const field = (data: Buffer) => Buffer.concat([Buffer.from([0, 0, 0, 0].map((_, index) => (data.length >>> (8 * (3 - index))) & 0xff)), data]);
+  const material = Buffer.from(Array.from({ length: bytes }, () => Math.floor(random.next() * 256)));
+  return Buffer.concat([field(Buffer.from(type)), field(material)]).toString('base64');
 }
 
 const base64 = (text: string) => Buffer.from(text).toString('base64');
@@ -61,6 +69,8 @@ export function secretSamples(seed = 20240611): SecretSample[] {
   const jwt = `${base64url({ alg: 'HS256', typ: 'JWT' })}.${base64url({ sub: '1234567890', name: 'Ada', iat: 1716239022 })}.${jwtSignature}`;
   const sendgrid = `SG.${from(ALPHABET.base64url, 22)}.${from(ALPHABET.base64url, 43)}`;
   const basic = base64(`deploy-bot:${from(ALPHABET.base62, 18)}`);
+  const natsSeed = `SU${from(ALPHABET.base32, 56)}`;
+  const urlPassword = [from(LOWER, 4), '@', from(LOWER, 4), '#', from(LOWER, 5)];
   return [
     sample('AWS access key id', `AKIA${from(ALPHABET.upperDigits, 16)}`, (key) => `aws_access_key_id = ${key}`),
     sample('AWS temporary access key id', `ASIA${from(ALPHABET.upperDigits, 16)}`, (key) => `export AWS_ACCESS_KEY_ID=${key}`),
@@ -117,6 +127,35 @@ export function secretSamples(seed = 20240611): SecretSample[] {
     sample('Password in a .env file', `${from(ALPHABET.base62, 10)}#${from(DIGITS, 3)}`, (password) => `DB_PASSWORD=${password}`),
     sample('Client secret in JSON', from(ALPHABET.base64url, 40), (secret) => `{"client_id": "acme-web", "client_secret": "${secret}"}`),
     sample('Unlabelled random credential', from(ALPHABET.base62, 40), (value) => `session cookie: ${value}`),
+    sample('NATS user nkey seed', `SU${from(ALPHABET.base32, 56)}`, (seed) => `# the bot's seed\nseed: ${seed}`),
+    sample('NATS account nkey seed', `SA${from(ALPHABET.base32, 56)}`, (seed) => `nsc import account --seed ${seed}`),
+    {
+      name: 'NATS .creds file',
+      text: `-----BEGIN NATS USER JWT-----\n${jwt}\n------END NATS USER JWT------\n\n************************* IMPORTANT *************************\nNKEY Seed printed below can be used to sign and prove identity.\n\n-----BEGIN USER NKEY SEED-----\n${natsSeed}\n------END USER NKEY SEED------\n`,
+      secrets: [natsSeed, jwtSignature],
+    },
+    sample('Rails SECRET_KEY_BASE', from(ALPHABET.hex, 128), (key) => `SECRET_KEY_BASE=${key}`),
+    sample('Django SECRET_KEY', `django-insecure-${from(`${ALPHABET.lowerDigits}!@#$%^&*(-_=+)`, 50)}`, (key) => `SECRET_KEY = '${key}'`),
+    sample('secretKey in YAML, unquoted hex', from(ALPHABET.hex, 40), (key) => `minio:\n  secretKey: ${key}`),
+    sample('secret_key in a Python settings file', from(ALPHABET.hex, 48), (key) => `secret_key = "${key}"`),
+    sample('Letters-only password in YAML', from(LOWER, 12), (password) => `database:\n  user: app\n  password: ${password}`),
+    sample('PGPASSWORD of letters', from(LOWER, 11), (password) => `PGPASSWORD=${password} psql -h db -U app`),
+    sample('Letters-only client secret', from(LOWER, 30), (secret) => `client_secret=${secret}`),
+    sample('ADO.NET connection string password', from(UPPER + LOWER, 14), (password) => `Server=tcp:acme.database.windows.net,1433;Database=app;User ID=app;Password=${password};Encrypt=True;`),
+    sample('--password flag of letters', from(LOWER, 12), (password) => `mysql -u root --password=${password} shop`),
+    sample('mysql -p with the password glued', `${from(ALPHABET.base62, 8)}!${from(DIGITS, 2)}`, (password) => `mysql -u root -p${password} shop`),
+    sample('AWS STS session token of 1,100 characters (JSON)', `IQoJb3JpZ2luX2VjE${from(ALPHABET.base64, 1100)}`, (token) => `{"Credentials": {"SessionToken": "${token}", "Expiration": "2024-06-11T11:42:07Z"}}`),
+    {
+      name: 'URL password with a raw @ and #',
+      text: `DATABASE_URL=postgres://admin:${urlPassword.join('')}@db:5432/x`,
+      secrets: [urlPassword[0]!, urlPassword[2]!, urlPassword[4]!],
+    },
+    sample('GitHub token authorization scheme', from(ALPHABET.hex, 40), (token) => `curl -H "Authorization: token ${token}" https://api.github.com/user`),
+    sample('Discord webhook URL', from(ALPHABET.base64url, 68), (secret) => `WEBHOOK=https://discord.com/api/webhooks/${from(DIGITS, 18)}/${secret}`),
+    sample('Password reset link', from(ALPHABET.base62, 32), (secret) => `reset your password at https://app.example.com/account/reset/${secret}?utm_source=mail`),
+    sample('Random credential in a path', from(ALPHABET.base62, 30), (secret) => `cat /run/secrets/${secret}`),
+    sample('Base64 secret that starts with a slash', `/${from(ALPHABET.base64, 39)}`, (secret) => `{"SecretAccessKey": "${secret}"}`),
+    sample('Base64url secret with hyphens', `${from(ALPHABET.base64url, 14)}-${from(ALPHABET.base64url, 14)}-${from(ALPHABET.base64url, 14)}`, (secret) => `refresh ${secret}`),
   ];
 }
 
@@ -171,6 +210,33 @@ export function lookAlikes(seed = 20240612): string[] {
     'password: ${DB_PASSWORD}',
     'apiKey: "<your-api-key>"',
     'Content-Type: application/json; charset=utf-8',
+    'password = hashlib.sha256(pw).hexdigest()',
+    'secret = base64.b64decode(raw)',
+    'password = request.form.get("password")',
+    'interface Login {\n  readonly token: string;\n  password: unknown;\n}',
+    'const token = sessionToken ?? next_token; connect({ password: raw_pw_hash }, token: CancellationToken)',
+    'volumes:\n  - name: tls\n    secret:\n      secretName: agentbus-tls',
+    '{"usage":{"prompt_token": 123456, "completion_tokens": 77}}',
+    'mysql -u root -p shop < dump.sql',
+    'nkey: UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4',
+    `<script src="/_next/static/chunks/pages/_app-${from(ALPHABET.base62, 20)}.js"></script>`,
+    `https://docs.google.com/document/d/${from(ALPHABET.base62, 44)}/edit`,
+    `import "/node_modules/.vite/deps/chunk-${from(ALPHABET.upperDigits, 8)}.js?v=${from(ALPHABET.hex, 8)}";`,
+    `arn:aws:cloudformation:eu-west-1:123456789012:stack/AgentbusStack/${uuid()}`,
+    `gs://acme-agentbus/exports/2024/06/11/session-${from(ALPHABET.base62, 24)}.jsonl`,
+    `url(https://fonts.gstatic.com/s/inter/v13/${from(ALPHABET.base64url, 60)}.woff2)`,
+    `"integrity": "sha1-${from(ALPHABET.base64, 27)}="`,
+    `github.com/nats-io/nats.go v1.37.0 h1:${from(ALPHABET.base64, 43)}=\ngithub.com/nats-io/nats.go v1.37.0/go.mod h1:${from(ALPHABET.base64, 43)}=`,
+    `ssh-ed25519 ${sshPublicKey(random, 'ssh-ed25519', 32)} ada@laptop`,
+    `ssh-rsa ${sshPublicKey(random, 'ssh-rsa', 270)} deploy@ci`,
+    `github.com,140.82.112.3 ecdsa-sha2-nistp256 ${sshPublicKey(random, 'ecdsa-sha2-nistp256', 80)}`,
+    `cert-authority sk-ssh-ed25519@openssh.com ${sshPublicKey(random, 'sk-ssh-ed25519@openssh.com', 48)}`,
+    `$ cat ca.pem\n${pem(random, 'CERTIFICATE', 20).block}\n`,
+    pem(random, 'PUBLIC KEY', 6).block,
+    `{"id": "pi_${from(ALPHABET.base62, 24)}", "latest_charge": "ch_${from(ALPHABET.base62, 24)}", "customer": "cus_${from(ALPHABET.base62, 24)}"}`,
+    `stripe trigger: evt_${from(ALPHABET.base62, 24)}`,
+    'agentbus-runtime-7d9f8b6c5-x2k4m-1234-Ab3dEf lease renewed',
+    `.agentbus/sessions/${from(ALPHABET.base62, 22)}/snapshot.json and tenant/acme/session/${from(ALPHABET.base62, 22)}`,
     '{"maxSteps":8,"model":"openai:gpt-5.4-mini","temperature":0.2}',
     'SGVsbG8= is base64 for Hello',
     'color: #1f2937; background: linear-gradient(90deg, #fef3c7 0%, #fde68a 100%);',
