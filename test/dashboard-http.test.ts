@@ -129,6 +129,25 @@ describe('the dashboard over HTTP', () => {
     expect(list.sessions).toContainEqual({ tenant: 'default', sessionId, events: 4 });
   });
 
+  it('drops a deleted session from the fleet and the session list, and no longer reads it back', async () => {
+    const sessionId = `deleted-${Date.now()}`;
+    const events = collectEvents(stack.client, 'default', sessionId);
+    await requestJson(stack.client, `agentbus.default.sessions.${sessionId}.prompt`, { text: 'hi' });
+    await events.until((all) => all.some((event) => event.type === 'turn.ended'));
+    events.stop();
+    type Fleet = { recent: Array<{ sessionId: string }>; active: Array<{ sessionId: string }> };
+    const shown = async () => {
+      const fleet = JSON.parse((await get(`${open.url}api/fleet`)).body) as Fleet;
+      return [...fleet.active, ...fleet.recent].some((row) => row.sessionId === sessionId);
+    };
+    await expect.poll(shown, { timeout: 5_000 }).toBe(true);
+    expect(await requestJson(stack.client, `agentbus.default.sessions.${sessionId}.delete`, {})).toMatchObject({ ok: true });
+    await expect.poll(shown, { timeout: 5_000 }).toBe(false);
+    expect((await get(`${open.url}api/sessions/default/${sessionId}`)).status).toBe(404);
+    const list = JSON.parse((await get(`${open.url}api/sessions`)).body) as { sessions: Array<{ sessionId: string }> };
+    expect(list.sessions.map((session) => session.sessionId)).not.toContain(sessionId);
+  });
+
   it('pushes the fleet and the followed session to the browser as server-sent events', async () => {
     const sessionId = `sse-${Date.now()}`;
     const controller = new AbortController();

@@ -68,6 +68,24 @@ describe('the fleet model', () => {
     expect(fleet.version).toBeGreaterThan(version);
   });
 
+  it('forgets a deleted session: its running and finished turns leave the view, with a new version, and its late events are ignored', () => {
+    const fleet = createFleet({ now: () => 2000 });
+    for (const item of toolTurn()) fleet.apply(item);
+    for (const item of toolTurn({ turnId: 't2' }).slice(0, 4)) fleet.apply(item);
+    for (const item of toolTurn({ sessionId: 's2', turnId: 't3' }).slice(0, 4)) fleet.apply(item);
+    expect(fleet.snapshot().active.map((row) => row.turnId)).toEqual(['t3', 't2']);
+    const version = fleet.version;
+    expect(fleet.forget('acme', 's1')).toBe(true);
+    expect(fleet.version).toBeGreaterThan(version);
+    const snapshot = fleet.snapshot();
+    expect(snapshot.active.map((row) => row.turnId)).toEqual(['t3']);
+    expect(snapshot.recent).toEqual([]);
+    // A straggler of the deleted session does not bring it back.
+    expect(fleet.apply(event('state', { machine: 'turn', value: 'Streaming', event: 'late' }, { turnId: 't2' }))).toBe(false);
+    expect(fleet.snapshot().active.map((row) => row.turnId)).toEqual(['t3']);
+    expect(fleet.forget('acme', 's1')).toBe(false);
+  });
+
   it('backfills a turn it joined mid-way from the log, counting each answer once', () => {
     const fleet = createFleet({ now: () => 2000 });
     const events = toolTurn({ turnId: 'late' });

@@ -47,6 +47,11 @@ export interface Fleet {
   needsBackfill(turnId: string): boolean;
   /** Tells the fleet which node holds a session (from the leases); undefined when none does. */
   setNode(tenant: string, sessionId: string, node: string | undefined): void;
+  /**
+   * Forgets a deleted session (its tombstone was written): its turns leave the view, and events of it that come
+   * late are ignored (a deleted id is never used again). Returns true when the fleet changed.
+   */
+  forget(tenant: string, sessionId: string): boolean;
   snapshot(): FleetSnapshot;
   /** Grows on every change: a cheap dirty check. */
   readonly version: number;
@@ -87,6 +92,8 @@ export function createFleet(options: { recentLimit?: number; staleMs?: number; s
   const counted = new Map<string, Set<string>>();
   /** Turns whose row began after their prompt. */
   const partial = new Set<string>();
+  /** Deleted sessions, most recent kept: their late events are ignored. */
+  const deleted = new Map<string, true>();
   let version = 0;
 
   const turnOf = (event: AgentEvent): TurnRow | undefined => {
@@ -143,6 +150,7 @@ export function createFleet(options: { recentLimit?: number; staleMs?: number; s
   };
 
   function apply(event: AgentEvent): boolean {
+    if (deleted.has(sessionKey(event.tenant, event.sessionId))) return false;
     switch (event.type) {
       case 'session.created':
         remember(createdBy, sessionKey(event.tenant, event.sessionId), event.data.createdBy, sessionLimit);
@@ -244,6 +252,28 @@ export function createFleet(options: { recentLimit?: number; staleMs?: number; s
         }
       }
       if (changed) version += 1;
+    },
+    forget(tenant, sessionId) {
+      const key = sessionKey(tenant, sessionId);
+      remember(deleted, key, true, sessionLimit);
+      const of = (row: TurnRow) => row.tenant === tenant && row.sessionId === sessionId;
+      let changed = sessions.delete(key);
+      nodes.delete(key);
+      createdBy.delete(key);
+      for (const row of [...active.values()]) {
+        if (!of(row)) continue;
+        active.delete(row.turnId);
+        counted.delete(row.turnId);
+        partial.delete(row.turnId);
+        changed = true;
+      }
+      const kept = recent.filter((row) => !of(row));
+      if (kept.length !== recent.length) {
+        recent.splice(0, recent.length, ...kept);
+        changed = true;
+      }
+      if (changed) version += 1;
+      return changed;
     },
     snapshot() {
       const cutoff = now() - staleMs;

@@ -19,6 +19,7 @@ import { createLeasesWatcher } from './leases-watcher.ts';
 import { pathOf } from './replay.ts';
 import { createSessionReader } from './session-reader.ts';
 import { createWorkersPoller } from './workers.ts';
+import { watchBucket } from './bucket-watch.ts';
 
 export { readDashboardConfig, parsePort, DEFAULT_DASHBOARD_PORT } from './config.ts';
 export type { DashboardConfig } from './config.ts';
@@ -92,6 +93,18 @@ export async function startDashboardService(options: DashboardServiceOptions): P
     codec,
     logger,
     onChange: (lease) => fleet.setNode(lease.tenant, lease.sessionId, lease.node === '' ? undefined : lease.node),
+  });
+  // A deleted session leaves the view: its tombstone is the one sign every delete leaves (the runtime writes it first).
+  const tombstones = watchBucket({
+    nc: options.nc,
+    bucket: names.tombstones,
+    logger,
+    retryMs: 2000,
+    onPut: (entry) => {
+      const dot = entry.key.indexOf('.');
+      if (dot > 0) fleet.forget(entry.key.slice(0, dot), entry.key.slice(dot + 1));
+    },
+    onRemove: () => undefined,
   });
   const workersView = () => ({ services: workers.services(), nodes: leases.nodes() });
   // The view changes only when what it shows does: node heartbeats come several times a second and change
@@ -194,6 +207,7 @@ export async function startDashboardService(options: DashboardServiceOptions): P
       stopped ??= (async () => {
         watcher.stop();
         leases.stop();
+        tombstones.stop();
         workers.stop();
         hub.stop();
         server.closeAllConnections();
