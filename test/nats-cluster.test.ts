@@ -126,5 +126,5 @@ describe('a three-server NATS cluster with R3 streams and buckets', () => {
       expect(logged[index]!.map((event) => event.id)).toEqual(expect.arrayContaining(seen));
       watcher.stop();
     }
-  }, 120_000);
+  }, 180_000);
 });

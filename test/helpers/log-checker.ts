@@ -57,13 +57,14 @@ export function checkLogs(logs: ReadonlyArray<readonly LogEvent[]>, effectRuns: 
 /** Reads each session's whole log back from `AGENTBUS_LOG`. */
 export async function readLogs(nc: NatsConnection, tenant: string, sessionIds: readonly string[]): Promise<LogEvent[][]> {
   const log = createSessionLog({ nc, js: jetstream(nc), subjects: createSubjects('agentbus'), codec: createCodec(), stream: streamNames().log, logger: silentLogger() });
-  // A read just after a fault (a cluster that lost the stream's leader) may time out while the stream settles.
+  // A read just after a fault (a cluster that lost the stream's leader) may time out while the stream settles:
+  // on 2 loaded cores a three-server cluster once took over 25 s to create consumers again.
   const read = async (sessionId: string): Promise<LogEvent[]> => {
     for (let attempt = 1; ; attempt += 1) {
       try {
-        return [...(await log.read(tenant, sessionId)).events];
+        return [...(await log.read(tenant, sessionId, { timeoutMs: 5_000 })).events];
       } catch (error) {
-        if (attempt >= 5) throw error;
+        if (attempt >= 10) throw error;
         await new Promise((resolve) => setTimeout(resolve, 1000));
       }
     }
