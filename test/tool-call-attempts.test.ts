@@ -106,6 +106,16 @@ describe('a call a stopping worker passed on (no_responders: it never ran)', () 
     ]);
   });
 
+  it('goes out again, after a moment, when a worker had too many calls waiting (busy)', async () => {
+    const busy: Answer = (call) => ({ v: 1, callId: call.callId, ok: false, error: { code: ErrorCode.busy, message: 'the tool worker has 1024 calls waiting', retryable: true } });
+    const { services, attempts } = harness([busy, fine]);
+    const started = Date.now();
+    const reply = await callToolWithRecovery(services, request, tool({ tier: 'side_effecting' }), scope, options());
+    expect(reply).toMatchObject({ ok: true, output: 'answered at attempt 1' });
+    expect(attempts.map((attempt) => attempt.attempt)).toEqual([1, 1]);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(150);
+  });
+
   it('gives up after three tries in all', async () => {
     const { services, attempts } = harness([passedOn]);
     const reply = await callToolWithRecovery(services, request, tool({ tier: 'privileged' }), scope, options());

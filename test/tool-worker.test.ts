@@ -222,6 +222,25 @@ describe('tool worker', () => {
     expect(peak).toBe(2);
     await worker.stop();
   });
+
+  it('sheds the calls past maxQueued at once with a retryable busy, never started, instead of leaving them unread', async () => {
+    let started = 0;
+    const slow = plainTool('slow_queue', 'Takes a while', 5000, async () => {
+      started += 1;
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      return 'done';
+    });
+    const worker = await startWorker([slow], { maxConcurrency: 1, maxQueued: 2 });
+    const began = Date.now();
+    const replies = await Promise.all(Array.from({ length: 5 }, () => client().call(callRequest('slow_queue', {}), {}).then((reply) => ({ reply, ms: Date.now() - began }))));
+    const shed = replies.filter(({ reply }) => !reply.ok);
+    expect(replies.filter(({ reply }) => reply.ok)).toHaveLength(3);
+    expect(shed.map(({ reply }) => reply)).toEqual([0, 1].map(() => expect.objectContaining({ ok: false, error: expect.objectContaining({ code: 'busy', retryable: true }) })));
+    // Answered at once, not after the calls ahead of them.
+    for (const { ms } of shed) expect(ms).toBeLessThan(250);
+    expect(started).toBe(3);
+    await worker.stop();
+  });
 });
 
 describe('tool cancellation', () => {

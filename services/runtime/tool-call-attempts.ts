@@ -11,6 +11,19 @@ const MAX_ATTEMPTS = 3;
 /** Wait before asking again for a tool that was `unavailable`, times the attempt (an MCP server restarts in 250 ms). */
 const UNAVAILABLE_DELAY_MS = 500;
 
+/** Wait before sending again a call a busy worker passed on, times the try. */
+const BUSY_DELAY_MS = 200;
+
+/** Codes of replies to calls the worker never started: safe to send again for any tool. */
+const NOT_STARTED: ReadonlySet<string> = new Set([ErrorCode.noResponders, ErrorCode.busy]);
+
+/** Sleeps `ms`, or rejects with the signal's reason when it aborts first. */
+async function wait(ms: number, signal: AbortSignal): Promise<void> {
+  await sleep(ms, undefined, { signal }).catch((error: unknown) => {
+    throw signal.aborted ? abortReason(signal) : error;
+  });
+}
+
 /** What {@link callToolWithRecovery} needs to know of the call besides its request. */
 export interface CallScope {
   readonly turnId: string;
@@ -59,18 +72,18 @@ export async function callToolWithRecovery(
     // Each try has the whole timeout, the worker's deadline with it: a retry after a late loss is not cut short.
     const deadline = tries === 1 ? request.deadline : services.now() + options.timeoutMs;
     const reply = await services.tools.call({ ...request, callId, deadline }, { ...options, attempt, onProgress });
-    if (!reply.ok && reply.error.code === ErrorCode.noResponders && tries < MAX_ATTEMPTS) {
-      // A worker that was stopping answered before it ran the call: it never started, so it goes out again at
-      // once, whatever its tier, and as the same attempt (not a repeat: nothing ran that a ledger could record).
-      services.logger.debug({ tool: request.name, attempt, error: reply.error }, 'a stopping tool worker passed a call on; calling again');
+    if (!reply.ok && NOT_STARTED.has(reply.error.code) && tries < MAX_ATTEMPTS) {
+      // A worker that was stopping, or had too many calls waiting, answered before it ran the call: it never
+      // started, so it goes out again, whatever its tier, and as the same attempt (not a repeat: nothing ran that
+      // a ledger could record). A busy worker pool is given a moment first.
+      services.logger.debug({ tool: request.name, attempt, error: reply.error }, 'a tool worker passed a call on; calling again');
+      if (reply.error.code === ErrorCode.busy) await wait(BUSY_DELAY_MS * tries, options.signal);
       continue;
     }
     if (!reply.ok && reply.error.code === ErrorCode.unavailable && safeTwice && attempt - first + 1 < MAX_ATTEMPTS) {
       // The worker is alive but what it fronts is not (an MCP server it is restarting): wait a little, ask again.
       services.logger.debug({ tool: request.name, attempt, error: reply.error }, 'a tool was unavailable; calling again');
-      await sleep(UNAVAILABLE_DELAY_MS * attempt, undefined, { signal: options.signal }).catch((error: unknown) => {
-        throw options.signal.aborted ? abortReason(options.signal) : error;
-      });
+      await wait(UNAVAILABLE_DELAY_MS * attempt, options.signal);
       attempt += 1;
       continue;
     }

@@ -44,8 +44,9 @@ export interface ToolWorkerOptions {
   /** Calls run at once across all tools; more wait in the subscription buffers. Default 64. */
   readonly maxConcurrency?: number;
   /**
-   * Calls accepted and waiting for a slot (they get heartbeats); past this many the rest wait unread in the
-   * subscription. Default 1024.
+   * Calls accepted and waiting for a slot (they get heartbeats); past this many a call is answered at once with a
+   * retryable `busy` (it never started), rather than left unread where no heartbeat would tell its caller that
+   * this worker lives. Default 1024.
    */
   readonly maxQueued?: number;
   /** How long `stop()` lets running calls finish before aborting them. Default 5000 ms. */
@@ -191,6 +192,12 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
       reply(base, errorReply(request.callId, { code: ErrorCode.noResponders, message: 'the tool worker stopped before running the call', retryable: true }));
       return;
     }
+    if (gate.waiting >= maxQueued) {
+      // Shed, not left unread: a caller that counts on heartbeats would take an unread call for a lost one.
+      const message = `the tool worker has ${gate.waiting} calls waiting for a slot; it did not start this one`;
+      reply(base, errorReply(request.callId, { code: ErrorCode.busy, message, retryable: true }));
+      return;
+    }
     const controller = calls.open(tool.name, request.callId);
     if (!controller) {
       reply(base, errorReply(request.callId, toErrorData(new CancelledError('cancelled before it started'))));
@@ -282,13 +289,11 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
   async function serve(tool: AnyToolDefinition, subscription: Subscription): Promise<void> {
     try {
       for await (const message of subscription) {
-        // Accepted calls wait for a slot in the gate, with heartbeats; past maxQueued of them, waiting here for
-        // this one's slot keeps the rest unread in the subscription.
+        // Accepted calls wait for a slot in the gate, with heartbeats; past maxQueued of them a call is shed.
         const admitted = accept(tool, message).catch((err: unknown) => logger.error({ err, tool: tool.name }, 'a tool call was not accepted'));
         // stop() waits for calls still waiting for a slot as for running ones.
         running.add(admitted);
         void admitted.finally(() => running.delete(admitted));
-        if (gate.waiting >= maxQueued) await admitted;
       }
     } catch (err) {
       logger.error({ err, tool: tool.name }, 'tool subscription failed');
