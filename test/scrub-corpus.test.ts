@@ -147,6 +147,13 @@ describe('the high-entropy rule', () => {
     expect(isHighEntropySecret(`aB3${random.from(ALPHABET.base62, HIGH_ENTROPY_RULE.maxLength)}`)).toBe(false);
   });
 
+  it('keeps an id too short to count with a serial number after it (a NUID-named consumer, <nuid>_1), not a longer token so ended', () => {
+    const nuid = `aB3${random.from(ALPHABET.base62, 19)}`;
+    expect(isHighEntropySecret(`${nuid}_1`)).toBe(false);
+    expect(isHighEntropySecret(`${nuid}-12`)).toBe(false);
+    expect(isHighEntropySecret(`aB3${random.from(ALPHABET.base62, 29)}_1`)).toBe(true);
+  });
+
   it('keeps tokens whose classes are not mixed: no digit, no capital, no lowercase', () => {
     expect(isHighEntropySecret(random.from(ALPHABET.base62.replace(/[0-9]/g, ''), 40))).toBe(false);
     expect(isHighEntropySecret(random.from(ALPHABET.lowerDigits, 40))).toBe(false);

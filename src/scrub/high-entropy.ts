@@ -68,10 +68,15 @@ export function hasMixedClasses(token: string): boolean {
   return false;
 }
 
+// A serial number after an id: `<nuid>_1`, as nats.js names ordered consumers.
+const SERIAL_SUFFIX = /[_-][0-9]{1,4}$/;
+
 /** True when `token` (one run of the token alphabet) passes the high-entropy rule. */
 export function isHighEntropySecret(token: string): boolean {
   const { minLength, maxLength, minBitsPerChar } = HIGH_ENTROPY_RULE;
   if (token.length < minLength || token.length > maxLength) return false;
+  // An id too short to count, with a serial number after it, is no longer a secret for that.
+  if (token.length - (SERIAL_SUFFIX.exec(token)?.[0].length ?? 0) < minLength) return false;
   if (!hasMixedClasses(token) || HEX.test(token) || isPublicToken(token)) return false;
   if (shannonEntropy(token) < minBitsPerChar || looksLikeIdentifier(token)) return false;
   return !(token.includes('-') && looksLikeHyphenatedId(token));
