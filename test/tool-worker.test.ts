@@ -153,6 +153,33 @@ describe('tool worker', () => {
     await worker.stop();
   });
 
+  it('answers tool_failed, not the worker codes, for a tool that threw no_responders, busy or worker_lost: the call did run', async () => {
+    let runs = 0;
+    const codes = ['no_responders', 'busy', 'worker_lost'];
+    const saving = defineTool({
+      name: 'save_then_fail',
+      description: 'Does its work, then a request of its own finds no responder',
+      parameters: z.object({ code: z.string() }),
+      tier: SafetyTier.sideEffecting,
+      timeoutMs: 1000,
+      idempotent: false,
+      execute: ({ code }) => {
+        runs += 1;
+        throw new AgentbusError(code, `memory did not answer (${code})`, { retryable: true });
+      },
+    });
+    const worker = await startWorker([saving]);
+    const tools = client();
+    for (const code of codes) {
+      expect(await tools.call(callRequest('save_then_fail', { code }), {})).toMatchObject({
+        ok: false,
+        error: { code: 'tool_failed', message: `${code}: memory did not answer (${code})`, retryable: false },
+      });
+    }
+    expect(runs).toBe(3);
+    await worker.stop();
+  });
+
   it('turns a thrown error into tool_failed and keeps the code of an AgentbusError', async () => {
     const broken = defineTool({
       name: 'broken',

@@ -48,8 +48,19 @@ export function formatIssues(error: z.ZodError, limit = 5): string {
   return `${lines.join('; ')}${more}`;
 }
 
+/**
+ * Codes that tell the caller something of the worker, not of the tool: a call the worker never started
+ * (`no_responders`, `busy`) is sent again whatever its tier, and a lost worker (`worker_lost`) makes the call
+ * be repeated. A tool that throws one (a `NoRespondersError` of a request it made) must not say that of a call it
+ * ran: its failure is `tool_failed`, the code kept in the message.
+ */
+const WORKER_CODES: ReadonlySet<string> = new Set([ErrorCode.noResponders, ErrorCode.busy, ErrorCode.workerLost]);
+
 function failure(error: unknown): ErrorData {
-  if (error instanceof AgentbusError) return toErrorData(error);
+  if (error instanceof AgentbusError) {
+    const data = toErrorData(error);
+    return WORKER_CODES.has(data.code) ? { code: ErrorCode.toolFailed, message: `${data.code}: ${data.message}`, retryable: false } : data;
+  }
   const message = error instanceof Error ? error.message : String(error);
   return { code: ErrorCode.toolFailed, message: message || 'the tool failed', retryable: false };
 }
