@@ -11,6 +11,7 @@ import { createToolClient } from '../src/bus/tool-client.ts';
 import { ServiceInboxPrefix } from '../src/bus/inbox.ts';
 import { connectCli } from '../src/cli/connect.ts';
 import { createAgentbusClient } from '../src/client/index.ts';
+import { discoverServices } from '../src/bus/service-registry.ts';
 import type { AgentbusClient } from '../src/client/index.ts';
 import { createLogger } from '../src/logging.ts';
 import { SafetyTier, createCodec, createSubjects } from '../src/protocol/index.ts';
@@ -191,6 +192,11 @@ describe('tenants sealed on the bus (deploy/nats/nats-server.conf as shipped)', 
     expect(await acmeClient.state('acme').load(STATE_KEY)).toMatchObject({ revision });
     // The call went through the tool hook, logged in as `hooks`, before and after: the runtime asked, the hook answered.
     expect(audited).toEqual([`before acme/${acmeSession} remember`, `after acme/${acmeSession} remember isError=false`]);
+  });
+
+  it('lets a tool worker discover every service, as agentbus mcp does to warn of a tool served twice, and each answers it', async () => {
+    const instances = await discoverServices(toolsConnection, undefined, { timeoutMs: 2000, codec, logger: createLogger({ name: 'discover', level: 'silent' }) });
+    expect(new Set(instances.map((instance) => instance.name))).toEqual(new Set(['agentbus-runtime', 'agentbus-provider', 'agentbus-memory', 'agentbus-memory-tools', 'agentbus-tools', 'agentbus-hooks']));
   });
 
   it('lets acme delete a session; the tool outcomes recorded for it are purged with its log', async () => {
