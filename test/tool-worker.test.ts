@@ -47,7 +47,7 @@ function callRequest(name: string, args: unknown, deadlineMs = 5000): ToolCallRe
   };
 }
 
-async function startWorker(tools: AnyToolDefinition[], extra: { maxConcurrency?: number } = {}): Promise<ToolWorker> {
+async function startWorker(tools: AnyToolDefinition[], extra: { maxConcurrency?: number; maxQueued?: number } = {}): Promise<ToolWorker> {
   const worker = createToolWorker({ nc, subjects, codec, logger, tools, version: '0.1.0', stopGraceMs: 200, ...extra });
   await worker.start();
   return worker;

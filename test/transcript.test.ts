@@ -193,15 +193,20 @@ describe('transcript turns', () => {
     const log = createLogBuilder();
     const transcript = createTranscript([
       log.prompt('t1', 'q1'),
-      log.answer('t1', 'a1', [{ id: 'c1' }, { id: 'c2' }, { id: 'c3' }, { id: 'c4' }]),
-      log.toolUse('t1', 'c1'),
+      log.answer('t1', 'a1', [{ id: 'c1' }, { id: 'c2' }, { id: 'c3' }, { id: 'c4' }, { id: 'c5' }]),
+      log.toolUse('t1', 'c1', { argsFinal: true }),
       log.result('t1', 'c1', 'r1'),
-      log.toolUse('t1', 'c2', { args: { path: 'sandbox/a' }, argsRewrittenBy: ['paths'] }),
-      log.toolUse('t1', 'c3', { blockedBy: 'policy' }),
+      log.toolUse('t1', 'c2', { args: { path: 'sandbox/a' }, argsRewrittenBy: ['paths'], argsFinal: true }),
+      log.toolUse('t1', 'c3', { blockedBy: 'policy', argsFinal: true }),
+      // As an older runtime logged it: it may have gone out, or a hook may have blocked it unmarked.
+      log.toolUse('t1', 'c5', { args: { path: 'b' } }),
     ]);
     const [turn] = transcript.unfinishedTurns();
-    expect(turn!.openCalls.map((call) => call.id)).toEqual(['c2', 'c3', 'c4']);
-    expect(turn!.sent).toEqual({ c2: { args: { path: 'sandbox/a' }, argsRewrittenBy: ['paths'] } });
+    expect(turn!.openCalls.map((call) => call.id)).toEqual(['c2', 'c3', 'c4', 'c5']);
+    expect(turn!.sent).toEqual({
+      c2: { args: { path: 'sandbox/a' }, argsRewrittenBy: ['paths'], final: true },
+      c5: { args: { path: 'b' }, final: false },
+    });
   });
 
   it('keeps its content when trimmed', () => {

@@ -357,7 +357,10 @@ async function resumeQueue(
         await writer.append(LogEventType.toolResult, { turnId: turn.turnId, step: turn.lastStep }, interruptedResult(call));
         continue;
       }
-      pendingCalls.push({ ...call, tier: tool?.tier ?? 'unknown', ...(sent ? { resumed: true, sent } : {}) });
+      // Sent again with the arguments it went out with when the log says those were final; an older runtime's log
+      // does not say so (nor mark a blocked call), and then the hooks are asked again.
+      const repeat = sent ? { resumed: true, ...(sent.final ? { sent: sent.argsRewrittenBy ? { args: sent.args, argsRewrittenBy: sent.argsRewrittenBy } : { args: sent.args } } : {}) } : {};
+      pendingCalls.push({ ...call, tier: tool?.tier ?? 'unknown', ...repeat });
     }
     if (pendingCalls.length === 0 && turn.lastStep >= base.maxSteps) {
       await writer.append(LogEventType.turnEnded, { turnId: turn.turnId, step: turn.lastStep }, { reason: TurnEndReason.budgetExceeded, ...ending });

@@ -27,7 +27,8 @@ async function runTool(services: SessionServices, input: ExecuteToolsInput, call
   const hooked = await runBeforeHooks(services, { input, call, effectId, byName }, signal);
   // A blocked call is logged as such, so that a turn resumed from the log knows it never went out.
   const blockedBy = hooked.blockedBy === undefined ? {} : { blockedBy: hooked.blockedBy };
-  await writer.append(LogEventType.toolUse, scope, { toolCallId: call.id, effectId, name: call.name, args: hooked.args, tier: call.tier, ...hooked.logged, ...blockedBy });
+  const use = { toolCallId: call.id, effectId, name: call.name, args: hooked.args, tier: call.tier, ...hooked.logged, ...blockedBy, argsFinal: true };
+  await writer.append(LogEventType.toolUse, scope, use);
   const decision = input.decisions[call.id];
   const info = byName.get(call.name);
   let settled: HookedResult;

@@ -14,8 +14,11 @@ export interface UnfinishedTurn {
   readonly lastStep: number;
   /** Tool calls of the newest assistant message without a result. */
   readonly openCalls: readonly ToolCall[];
-  /** Of the open calls, those whose `tool.use` was logged with no hook blocking them: how each went out. */
-  readonly sent: Readonly<Record<string, { readonly args: unknown; readonly argsRewrittenBy?: readonly string[] }>>;
+  /**
+   * Of the open calls, those whose `tool.use` was logged with no hook blocking them (they may have run): how each
+   * went out, and whether those are the hooks' final `args` (`argsFinal`; false in an older runtime's log).
+   */
+  readonly sent: Readonly<Record<string, { readonly args: unknown; readonly argsRewrittenBy?: readonly string[]; readonly final: boolean }>>;
   /** True when the newest assistant message asked for no tools: the turn had yielded. */
   readonly answered: boolean;
   readonly text: string;
@@ -128,7 +131,7 @@ function summarizeTurn(events: readonly LogEvent[], turnId: string, prompt: Unfi
   let cost = 0;
   const answered = new Set<string>();
   const decisions: Record<string, ApprovalDecision> = {};
-  const sent: Record<string, { args: unknown; argsRewrittenBy?: readonly string[] }> = {};
+  const sent: Record<string, { args: unknown; argsRewrittenBy?: readonly string[]; final: boolean }> = {};
   for (const event of events) {
     if (event.turnId !== turnId) continue;
     if (event.type === LogEventType.assistantMessage) {
@@ -141,7 +144,8 @@ function summarizeTurn(events: readonly LogEvent[], turnId: string, prompt: Unfi
       answered.add(event.data.toolCallId);
     } else if (event.type === LogEventType.toolUse && event.data.blockedBy === undefined) {
       const { args, argsRewrittenBy } = event.data;
-      sent[event.data.toolCallId] = argsRewrittenBy === undefined ? { args } : { args, argsRewrittenBy };
+      const final = event.data.argsFinal === true;
+      sent[event.data.toolCallId] = argsRewrittenBy === undefined ? { args, final } : { args, argsRewrittenBy, final };
     } else if (event.type === LogEventType.approvalDecided) {
       decisions[event.data.toolCallId] =
         event.data.reason === undefined ? { approved: event.data.approved } : { approved: event.data.approved, reason: event.data.reason };

@@ -100,6 +100,12 @@ export interface EventDataMap {
     readonly argsRewrittenBy?: readonly string[];
     /** The before-hook that blocked the call: it was sent to no worker (its `tool.result` names the hook too). */
     readonly blockedBy?: string;
+    /**
+     * True when `args` are the before-hooks' final decision (none configured counts) and `blockedBy` is set iff
+     * one blocked the call: a resumed turn sends the call again with these `args` without asking the hooks again.
+     * Absent in logs of older runtimes, whose blocked calls were not marked: their hooks are asked again.
+     */
+    readonly argsFinal?: boolean;
   };
   'tool.result': {
     readonly toolCallId: string;

@@ -42,6 +42,7 @@ const toolUse = z.object({
   tier: z.enum([SafetyTier.readOnly, SafetyTier.sideEffecting, SafetyTier.privileged, 'unknown']),
   argsRewrittenBy: z.array(z.string()).readonly().optional(),
   blockedBy: z.string().optional(),
+  argsFinal: z.boolean().optional(),
 });
 
 const toolResult = z.object({

@@ -22,7 +22,7 @@ export function createLogBuilder() {
         model: 'scripted:default',
         finishReason: calls.length > 0 ? 'tool_calls' : 'stop',
       }),
-    toolUse: (turnId: string, toolCallId: string, hooked: { args?: unknown; argsRewrittenBy?: string[]; blockedBy?: string } = {}) =>
+    toolUse: (turnId: string, toolCallId: string, hooked: { args?: unknown; argsRewrittenBy?: string[]; blockedBy?: string; argsFinal?: boolean } = {}) =>
       event(LogEventType.toolUse, turnId, { toolCallId, effectId: `s:${turnId}:${toolCallId}`, name: 'lookup', args: {}, tier: 'read_only', ...hooked }),
     result: (turnId: string, toolCallId: string, output: string) =>
       event(LogEventType.toolResult, turnId, { toolCallId, name: 'lookup', output, isError: false, durationMs: 1 }),
