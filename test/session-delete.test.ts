@@ -50,11 +50,33 @@ function deleterFor(host: SessionHost) {
   return { deleter, purged };
 }
 
+/** A hosted session that stops (given up, handed over) while its turn runs: its idle waiters hear false. */
+function hostStoppingIn(ms: number): SessionHost {
+  const waiters: Array<(idle: boolean) => void> = [];
+  let stopped = false;
+  setTimeout(() => {
+    stopped = true;
+    for (const resolve of waiters.splice(0)) resolve(false);
+  }, ms);
+  const host: Partial<SessionHost> = {
+    busy: () => !stopped && true,
+    whenIdle: () => (stopped ? Promise.resolve(false) : new Promise<boolean>((resolve) => waiters.push(resolve))),
+    stop: () => undefined,
+  };
+  return host as SessionHost;
+}
+
 describe('deleting a session on its node', () => {
   it('deletes a session whose turn is ending (its turn.ended seen by the client, its machine not idle yet), not refusing it busy', async () => {
     const { deleter, purged } = deleterFor(hostEndingIn(30));
     expect(await deleter.delete('t', 's')).toEqual({ purged: 3, alreadyDeleted: false });
     expect(purged[0]).toBe('LOG agentbus.t.sessions.s.log');
+  });
+
+  it('refuses busy a session that stopped during the wait (handed over, given up): it is not this node\'s to delete now', async () => {
+    const { deleter, purged } = deleterFor(hostStoppingIn(30));
+    await expect(deleter.delete('t', 's')).rejects.toBeInstanceOf(SessionBusyError);
+    expect(purged).toEqual([]);
   });
 
   it('refuses busy, after a short wait, a session whose turn goes on', async () => {

@@ -53,11 +53,11 @@ export interface SessionDeleterDeps {
 /** How long a delete waits for a session that is ending its turn before it refuses it `busy`. */
 const IDLE_GRACE_MS = 1000;
 
-/** Resolves when the session is idle or after `ms`, whichever comes first. */
-async function untilIdle(hosted: SessionHost, ms: number): Promise<void> {
+/** True once the session is idle; false when it stopped meanwhile (given up, handed over) or `ms` passed first. */
+async function untilIdle(hosted: SessionHost, ms: number): Promise<boolean> {
   let timer: ReturnType<typeof setTimeout> | undefined;
-  const expired = new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)));
-  await Promise.race([hosted.whenIdle(), expired]).finally(() => clearTimeout(timer));
+  const expired = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), ms)));
+  return Promise.race([hosted.whenIdle(), expired]).finally(() => clearTimeout(timer));
 }
 
 /**
@@ -88,8 +88,14 @@ export function createSessionDeleter(deps: SessionDeleterDeps): SessionDeleter {
       if (phases.has(key)) throw new SessionBusyError(`session ${tenant}/${sessionId} is being deleted`, { tenant, sessionId });
       const hosted = await deps.hostedSession(tenant, sessionId);
       // A client that saw `turn.ended` (its own turn, or the one it cancelled) deletes at once; the session leaves
-      // its turn a moment after that event is logged. Wait that moment rather than refuse a delete that is right.
-      if (hosted?.busy()) await untilIdle(hosted, IDLE_GRACE_MS);
+      // its turn a moment after that event is logged. Wait that moment rather than refuse a delete that is right;
+      // but a session stopped meanwhile (given up, handed over, reopened) is not this node's to delete now.
+      if (hosted?.busy()) {
+        const idle = await untilIdle(hosted, IDLE_GRACE_MS);
+        if (!idle || (await deps.hostedSession(tenant, sessionId)) !== hosted) {
+          throw new SessionBusyError(`session ${tenant}/${sessionId} has a turn running or queued: cancel it, then delete`, { tenant, sessionId });
+        }
+      }
       // From this check to the phase being set nothing awaits: no prompt of this node slips in between.
       if (phases.has(key)) throw new SessionBusyError(`session ${tenant}/${sessionId} is being deleted`, { tenant, sessionId });
       if (hosted?.busy() || deps.othersInFlight(tenant, sessionId) > 0) {
