@@ -49,6 +49,25 @@ describe("memory's vectorizer", () => {
     expect(vectorizer.status()).toEqual({ state: 'off', reason: 'unauthorized: openai: 401 invalid api key' });
   });
 
+  it('turns vectors off when the provider refuses every chunk of a batch one by one too (a gateway without the model)', async () => {
+    const embedder = fakeEmbedder(() => new AgentbusError('bad_request', 'model text-embedding-3-small is not served here', { retryable: false }));
+    const { vectorizer, stored } = vectorizerOf(embedder);
+    vectorizer.enqueue('acme', chunks(6));
+    await vectorizer.idle();
+    expect(embedder.batches.map((batch) => batch.length)).toEqual([4, 1, 1, 1, 1]);
+    expect(stored).toEqual([]);
+    expect(vectorizer.status()).toMatchObject({ state: 'off', reason: expect.stringContaining('refused every chunk of a batch') });
+  });
+
+  it('tries an unexpected error again rather than turning vectors off (a reply it could not read)', async () => {
+    const embedder = fakeEmbedder((_texts, call) => (call === 1 ? new AgentbusError('internal', 'answered 3 vectors for 4 inputs', { retryable: false }) : undefined));
+    const { vectorizer, stored } = vectorizerOf(embedder);
+    vectorizer.enqueue('acme', chunks(3));
+    await vectorizer.idle();
+    expect(stored).toEqual(['c0', 'c1', 'c2']);
+    expect(vectorizer.status()).toMatchObject({ state: 'on' });
+  });
+
   it('tries a failure that may pass again, with backoff, until it does', async () => {
     const embedder = fakeEmbedder((_texts, call) => (call <= 2 ? new AgentbusError('no_responders', 'no provider answers yet', { retryable: true }) : undefined));
     const { vectorizer, stored } = vectorizerOf(embedder);

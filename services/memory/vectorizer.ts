@@ -46,6 +46,9 @@ export interface VectorizerOptions {
 
 const QUERY_CACHE_SIZE = 256;
 
+/** Codes of embedding failures that no retry mends: vectors go off until the next start or rebuild. */
+const PERMANENT_CODES: ReadonlySet<string> = new Set([ErrorCode.invalidInput, ErrorCode.unsupported, 'unauthorized', ErrorCode.notFound, 'spend_limit']);
+
 /**
  * Feeds the vector side of the index. A batch that fails for a reason that may pass (no provider yet, a
  * timeout, rate limits: a retryable error) is tried again with backoff; one the provider refuses as a request
@@ -77,10 +80,13 @@ export function createVectorizer(options: VectorizerOptions): Vectorizer {
   };
   // A request the provider refuses as such (an input too long for the model) fails that batch, not every batch.
   const isBatchRefused = (code: string) => code === 'bad_request';
-  // A failure no retry mends (no embedding model, a key refused, a model not found, a spend limit).
-  const isPermanent = (data: { code: string; retryable: boolean }) => data.code === ErrorCode.invalidInput || data.code === ErrorCode.unsupported || !data.retryable;
-  // After a refused batch its chunks go one by one, so that only the chunk the provider refuses is left out.
+  // A failure no retry mends (no embedding model, a key refused, a model not found, a spend limit). Anything else,
+  // an unexpected reply or error included, is tried again with backoff.
+  const isPermanent = (code: string) => PERMANENT_CODES.has(code);
+  // After a refused batch its chunks go one by one, so that only the chunk the provider refuses is left out; when
+  // every one of them is refused too, the provider refuses all input (a gateway without the model): vectors go off.
   let singlyLeft = 0;
+  let singlyEmbedded = 0;
 
   const drain = async () => {
     if (running || !embedder) return;
@@ -94,7 +100,10 @@ export function createVectorizer(options: VectorizerOptions): Vectorizer {
             { signal: controller.signal, timeoutMs: options.timeoutMs ?? 30_000 },
           );
           queue.splice(0, batch.length);
-          if (singlyLeft > 0) singlyLeft -= 1;
+          if (singlyLeft > 0) {
+            singlyLeft -= 1;
+            singlyEmbedded += 1;
+          }
           for (const [index, item] of batch.entries()) {
             const vector = vectors[index];
             if (vector) await options.sink(item.tenant, item.id, Float32Array.from(vector));
@@ -108,15 +117,22 @@ export function createVectorizer(options: VectorizerOptions): Vectorizer {
           if (isBatchRefused(data.code)) {
             if (batch.length > 1) {
               singlyLeft = batch.length;
+              singlyEmbedded = 0;
             } else {
               // That chunk stays searchable by full text; the rest go on.
               logger.warn({ err, tenant: batch[0]?.tenant, chunk: batch[0]?.id }, 'the provider refused to embed a chunk; it is searched by full text only');
               queue.splice(0, 1);
-              if (singlyLeft > 0) singlyLeft -= 1;
+              if (singlyLeft > 0) {
+                singlyLeft -= 1;
+                if (singlyLeft === 0 && singlyEmbedded === 0) {
+                  turnOff(`${data.code}: the provider refused every chunk of a batch, one by one: ${data.message}`);
+                  break;
+                }
+              }
             }
             continue;
           }
-          if (isPermanent(data)) {
+          if (isPermanent(data.code)) {
             turnOff(`${data.code}: ${data.message}`);
             break;
           }
