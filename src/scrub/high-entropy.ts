@@ -90,21 +90,19 @@ function isTokenCode(code: number): boolean {
 /**
  * The findings of a token that reads as a path (see {@link readsAsPath}): each `/`-separated segment is
  * scored alone, so one random segment costs that segment and not the whole path. A segment is kept
- * without scoring when it is a file's name, followed by an extension
- * (`/_next/static/chunks/pages/_app-8fK3xY9qLmN2pQ7rT4vW.js`), or when it lies between two slashes of a
- * URL with a scheme (`https://docs.google.com/document/d/<id>/edit`): such ids are addresses, and the
- * secret-bearing URLs (webhooks, reset links) end in their secret. A URL's last segment is scored.
+ * without scoring only when it is a file's name, followed by an extension
+ * (`/_next/static/chunks/pages/_app-8fK3xY9qLmN2pQ7rT4vW.js`). Every other segment is scored, in a URL's path
+ * too: capability URLs carry their token in the middle (`/share/<token>/download`, `/hooks/<token>/events`).
  */
 function findInPath(text: string, start: number, end: number, findings: Finding[]): void {
   const { minLength } = HIGH_ENTROPY_RULE;
-  let inUrl: boolean | undefined;
   let segmentStart = start;
   for (let index = start; index <= end; index++) {
     if (index < end && text.charCodeAt(index) !== 47 /* / */) continue;
     const segmentEnd = index;
     if (segmentEnd - segmentStart >= minLength) {
       const last = segmentEnd === end;
-      const kept = last ? hasExtensionAt(text, end) : segmentStart > start && (inUrl ??= isInUrlPath(text, start));
+      const kept = last && hasExtensionAt(text, end);
       if (!kept && isHighEntropySecret(text.slice(segmentStart, segmentEnd))) {
         findings.push({ start: segmentStart, end: segmentEnd, rule: HIGH_ENTROPY_RULE.name, priority: FindingPriority.highEntropy });
       }

@@ -220,7 +220,8 @@ export function lookAlikes(seed = 20240612): string[] {
     'mysql -u root -p shop < dump.sql',
     'nkey: UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4',
     `<script src="/_next/static/chunks/pages/_app-${from(ALPHABET.base62, 20)}.js"></script>`,
-    `https://docs.google.com/document/d/${from(ALPHABET.base62, 44)}/edit`,
+    // A document's id in its URL is a capability of a link-shared document: scored like any token (not kept).
+    'https://github.com/nats-io/nats.js/blob/main/jetstream/src/jsmconsumer_api.ts#L171',
     `import "/node_modules/.vite/deps/chunk-${from(ALPHABET.upperDigits, 8)}.js?v=${from(ALPHABET.hex, 8)}";`,
     `arn:aws:cloudformation:eu-west-1:123456789012:stack/AgentbusStack/${uuid()}`,
     `gs://acme-agentbus/exports/2024/06/11/session-${from(ALPHABET.base62, 24)}.jsonl`,
