@@ -167,10 +167,11 @@ describe('MCP tools as agentbus tools', () => {
     expect(mcpServerEnvironment({ PATH: '/bin', GITHUB_TOKEN: 'g', NATS_PASSWORD: 'p', NATS_URL: 'u', AGENTBUS_PREFIX: 'x' })).toEqual({ PATH: '/bin', GITHUB_TOKEN: 'g' });
   });
 
-  it('knows the secrets of an HTTP source: header values, their tokens, a Basic password, the URL\'s password and secret query values', () => {
+  it('knows the secrets of an HTTP source: credential header values, their tokens, a Basic password, the URL\'s password and secret query values', () => {
     const basic = Buffer.from('user:basic-password').toString('base64');
     const url = new URL('https://me:url-password@mcp.example/mcp?api_key=query-key-123&page=2');
-    expect(mcpSourceSecrets({ kind: 'http', url, headers: { Authorization: 'Bearer sk-token-123', 'X-Api-Key': 'plain-key-456', Proxy: `Basic ${basic}` } })).toEqual([
+    const headers = { Authorization: 'Bearer sk-token-123', Accept: 'application/json', 'X-Api-Key': 'plain-key-456', 'Proxy-Authorization': `Basic ${basic}` };
+    expect(mcpSourceSecrets({ kind: 'http', url, headers })).toEqual([
       'Bearer sk-token-123',
       'sk-token-123',
       'plain-key-456',
@@ -181,5 +182,8 @@ describe('MCP tools as agentbus tools', () => {
       'query-key-123',
     ]);
     expect(mcpSourceSecrets({ kind: 'stdio', command: 'node', args: ['--token', 'x'], env: {} })).toEqual([]);
+    // A raw `%` in the password is no valid percent-encoding: taken as it is, not a crash.
+    expect(mcpSourceSecrets({ kind: 'http', url: new URL('https://me:pa%zzss@mcp.example/mcp'), headers: {} })).toEqual(['pa%zzss']);
+    expect(mcpSourceSecrets({ kind: 'http', url: new URL('https://me:p%40ss@mcp.example/mcp'), headers: {} })).toEqual(['p%40ss', 'p@ss']);
   });
 });

@@ -40,8 +40,20 @@ export function describeMcpSource(source: McpSource): string {
 /** Query parameters whose values are taken for secrets (`?api_key=…`, `?token=…`, `?sig=…`). */
 const SECRET_PARAMETER = /key|token|secret|password|passwd|auth|sig|credential/i;
 
+/** Header names whose values are credentials (`Authorization`, `X-API-Key`, `Cookie`, …); `Accept` is none. */
+const CREDENTIAL_HEADER = /auth|key|token|secret|passw|cookie|session|credential/i;
+
+/** A URL component decoded, or as it is when it is no valid percent-encoding (a raw `%` in a password). */
+function decodeLeniently(component: string): string {
+  try {
+    return decodeURIComponent(component);
+  } catch {
+    return component;
+  }
+}
+
 /**
- * What of a source must never be printed, for a scrubber: each header value, its token when it has a scheme
+ * What of a source must never be printed, for a scrubber: each value of a header named like a credential, its token when it has a scheme
  * (`Bearer <token>`; for `Basic`, also the password it encodes), the URL's password and the values of query
  * parameters named like secrets. A stdio source has none of its own (its secrets are in the environment).
  *
@@ -52,7 +64,8 @@ const SECRET_PARAMETER = /key|token|secret|password|passwd|auth|sig|credential/i
 export function mcpSourceSecrets(source: McpSource): string[] {
   if (source.kind === 'stdio') return [];
   const secrets: string[] = [];
-  for (const value of Object.values(source.headers)) {
+  for (const [name, value] of Object.entries(source.headers)) {
+    if (!CREDENTIAL_HEADER.test(name)) continue;
     secrets.push(value);
     const [scheme, ...rest] = value.split(/\s+/);
     const token = rest.join(' ');
@@ -64,7 +77,12 @@ export function mcpSourceSecrets(source: McpSource): string[] {
       if (colon >= 0) secrets.push(decoded.slice(colon + 1));
     }
   }
-  if (source.url.password) secrets.push(decodeURIComponent(source.url.password));
+  const password = source.url.password;
+  if (password) {
+    secrets.push(password);
+    const decoded = decodeLeniently(password);
+    if (decoded !== password) secrets.push(decoded);
+  }
   for (const [name, value] of source.url.searchParams) if (SECRET_PARAMETER.test(name) && value) secrets.push(value);
   return secrets;
 }
