@@ -129,10 +129,10 @@ describe('tool client', () => {
   });
 
   it('takes the strictest reading of a tool whose workers disagree: a worker that says read-only cannot take away an approval', async () => {
-    const meta = (tier: string, idempotent: boolean) => ({ ...toToolMetadata(ping), tier, idempotent: String(idempotent) });
+    const meta = (tier: string, idempotent: boolean, timeoutMs = 1000) => ({ ...toToolMetadata(ping), tier, idempotent: String(idempotent), timeoutMs: String(timeoutMs) });
     const registrations = [
       { name: 'lenient', endpoints: { deploy: meta('read_only', true), tidy: meta('side_effecting', true) } },
-      { name: 'strict', endpoints: { deploy: meta('privileged', false), tidy: meta('side_effecting', true) } },
+      { name: 'strict', endpoints: { deploy: meta('privileged', false, 9000), tidy: meta('side_effecting', true) } },
       { name: 'odd', endpoints: { deploy: meta('read_only', true), tidy: meta('bogus', true) } },
     ].map(({ name, endpoints }) =>
       createServiceRegistration(nats.nc, {
@@ -144,9 +144,9 @@ describe('tool client', () => {
     await nats.nc.flush();
     const tools = await createToolClient({ nc: nats.nc, subjects, codec, logger, discoveryTtlMs: 0 }).listTools({});
     // Whichever answered discovery first, the strictest wins; an unknown tier counts as privileged.
-    expect(tools.map(({ name, tier, idempotent }) => ({ name, tier, idempotent }))).toEqual([
-      { name: 'deploy', tier: 'privileged', idempotent: false },
-      { name: 'tidy', tier: 'privileged', idempotent: true },
+    expect(tools.map(({ name, tier, idempotent, timeoutMs }) => ({ name, tier, idempotent, timeoutMs }))).toEqual([
+      { name: 'deploy', tier: 'privileged', idempotent: false, timeoutMs: 9000 },
+      { name: 'tidy', tier: 'privileged', idempotent: true, timeoutMs: 1000 },
     ]);
     await Promise.all(registrations.map((registration) => registration.stop()));
   });

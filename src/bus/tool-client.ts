@@ -136,6 +136,8 @@ export function createToolClient(options: ToolClientOptions): ToolClient {
       // under one name, or one that lies) get the strictest reading, so that no announcement can take away an
       // approval or make a side effect count as safe to repeat; a malformed tier counts as privileged.
       const beats = announcements.map(({ metadata }) => Number(metadata[ToolWorkerMetadataKey.heartbeatMs]));
+      // A call may reach the slowest of them: it is given the longest timeout any announces.
+      const timeouts = announcements.map(({ metadata }) => Number(metadata[ToolMetadataKey.timeoutMs])).filter((ms) => Number.isInteger(ms) && ms > 0);
       const tier = Math.max(...announcements.map(({ metadata }) => strictness(metadata[ToolMetadataKey.tier])));
       if (announcements.some(({ metadata }) => metadata[ToolMetadataKey.tier] !== descriptor.tier)) {
         logger.debug({ tool: name, tiers: announcements.map(({ metadata, service }) => `${service}: ${metadata[ToolMetadataKey.tier]}`) }, 'workers of a tool announce different tiers');
@@ -143,6 +145,7 @@ export function createToolClient(options: ToolClientOptions): ToolClient {
       tools.push({
         ...descriptor,
         tier: TIER_STRICTNESS[tier]!,
+        timeoutMs: Math.max(descriptor.timeoutMs, ...timeouts),
         idempotent: announcements.every(({ metadata }) => metadata[ToolMetadataKey.idempotent] === 'true'),
         ledger: announcements.every(({ metadata }) => metadata[ToolWorkerMetadataKey.ledger] === 'true'),
         ...(beats.every((ms) => Number.isInteger(ms) && ms > 0) ? { heartbeatMs: Math.max(...beats) } : {}),
