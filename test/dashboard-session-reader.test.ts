@@ -56,4 +56,10 @@ describe("the dashboard's session reader", () => {
     expect(states).toHaveLength(20);
     expect(states.at(-1)).toBe('Streaming-200');
   });
+
+  it('keeps the newest of a live type that alone passes the bound, not its oldest', async () => {
+    await stream('stately', 100);
+    const { live } = await (await reader(4)).read('acme', 'stately');
+    expect(live.map((event) => (event.data as { value: string }).value)).toEqual(['Streaming-70', 'Streaming-80', 'Streaming-90', 'Streaming-100']);
+  });
 });

@@ -32,7 +32,7 @@ export interface SessionReader {
 
 /**
  * Creates the reader. `maxLive` bounds the live events read per session (default 20 000); past it, the session's
- * deltas are left out and each other live type is read (at most `maxLive` of each), so the newest states still come.
+ * deltas are left out and each other live type is read whole, its newest `maxLive` kept, so the newest states come.
  */
 export function createSessionReader(deps: {
   log: SessionLog;
@@ -48,8 +48,11 @@ export function createSessionReader(deps: {
   const timeoutMs = deps.timeoutMs ?? 10_000;
   const maxLive = deps.maxLive ?? 20_000;
 
-  /** Up to `total` events of one filter, with their stream sequences, oldest first. */
-  async function readFiltered(filter: string, total: number, signal: AbortSignal): Promise<Array<{ seq: number; event: AgentEvent }>> {
+  /**
+   * Events of one filter with their stream sequences, oldest first: the first `total` of them, or with `newest`
+   * all of them read and the newest `total` kept.
+   */
+  async function readFiltered(filter: string, total: number, signal: AbortSignal, newest = false): Promise<Array<{ seq: number; event: AgentEvent }>> {
     const consumer = await deps.js.consumers.get(deps.streams.live, { filter_subjects: filter, deliver_policy: DeliverPolicy.All });
     const events: Array<{ seq: number; event: AgentEvent }> = [];
     const messages = await consumer.consume();
@@ -61,16 +64,18 @@ export function createSessionReader(deps: {
         seen += 1;
         try {
           events.push({ seq: message.seq, event: decodeSessionEvent(deps.codec, deps.subjects, message) });
+          // Cut back now and then rather than per message: a shift per event would cost the whole list each time.
+          if (newest && events.length >= 2 * total) events.splice(0, events.length - total);
         } catch (err) {
           deps.logger.debug({ err, subject: message.subject }, 'skipped a live message that is not a valid event');
         }
-        if (seen >= total || message.info.pending === 0) break;
+        if ((!newest && seen >= total) || message.info.pending === 0) break;
       }
     } finally {
       signal.removeEventListener('abort', stop);
       await messages.close().catch(() => undefined);
     }
-    return events;
+    return newest ? events.slice(-total) : events;
   }
 
   async function readLive(tenant: string, sessionId: string, signal: AbortSignal): Promise<AgentEvent[]> {
@@ -85,7 +90,7 @@ export function createSessionReader(deps: {
     // assistant messages hold the text they made.
     const others = counts.filter(([subject]) => !subject.endsWith(`.live.${LiveEventType.assistantDelta}`));
     deps.logger.debug({ tenant, sessionId, total, maxLive }, 'a session has more live events than the dashboard reads: its deltas are left out');
-    const read = await Promise.all(others.map(([subject, count]) => readFiltered(subject, Math.min(count, maxLive), signal)));
+    const read = await Promise.all(others.map(([subject, count]) => readFiltered(subject, Math.min(count, maxLive), signal, true)));
     return read
       .flat()
       .sort((a, b) => a.seq - b.seq)

@@ -63,7 +63,7 @@ export interface ToolWorkerOptions {
    * Scrubs what the ledger keeps (tool output is stored nowhere unscrubbed) and the last error `$SRV.STATS` tells; by
    * default one of the worker's own, without configured secrets: a host passes one made with `secretsFromEnv`.
    */
-  readonly scrubber?: Pick<Scrubber, 'scrub' | 'scrubSync'>;
+  readonly scrubber?: Pick<Scrubber, 'scrub'> & Partial<Pick<Scrubber, 'scrubSync'>>;
   readonly now?: () => number;
   readonly newId?: () => string;
 }
@@ -127,10 +127,15 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
   const ledgered = (tool: AnyToolDefinition) => ledger !== undefined && tool.tier !== SafetyTier.readOnly;
   // Made on the first outcome recorded: a worker of read-only tools never builds secretlint's rules.
   let ownScrubber: Scrubber | undefined;
-  const scrubber: Pick<Scrubber, 'scrub' | 'scrubSync'> = options.scrubber ?? {
+  const own: Pick<Scrubber, 'scrub' | 'scrubSync'> = {
     scrub: (text) => (ownScrubber ??= createScrubber()).scrub(text),
     scrubSync: (text) => (ownScrubber ??= createScrubber()).scrubSync(text),
   };
+  // A scrubber of the caller's without a synchronous pass (an older SDK user's) is helped out by the worker's own.
+  const given = options.scrubber;
+  const scrubber: Pick<Scrubber, 'scrub' | 'scrubSync'> = given
+    ? { scrub: (text) => given.scrub(text), scrubSync: (text) => (given.scrubSync ? given.scrubSync(text) : own.scrubSync(text)) }
+    : own;
   const callKey = (tool: string, callId: string) => `${tool}\u0000${callId}`;
   // Tools' state requests share one reply subscription, made on the first.
   let stateReplies: ReplyMux | undefined;
