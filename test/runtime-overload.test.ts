@@ -44,10 +44,10 @@ async function runtimeHealth(client: NatsConnection): Promise<NodeHealthFigures>
 }
 
 /** A healthy session's turn, start to `turn.ended`, in ms. */
-async function healthyTurn(client: NatsConnection, sessionId: string): Promise<{ ms: number; reason: unknown }> {
+async function healthyTurn(client: NatsConnection, sessionId: string, timeoutMs = 10_000): Promise<{ ms: number; reason: unknown }> {
   const watcher = collectEvents(client, 'default', sessionId);
   const started = performance.now();
-  const reply = await requestJson(client, `agentbus.default.sessions.${sessionId}.prompt`, { text: 'what is in the README?' }, 10_000);
+  const reply = await requestJson(client, `agentbus.default.sessions.${sessionId}.prompt`, { text: 'what is in the README?' }, timeoutMs);
   expect(reply.accepted).toBe(true);
   const events = await watcher.until((seen) => seen.some((event) => event.type === 'turn.ended'), 30_000);
   watcher.stop();
@@ -190,9 +190,11 @@ describe('a runtime node cut off by the server as a slow consumer', () => {
     }
     await rig.runtime.waitFor('"status":"reconnect"', 20_000);
     const started = performance.now();
-    const answered = await healthyTurn(rig.client, 'after-cut');
+    // The node may still be reading what its socket held when it was cut; on CI's loaded cores that once took
+    // over 10 s, so the bound is generous.
+    const answered = await healthyTurn(rig.client, 'after-cut', 25_000);
     expect(answered.reason).toBe('yielded');
-    expect(performance.now() - started).toBeLessThan(15_000);
+    expect(performance.now() - started).toBeLessThan(25_000);
     expect(rig.runtime.output()).toContain('"status":"disconnect"');
     const health = await runtimeHealth(rig.client);
     expect(health.connection).toMatchObject({ state: 'connected', ready: true });
