@@ -14,8 +14,9 @@ import { createCallHeartbeats } from './call-heartbeats.ts';
 import { createCallRegistry } from './call-registry.ts';
 import { createConcurrencyGate } from './concurrency-gate.ts';
 import type { AnyToolDefinition } from './define-tool.ts';
-import { errorReply, executeToolCall } from './execute-tool-call.ts';
-import { answerRepeat, isSettled, recordOutcome, scrubbedForLedger } from './recorded-call.ts';
+import { settleCall } from './call-outcome.ts';
+import type { CallOutcome } from './call-outcome.ts';
+import { errorReply } from './execute-tool-call.ts';
 import { createScrubber } from '../scrub/index.ts';
 import type { Scrubber } from '../scrub/index.ts';
 import { createResultLedger } from './result-ledger.ts';
@@ -224,52 +225,28 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
     void run({ ...base, request, controller, attempt: attemptOf(message) }, release);
   }
 
-  /**
-   * The outcome of a call: a repeat of a recorded tool's call may be answered from the ledger without running;
-   * otherwise the tool runs, and a recorded tool's outcome is sent to the ledger before the reply goes out.
-   */
-  async function outcome(call: AcceptedCall): Promise<{ body: ToolCallReply; recording?: Promise<void> }> {
+  /** The outcome of a call (see {@link settleCall}): from the ledger, or by running the tool and recording it. */
+  function outcome(call: AcceptedCall): Promise<CallOutcome> {
     const { tool, request } = call;
-    const signal = call.controller.signal;
-    const recordable = ledgered(tool) ? ledger : undefined;
-    if (recordable && call.attempt > 1) {
-      const answered = await answerRepeat(recordable, tool, request, { signal, logger });
-      if (answered) return { body: answered };
-    } else if (call.attempt > 1 && tool.tier !== SafetyTier.readOnly && !tool.idempotent) {
-      // No ledger to tell whether the earlier attempt ran: at most once, as the repeat's caller asked.
-      const message = `an earlier attempt of this call to ${tool.name} may have run, and this worker keeps no record of outcomes; it is not run again because ${tool.name} is not idempotent`;
-      return { body: errorReply(request.callId, { code: ErrorCode.interrupted, message, retryable: false }) };
-    }
-    let ran = false;
     const key = callKey(tool.name, request.callId);
-    const body = await executeToolCall({
-      tool,
-      request,
-      logger: () => logger.child({ tool: tool.name, callId: request.callId }),
-      signal,
-      now,
-      stateFor,
-      onStarted: () => {
-        ran = true;
+    return settleCall(
+      { tool, request, signal: call.controller.signal, attempt: call.attempt },
+      {
+        ledger: ledgered(tool) ? ledger : undefined,
+        scrubber,
+        logger,
+        now,
+        stateFor,
+        onProgress: (update) => beats.progress(key, update),
+        workerId: () => registration?.id,
       },
-      onProgress: (update) => beats.progress(key, update),
-    });
-    if (!recordable || !ran || !isSettled(body)) return { body };
-    let kept: ToolCallReply;
-    try {
-      kept = await scrubbedForLedger(body, scrubber);
-    } catch (err) {
-      // The tool ran: its caller gets its reply whatever becomes of the record (a repeat then ends interrupted).
-      logger.warn({ err, tool: tool.name, effectId: request.effectId }, 'could not prepare a call outcome for the result ledger: a repeat of it will end interrupted');
-      return { body };
-    }
-    return { body, recording: recordOutcome(recordable, tool, request, kept, { now, workerId: registration?.id, logger }) };
+    );
   }
 
   function run(call: AcceptedCall, release: () => void): Promise<void> {
     const task = (async () => {
       try {
-        let settled: Awaited<ReturnType<typeof outcome>>;
+        let settled: CallOutcome;
         try {
           settled = await outcome(call);
         } catch (error) {
