@@ -357,10 +357,7 @@ async function resumeQueue(
         await writer.append(LogEventType.toolResult, { turnId: turn.turnId, step: turn.lastStep }, interruptedResult(call));
         continue;
       }
-      // Sent again with the arguments it went out with when the log says those were final; an older runtime's log
-      // does not say so (nor mark a blocked call), and then the hooks are asked again.
-      const repeat = sent ? { resumed: true, ...(sent.final ? { sent: sent.argsRewrittenBy ? { args: sent.args, argsRewrittenBy: sent.argsRewrittenBy } : { args: sent.args } } : {}) } : {};
-      pendingCalls.push({ ...call, tier: tool?.tier ?? 'unknown', ...repeat });
+      pendingCalls.push({ ...call, tier: tool?.tier ?? 'unknown', ...(sent ? repeatOf(sent) : {}) });
     }
     if (pendingCalls.length === 0 && turn.lastStep >= base.maxSteps) {
       await writer.append(LogEventType.turnEnded, { turnId: turn.turnId, step: turn.lastStep }, { reason: TurnEndReason.budgetExceeded, ...ending });
@@ -381,6 +378,17 @@ async function resumeQueue(
 }
 
 /** The result of a non-idempotent side-effecting call that was running when its node died. */
+/**
+ * How a call that went out is planned again: as a repeat, with the arguments it went out with when the log says
+ * those were the hooks' final decision. An older runtime's log does not say so (nor mark a blocked call): then the
+ * hooks are asked again.
+ */
+function repeatOf(sent: UnfinishedTurn['sent'][string]): Pick<PlannedCall, 'resumed' | 'sent'> {
+  if (!sent.final) return { resumed: true };
+  const { args, argsRewrittenBy } = sent;
+  return { resumed: true, sent: argsRewrittenBy ? { args, argsRewrittenBy } : { args } };
+}
+
 function interruptedResult(call: { readonly id: string; readonly name: string }): EventDataMap['tool.result'] {
   const message = `the call to ${call.name} was running when its runtime node stopped; it may or may not have taken effect, and it is not run again because the tool is not idempotent`;
   return { toolCallId: call.id, name: call.name, output: message, isError: true, error: { code: ErrorCode.interrupted, message, retryable: false }, durationMs: 0 };
