@@ -1,3 +1,5 @@
+import { headerSecrets } from '../scrub/index.ts';
+
 /** Where an MCP server is: a command `agentbus mcp` starts and talks to over stdio, or a streamable-HTTP endpoint. */
 export type McpSource =
   | {
@@ -40,9 +42,6 @@ export function describeMcpSource(source: McpSource): string {
 /** Query parameters whose values are taken for secrets (`?api_key=…`, `?token=…`, `?sig=…`). */
 const SECRET_PARAMETER = /key|token|secret|password|passwd|auth|sig|credential/i;
 
-/** Header names whose values are credentials (`Authorization`, `X-API-Key`, `Cookie`, …); `Accept` is none. */
-const CREDENTIAL_HEADER = /auth|key|token|secret|passw|cookie|session|credential/i;
-
 /** A URL component decoded, or as it is when it is no valid percent-encoding (a raw `%` in a password). */
 function decodeLeniently(component: string): string {
   try {
@@ -53,9 +52,9 @@ function decodeLeniently(component: string): string {
 }
 
 /**
- * What of a source must never be printed, for a scrubber: each value of a header named like a credential, its token when it has a scheme
- * (`Bearer <token>`; for `Basic`, also the password it encodes), the URL's password and the values of query
- * parameters named like secrets. A stdio source has none of its own (its secrets are in the environment).
+ * What of a source must never be printed, for a scrubber: the secrets of its headers ({@link headerSecrets}), the
+ * URL's password and the values of query parameters named like secrets. A stdio source has none of its own (its
+ * secrets are in the environment).
  *
  * @example
  * mcpSourceSecrets({ kind: 'http', url: new URL('https://mcp.example/mcp'), headers: { Authorization: 'Bearer abc123def' } });
@@ -63,20 +62,7 @@ function decodeLeniently(component: string): string {
  */
 export function mcpSourceSecrets(source: McpSource): string[] {
   if (source.kind === 'stdio') return [];
-  const secrets: string[] = [];
-  for (const [name, value] of Object.entries(source.headers)) {
-    if (!CREDENTIAL_HEADER.test(name)) continue;
-    secrets.push(value);
-    const [scheme, ...rest] = value.split(/\s+/);
-    const token = rest.join(' ');
-    if (!token) continue;
-    secrets.push(token);
-    if (/^basic$/i.test(scheme ?? '')) {
-      const decoded = Buffer.from(token, 'base64').toString('utf8');
-      const colon = decoded.indexOf(':');
-      if (colon >= 0) secrets.push(decoded.slice(colon + 1));
-    }
-  }
+  const secrets = headerSecrets(source.headers);
   const password = source.url.password;
   if (password) {
     secrets.push(password);

@@ -24,6 +24,35 @@ export function secretsFromEnv(env: Readonly<Record<string, string | undefined>>
   return secrets;
 }
 
+/** Header names whose values are credentials (`Authorization`, `X-API-Key`, `Cookie`, …); `Accept` is none. */
+const CREDENTIAL_HEADER = /auth|key|token|secret|passw|cookie|session|credential/i;
+
+/**
+ * The secrets of HTTP headers configured for a client (a provider's gateway key, an MCP server's `--header`), for
+ * its scrubbers: each value of a header named like a credential, its token when it has a scheme (`Bearer <token>`),
+ * and for `Basic` the password it encodes. Other headers (`Accept: application/json`) are none.
+ *
+ * @example
+ * headerSecrets({ Authorization: 'Bearer gw-123456', Accept: 'application/json' }); // ['Bearer gw-123456', 'gw-123456']
+ */
+export function headerSecrets(headers: Readonly<Record<string, string>> | undefined): string[] {
+  const secrets: string[] = [];
+  for (const [name, value] of Object.entries(headers ?? {})) {
+    if (!CREDENTIAL_HEADER.test(name)) continue;
+    secrets.push(value);
+    const [scheme, ...rest] = value.trim().split(/\s+/);
+    const token = rest.join(' ');
+    if (!token) continue;
+    secrets.push(token);
+    if (/^basic$/i.test(scheme ?? '')) {
+      const decoded = Buffer.from(token, 'base64').toString('utf8');
+      const colon = decoded.indexOf(':');
+      if (colon >= 0) secrets.push(decoded.slice(colon + 1));
+    }
+  }
+  return secrets;
+}
+
 /** Every occurrence of each secret in `text`; each secret at least {@link MIN_CONFIGURED_SECRET_LENGTH} long. */
 export function findConfigured(text: string, secrets: readonly string[]): Finding[] {
   const findings: Finding[] = [];
