@@ -29,6 +29,8 @@ describe('agentbus up supervision', () => {
     });
     try {
       const kill = async () => {
+        // The service's log lines and its ready signal come by different pipes: wait for a line with its pid.
+        await expect.poll(() => pidsOf(lines).size, { timeout: 10_000 }).toBeGreaterThan(0);
         const [pid] = [...pidsOf(lines)].slice(-1);
         process.kill(pid!, 'SIGKILL');
       };
