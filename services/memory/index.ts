@@ -1,6 +1,8 @@
 import type { Msg, NatsConnection, Subscription } from '@nats-io/nats-core';
 import { z } from 'zod';
 import { msgpackHeaders } from '../../src/bus/request.ts';
+import { createReplyGuard, replyPolicyOf } from '../../src/bus/reply-guard.ts';
+import type { ReplyPolicy } from '../../src/bus/reply-guard.ts';
 import { createServiceRegistration } from '../../src/bus/service-registry.ts';
 import type { ServiceRegistration } from '../../src/bus/service-registry.ts';
 import { ErrorCode, InvalidInputError, toErrorData } from '../../src/errors.ts';
@@ -57,6 +59,8 @@ export interface MemoryServiceOptions {
   readonly snapshots?: false | { readonly everyEvents?: number; readonly intervalMs?: number };
   /** Copies of the state bucket and the snapshot store in a NATS cluster; default 1. */
   readonly replicas?: number;
+  /** Which reply subjects it answers (queries, state, rebuild, its tool, `$SRV`): `replyPolicyFromBus` in `main.ts`; default read from `nc`. */
+  readonly replyPolicy?: ReplyPolicy;
 }
 
 /** A running memory service. */
@@ -95,6 +99,8 @@ export async function startMemoryService(options: MemoryServiceOptions): Promise
   const subjects = createSubjects(prefix);
   const memorySubjects = createMemorySubjects(prefix);
   const refusals = createRefusalLog({ logger, what: 'memory request refused' });
+  const replyPolicy = options.replyPolicy ?? replyPolicyOf(nc);
+  const replies = createReplyGuard({ policy: replyPolicy, refusals });
   const stream = streamNames(prefix).log;
   const stopping = new AbortController();
 
@@ -202,6 +208,7 @@ export async function startMemoryService(options: MemoryServiceOptions): Promise
         lastSeq: generation.lastSeq(),
         snapshots: snapshots?.written() ?? 0,
       }),
+      replyPolicy,
     },
   );
 
@@ -213,6 +220,8 @@ export async function startMemoryService(options: MemoryServiceOptions): Promise
           logger.warn({ err: error, subject }, 'memory subscription error');
           return;
         }
+        // Answered only in an inbox the requester may own: the tenant's, or a service's. Refused: not handled at all.
+        if (!replies.admits(message, memorySubjects.tenantOf(message.subject))) return;
         const started = performance.now();
         void (async () => {
           try {
@@ -261,6 +270,7 @@ export async function startMemoryService(options: MemoryServiceOptions): Promise
   subscriptions.push(
     nc.subscribe(memorySubjects.rebuild(), {
       callback: (_error, message) => {
+        if (!replies.admits(message)) return;
         const started = performance.now();
         rebuild().then(
           (reply) => {
@@ -291,7 +301,7 @@ export async function startMemoryService(options: MemoryServiceOptions): Promise
       return hits.map((hit) => `[session ${hit.sessionId}, ${hit.type}] ${hit.text}`).join('\n\n');
     },
   });
-  const tools: ToolWorker = createToolWorker({ nc, subjects, codec, logger, tools: [memorySearch], serviceName: `${MEMORY_SERVICE_NAME}-tools`, version: MEMORY_SERVICE_VERSION, description: 'agentbus memory tools' });
+  const tools: ToolWorker = createToolWorker({ nc, subjects, codec, logger, tools: [memorySearch], serviceName: `${MEMORY_SERVICE_NAME}-tools`, version: MEMORY_SERVICE_VERSION, description: 'agentbus memory tools', replyPolicy });
   await tools.start();
   await nc.flush();
   logger.info({ prefix }, 'memory service started');

@@ -1,5 +1,6 @@
 import { busOptionsFromEnv, connectBus, drainOnSignals } from '../../src/bus/connect.ts';
 import { ServiceInboxPrefix } from '../../src/bus/inbox.ts';
+import { replyPolicyFromBus } from '../../src/bus/reply-guard.ts';
 import { startServiceHealth } from '../../src/bus/service-health.ts';
 import type { ServiceHealth } from '../../src/bus/service-health.ts';
 import { createLogger } from '../../src/logging.ts';
@@ -11,15 +12,16 @@ import { memoryConfigFromEnv } from './config.ts';
 import { MEMORY_SERVICE_NAME, startMemoryService } from './index.ts';
 
 // The memory service as its own process. Env: NATS_URL, NATS_USER, NATS_PASSWORD, NATS_CA/NATS_CERT/NATS_KEY (TLS),
-// AGENTBUS_INBOX_PREFIX (default _INBOX_memory), AGENTBUS_PREFIX, LOG_LEVEL, and
+// AGENTBUS_INBOX_PREFIX (default _INBOX_memory), AGENTBUS_TRUSTED_INBOXES, AGENTBUS_PREFIX, LOG_LEVEL, and
 // those of memoryConfigFromEnv (AGENTBUS_EMBED_PROVIDER, AGENTBUS_MEMORY_*).
 const logger = createLogger({ name: 'memory', level: process.env.LOG_LEVEL, secrets: secretsFromEnv(process.env) });
 const config = memoryConfigFromEnv(process.env);
+const bus = busOptionsFromEnv(process.env, ServiceInboxPrefix.memory);
 const nc = await connectBus({
   servers: process.env.NATS_URL ?? 'nats://127.0.0.1:4222',
   name: 'agentbus-memory',
   logger,
-  ...busOptionsFromEnv(process.env, ServiceInboxPrefix.memory),
+  ...bus,
 });
 try {
   let health: ServiceHealth | undefined;
@@ -35,6 +37,8 @@ try {
     ...(config.fullTextReason ? { fullTextReason: config.fullTextReason } : {}),
     snapshots: config.snapshots,
     replicas: config.replicas,
+    // Sealed when it logs in as a user; a bad AGENTBUS_TRUSTED_INBOXES is fatal here.
+    replyPolicy: replyPolicyFromBus(bus, process.env),
   });
   health = startServiceHealth({
     nc,

@@ -1,5 +1,7 @@
 import type { Msg, NatsConnection, Subscription } from '@nats-io/nats-core';
 import { msgpackHeaders } from '../../src/bus/request.ts';
+import { createReplyGuard, replyPolicyOf } from '../../src/bus/reply-guard.ts';
+import type { ReplyPolicy } from '../../src/bus/reply-guard.ts';
 import { createServiceRegistration } from '../../src/bus/service-registry.ts';
 import type { ServiceRegistration } from '../../src/bus/service-registry.ts';
 import { AgentbusError, CancelledError, ErrorCode, InvalidInputError, ProviderError, TimeoutError, abortReason, toErrorData } from '../../src/errors.ts';
@@ -48,6 +50,11 @@ export interface ProviderHostOptions {
    * scrubber with no configured secrets (the SDK adapters scrub their own key before this).
    */
   readonly scrubber?: Scrubber;
+  /**
+   * Which reply subjects chunks, embeddings, cancel acks and `$SRV` answers go to (see `checkReply`): `main.ts`
+   * passes `replyPolicyFromBus`; by default it is read from the connection.
+   */
+  readonly replyPolicy?: ReplyPolicy;
 }
 
 /** The provider service: serves every adapter's generate and cancel subjects. */
@@ -119,6 +126,9 @@ export function createProviderHost(options: ProviderHostOptions): ProviderHost {
   const { nc, subjects, codec } = options;
   // Bad requests are expected; a flood of them must not become a flood of log lines.
   const refusals = createRefusalLog({ logger: options.logger, what: 'provider request refused' });
+  const replyPolicy = options.replyPolicy ?? replyPolicyOf(nc);
+  // Checked where each request comes in: a refused one starts nothing, and no chunk writer is made for it.
+  const replies = createReplyGuard({ policy: replyPolicy, refusals });
   const requestTimeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
   const stopGraceMs = options.stopGraceMs ?? 5_000;
   const scrubber = options.scrubber ?? createScrubber({ logger: options.logger });
@@ -281,20 +291,20 @@ export function createProviderHost(options: ProviderHostOptions): ProviderHost {
             queue: subjects.providerQueue(adapter.name),
             callback: (error, message) => {
               if (error) logger.warn({ err: error }, 'generate subscription error');
-              else onGenerate(adapter, message, logger);
+              else if (replies.admits(message)) onGenerate(adapter, message, logger);
             },
           }),
           nc.subscribe(subjects.providerCancel(adapter.name), {
             callback: (error, message) => {
               if (error) logger.warn({ err: error }, 'cancel subscription error');
-              else onCancel(adapter, message, logger);
+              else if (replies.admits(message)) onCancel(adapter, message, logger);
             },
           }),
           nc.subscribe(subjects.providerEmbed(adapter.name), {
             queue: subjects.providerQueue(adapter.name),
             callback: (error, message) => {
               if (error) logger.warn({ err: error }, 'embed subscription error');
-              else onEmbed(adapter.name, message, logger);
+              else if (replies.admits(message)) onEmbed(adapter.name, message, logger);
             },
           }),
         );
@@ -316,6 +326,7 @@ export function createProviderHost(options: ProviderHostOptions): ProviderHost {
         },
         {
           logger: options.logger,
+          replyPolicy,
           ...(options.statsData ? { statsData: options.statsData } : {}),
           endpointData: (name) => {
             const circuit = adapters.get(name)?.circuit;

@@ -1,6 +1,7 @@
 import type { NatsConnection } from '@nats-io/nats-core';
 import { InvalidInputError } from '../../src/errors.ts';
 import type { Logger } from '../../src/logging.ts';
+import type { ReplyPolicy } from '../../src/bus/reply-guard.ts';
 import { createCodec, createSubjects } from '../../src/protocol/index.ts';
 import { createScrubber } from '../../src/scrub/index.ts';
 import type { ProviderAdapter } from './adapter.ts';
@@ -59,6 +60,8 @@ export interface ProviderServiceOptions {
   /** More embedders, served as they are; one named like a configured provider replaces its own. */
   readonly embedders?: readonly EmbedAdapter[];
   readonly signal?: AbortSignal;
+  /** Which reply subjects it answers: `replyPolicyFromBus` in `main.ts`; default read from `nc`. */
+  readonly replyPolicy?: ReplyPolicy;
 }
 
 /** A running provider service. */
@@ -123,6 +126,7 @@ export async function startProviderService(options: ProviderServiceOptions): Pro
     embedders: [...embedders.values()],
     ...(options.requestTimeoutMs === undefined ? {} : { requestTimeoutMs: options.requestTimeoutMs }),
     ...(options.statsData ? { statsData: options.statsData } : {}),
+    ...(options.replyPolicy ? { replyPolicy: options.replyPolicy } : {}),
     scrubber: createScrubber({ secrets: (options.config?.providers ?? []).flatMap((settings) => providerSecrets(settings.apiKey, settings.headers)), logger }),
   });
   await host.start();

@@ -7,6 +7,7 @@ import { replicasFromEnv } from '../../src/bus/streams.ts';
 import { createHookClient } from '../../src/bus/hook-client.ts';
 import { createToolClient } from '../../src/bus/tool-client.ts';
 import type { Logger } from '../../src/logging.ts';
+import type { ReplyPolicy } from '../../src/bus/reply-guard.ts';
 import { createCodec, createSubjects } from '../../src/protocol/index.ts';
 import { createScrubber } from '../../src/scrub/index.ts';
 import type { Scrubber } from '../../src/scrub/index.ts';
@@ -49,6 +50,8 @@ export interface RuntimeServiceOptions {
    * so `agentbus up` or another supervisor starts it anew); by default it is only logged.
    */
   readonly onUnrecoverable?: (reason: string) => void;
+  /** Which reply subjects the node answers (session verbs, `$SRV`): `replyPolicyFromBus` in `main.ts`; default read from `nc`. */
+  readonly replyPolicy?: ReplyPolicy;
 }
 
 /** A runtime node: the runtime and its health (also on `$SRV.STATS`). */
@@ -89,6 +92,7 @@ export async function startRuntimeService(options: RuntimeServiceOptions): Promi
     nodeId: config.nodeId,
     sessions: () => runtime?.sessions() ?? 0,
     onUnrecoverable: options.onUnrecoverable ?? (() => undefined),
+    ...(options.replyPolicy ? { replyPolicy: options.replyPolicy } : {}),
   });
   try {
     runtime = await startRuntime({
@@ -108,6 +112,7 @@ export async function startRuntimeService(options: RuntimeServiceOptions): Promi
       newId: () => nuid.next(),
       now: () => Date.now(),
       onHandled: health.record,
+      ...(options.replyPolicy ? { replyPolicy: options.replyPolicy } : {}),
     });
   } catch (err) {
     await health.stop();

@@ -4,6 +4,7 @@ import type { ServiceHealthFigures } from '../../src/bus/service-health.ts';
 import { createServiceRegistration } from '../../src/bus/service-registry.ts';
 import type { EndpointOutcome, ServiceRegistration } from '../../src/bus/service-registry.ts';
 import type { Logger } from '../../src/logging.ts';
+import type { ReplyPolicy } from '../../src/bus/reply-guard.ts';
 import { SessionVerb, createSubjects } from '../../src/protocol/index.ts';
 
 /** The `$SRV` name of runtime nodes. */
@@ -36,6 +37,8 @@ export interface NodeHealthOptions {
   readonly onUnrecoverable: (reason: string) => void;
   /** Probe interval of the connection watch; default 5 s. */
   readonly probeIntervalMs?: number;
+  /** Which reply subjects its `$SRV` answers go to; default read from `nc`. */
+  readonly replyPolicy?: ReplyPolicy;
 }
 
 /**
@@ -56,7 +59,7 @@ export function startNodeHealth(options: NodeHealthOptions): NodeHealth {
       // Not queue groups: every node receives every message of a session verb, and the lease holder acts.
       endpoints: Object.values(SessionVerb).map((verb) => ({ name: verb, subject: subjects.anySession(verb), queueGroup: '' })),
     },
-    { logger, statsData: () => ({ ...figures() }) },
+    { logger, statsData: () => ({ ...figures() }), ...(options.replyPolicy ? { replyPolicy: options.replyPolicy } : {}) },
   );
   const health = startServiceHealth({
     nc,

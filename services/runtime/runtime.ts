@@ -22,6 +22,8 @@ import type { Scrubber } from '../../src/scrub/index.ts';
 import type { TokenCounter } from '../../src/tokens.ts';
 import type { RuntimeConfig } from './config.ts';
 import { createRefusalLog } from '../../src/refusal-log.ts';
+import { createReplyGuard, replyPolicyOf } from '../../src/bus/reply-guard.ts';
+import type { ReplyPolicy } from '../../src/bus/reply-guard.ts';
 import { createAdmission } from './admission.ts';
 import { createLivePublisher } from './live-publisher.ts';
 import { createSessionLeases } from './leases.ts';
@@ -65,6 +67,8 @@ export interface RuntimeDeps {
   readonly now: () => number;
   /** Hears each message this node handled as the session's lease holder: how long it took, and its error. */
   readonly onHandled?: (verb: SessionVerb, outcome: { durationMs: number; error?: string }) => void;
+  /** Which reply subjects the session verbs are answered on (`replyPolicyFromBus`); default read from `nc`. */
+  readonly replyPolicy?: ReplyPolicy;
 }
 
 /**
@@ -107,6 +111,7 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
   const toolTokenCache = new Map<string, number>();
   const admission = createAdmission(config.admission, deps.now);
   const refusals = createRefusalLog({ logger });
+  const replies = createReplyGuard({ policy: deps.replyPolicy ?? replyPolicyOf(nc), refusals });
   const hostDeps: SessionHostDeps = {
     logic: createSessionLogic({ approvalTimeoutMs: config.approvalTimeoutMs }),
     log,
@@ -393,6 +398,8 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
           logger.warn({ err: error, verb }, 'subscription error');
           return;
         }
+        // A reply subject the requester may not own is a deputy request: dropped whole, before any lease or log.
+        if (!replies.admits(message, subjects.parseSession(message.subject)?.tenant)) return;
         void handle(verb, message).catch((err: unknown) => logger.error({ err }, 'message handling failed'));
       },
     }),

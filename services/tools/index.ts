@@ -1,5 +1,6 @@
 import type { NatsConnection } from '@nats-io/nats-core';
 import type { Logger } from '../../src/logging.ts';
+import type { ReplyPolicy } from '../../src/bus/reply-guard.ts';
 import { createCodec, createSubjects } from '../../src/protocol/index.ts';
 import type { Codec } from '../../src/protocol/index.ts';
 import type { Scrubber } from '../../src/scrub/index.ts';
@@ -28,6 +29,8 @@ export interface ToolsServiceOptions {
   /** Scrubs what the result ledger keeps and `$SRV.STATS` tells; `main.ts` passes one that knows the process's secrets. */
   readonly scrubber?: Scrubber;
   readonly signal?: AbortSignal;
+  /** Which reply subjects calls are answered on: `replyPolicyFromBus` in `main.ts`; default read from `nc`. */
+  readonly replyPolicy?: ReplyPolicy;
 }
 
 /** A running tools service. */
@@ -62,6 +65,7 @@ export async function startToolsService(options: ToolsServiceOptions): Promise<T
     ...(options.maxConcurrency === undefined ? {} : { maxConcurrency: options.maxConcurrency }),
     ...(options.statsData ? { statsData: options.statsData } : {}),
     ...(options.scrubber ? { scrubber: options.scrubber } : {}),
+    ...(options.replyPolicy ? { replyPolicy: options.replyPolicy } : {}),
   });
   await worker.start(options.signal ? { signal: options.signal } : {});
   return {

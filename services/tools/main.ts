@@ -1,5 +1,6 @@
 import { busOptionsFromEnv, connectBus, drainOnSignals } from '../../src/bus/connect.ts';
 import { ServiceInboxPrefix } from '../../src/bus/inbox.ts';
+import { replyPolicyFromBus } from '../../src/bus/reply-guard.ts';
 import { createLogger } from '../../src/logging.ts';
 import { createScrubber, secretsFromEnv } from '../../src/scrub/index.ts';
 import { startServiceHealth } from '../../src/bus/service-health.ts';
@@ -13,10 +14,13 @@ async function main(): Promise<void> {
   // One scrubber that knows the process's secrets: for log lines, the result ledger and $SRV.STATS.
   const scrubber = createScrubber({ secrets: secretsFromEnv(process.env) });
   const logger = createLogger({ name: 'tools', level: process.env['LOG_LEVEL'] ?? 'info', scrubber });
+  const bus = busOptionsFromEnv(process.env, ServiceInboxPrefix.tools);
+  // Sealed when it logs in as a user; a bad AGENTBUS_TRUSTED_INBOXES stops it before it connects.
+  const replyPolicy = replyPolicyFromBus(bus, process.env);
   const nc = await connectBus({
     servers: process.env['NATS_URL'] ?? 'nats://127.0.0.1:4222',
     name: 'agentbus-tools',
-    ...busOptionsFromEnv(process.env, ServiceInboxPrefix.tools),
+    ...bus,
     logger,
   });
   let health: ServiceHealth | undefined;
@@ -27,6 +31,7 @@ async function main(): Promise<void> {
     workspace: process.env['AGENTBUS_WORKSPACE'] ?? process.cwd(),
     statsData: () => ({ ...health?.figures() }),
     scrubber,
+    replyPolicy,
   });
   health = startServiceHealth({
     nc,

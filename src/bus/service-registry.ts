@@ -13,6 +13,9 @@ import {
 import type { EndpointInfo, EndpointStats, ServiceInfo, ServicePing, ServiceStats } from './service-info.ts';
 import { createScrubber } from '../scrub/index.ts';
 import type { Scrubber } from '../scrub/index.ts';
+import { createRefusalLog } from '../refusal-log.ts';
+import { createReplyGuard, replyPolicyOf } from './reply-guard.ts';
+import type { ReplyPolicy } from './reply-guard.ts';
 
 /** One endpoint a service announces. The host subscribes to `subject` itself. */
 export interface ServiceEndpointConfig {
@@ -77,6 +80,8 @@ export interface ServiceRegistrationOptions {
    * tool had: a token in a URL, a password); by default the scrubber's fast pass without configured secrets.
    */
   readonly scrub?: (text: string) => string;
+  /** Which reply subjects the `$SRV` answers go to (see `checkReply`); default read from the connection. */
+  readonly replyPolicy?: ReplyPolicy;
 }
 
 /** The longest `last_error` a STATS answer carries; the rest is cut. */
@@ -181,6 +186,8 @@ export function createServiceRegistration(
   const encoder = new TextEncoder();
   const responders: Record<ServiceVerb, () => unknown> = { PING: ping, INFO: info, STATS: stats };
   const subscriptions: Subscription[] = [];
+  const refusals = options.logger ? createRefusalLog({ logger: options.logger, what: 'service discovery request refused' }) : undefined;
+  const replies = createReplyGuard({ policy: options.replyPolicy ?? replyPolicyOf(nc), refusals: refusals ?? { refused: () => undefined } });
   for (const verb of Object.values(ServiceVerb)) {
     for (const subject of [serviceSubject(verb), serviceSubject(verb, config.name), serviceSubject(verb, config.name, id)]) {
       subscriptions.push(
@@ -190,6 +197,7 @@ export function createServiceRegistration(
               options.logger?.warn({ err: error, subject }, 'service discovery subscription failed');
               return;
             }
+            if (!replies.admits(message)) return;
             const headers = createHeaders();
             headers.set('Content-Type', ContentType.json);
             message.respond(encoder.encode(JSON.stringify(responders[verb]())), { headers });
@@ -218,6 +226,7 @@ export function createServiceRegistration(
     reset: resetCounters,
     stop() {
       stopped ??= (async () => {
+        refusals?.close();
         if (nc.isClosed()) return;
         const open = subscriptions.filter((subscription) => !subscription.isClosed());
         const results = await Promise.allSettled(open.map((subscription) => subscription.drain()));

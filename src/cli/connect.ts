@@ -2,6 +2,8 @@ import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { busCredentialsFromEnv, busTlsFromEnv, splitServers, tlsConnectOption } from '../bus/connect.ts';
 import { userInboxPrefix } from '../bus/inbox.ts';
+import { replyPolicyFromBus } from '../bus/reply-guard.ts';
+import type { ReplyPolicy } from '../bus/reply-guard.ts';
 
 /**
  * The inbox prefix of a CLI connection: `AGENTBUS_INBOX_PREFIX`, or else the one of the NATS user it logs in as
@@ -13,6 +15,14 @@ export function cliInboxPrefix(env: NodeJS.ProcessEnv): string | undefined {
   if (explicit) return explicit;
   const user = env.NATS_USER?.trim();
   return user ? userInboxPrefix(user) : undefined;
+}
+
+/**
+ * The reply policy of a command that answers requests (`worker`, `mcp`): that of the connection {@link connectCli}
+ * makes from the same environment (sealed under a user name), with `AGENTBUS_TRUSTED_INBOXES`.
+ */
+export function cliReplyPolicy(env: NodeJS.ProcessEnv): ReplyPolicy {
+  return replyPolicyFromBus({ ...busCredentialsFromEnv(env), ...busTlsFromEnv(env), inboxPrefix: cliInboxPrefix(env) }, env);
 }
 
 /**

@@ -10,7 +10,7 @@ import { createCodec, createSubjects } from '../protocol/index.ts';
 import { createToolWorker } from '../tool-sdk/index.ts';
 import type { AnyToolDefinition } from '../tool-sdk/index.ts';
 import { findBus } from './bus-target.ts';
-import { connectCli } from './connect.ts';
+import { cliReplyPolicy, connectCli } from './connect.ts';
 import { UsageError } from './context.ts';
 import type { CliContext } from './context.ts';
 import { createCollisionWarnings } from './mcp-collisions.ts';
@@ -67,6 +67,7 @@ async function serveMcp(options: McpOptions, source: McpSource, output: McpOutpu
   const target = await findBus(context, options.nats);
   if (target.kind === 'none') throw new UsageError('no bus to serve on: pass --nats URL, set NATS_URL, or start a stack here with `npx agentbus up`');
   const label = describeMcpSource(source);
+  const replyPolicy = cliReplyPolicy(context.env);
   const nc = await connectCli(target.url, `agentbus-mcp`, context.env, { reconnectForever: true });
   const subjects = createSubjects(context.env.AGENTBUS_PREFIX ?? 'agentbus');
   const codec = createCodec();
@@ -129,6 +130,7 @@ async function serveMcp(options: McpOptions, source: McpSource, output: McpOutpu
         metadata: { mcp: source.kind, ...(bridge.server?.name ? { mcpServer: bridge.server.name } : {}) },
         // The process's scrubber, with the secrets of its environment, --header and --url: for the ledger and $SRV.STATS.
         scrubber,
+        replyPolicy,
         ...(options.concurrency === undefined ? {} : { maxConcurrency: options.concurrency }),
       });
       await worker.start({ signal: context.signal });

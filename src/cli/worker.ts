@@ -6,7 +6,7 @@ import { createScrubber, secretsFromEnv } from '../scrub/index.ts';
 import { createCodec, createSubjects } from '../protocol/index.ts';
 import { DEFAULT_TOOL_SERVICE_NAME, createToolWorker } from '../tool-sdk/index.ts';
 import { findBus } from './bus-target.ts';
-import { connectCli } from './connect.ts';
+import { cliReplyPolicy, connectCli } from './connect.ts';
 import { UsageError } from './context.ts';
 import type { CliContext } from './context.ts';
 import { packageVersion } from './package-version.ts';
@@ -58,6 +58,7 @@ export async function runWorker(argv: string[], context: CliContext): Promise<nu
   // One scrubber that knows the process's secrets: for log lines, the result ledger and $SRV.STATS.
   const scrubber = createScrubber({ secrets: secretsFromEnv(context.env) });
   const logger = createLogger({ name: 'worker', level: context.env.LOG_LEVEL ?? 'warn', destination: context.stderr as DestinationStream, scrubber });
+  const replyPolicy = cliReplyPolicy(context.env);
   const nc = await connectCli(target.url, `agentbus-worker-${serviceName}`, context.env, { reconnectForever: true });
   const worker = createToolWorker({
     nc,
@@ -69,6 +70,7 @@ export async function runWorker(argv: string[], context: CliContext): Promise<nu
     version: packageVersion(),
     description: `agentbus worker ${basename(options.module)}`,
     scrubber,
+    replyPolicy,
     ...(options.concurrency === undefined ? {} : { maxConcurrency: options.concurrency }),
   });
   try {

@@ -5,6 +5,9 @@ import type { Logger } from '../logging.ts';
 import { HookPhase, afterHookRequestSchema, beforeHookRequestSchema } from '../protocol/index.ts';
 import type { Codec, Subjects } from '../protocol/index.ts';
 import { abortPromise, msgpackHeaders } from '../bus/request.ts';
+import { createRefusalLog } from '../refusal-log.ts';
+import { createReplyGuard, replyPolicyOf } from '../bus/reply-guard.ts';
+import type { ReplyPolicy } from '../bus/reply-guard.ts';
 import { createServiceRegistration } from '../bus/service-registry.ts';
 import type { ServiceRegistration } from '../bus/service-registry.ts';
 import { createConcurrencyGate } from './concurrency-gate.ts';
@@ -42,6 +45,8 @@ export interface HookWorkerOptions {
   readonly scrubber?: Pick<Scrubber, 'scrubSync'>;
   readonly now?: () => number;
   readonly newId?: () => string;
+  /** Which reply subjects hook requests and `$SRV` requests are answered on (see `checkReply`); default read from the connection. */
+  readonly replyPolicy?: ReplyPolicy;
 }
 
 /** A running hook worker. */
@@ -81,6 +86,9 @@ export function createHookWorker(options: HookWorkerOptions): HookWorker {
   const subjectOf = Object.fromEntries(phases.map((phase) => [phase, subjects.toolHook(name, phase)]));
   const endpointOf = (phase: HookPhase) => `${name}-${phase}`;
   const gate = createConcurrencyGate(options.maxConcurrency ?? 64);
+  const replyPolicy = options.replyPolicy ?? replyPolicyOf(nc);
+  const refusals = createRefusalLog({ logger, what: 'hook request refused' });
+  const replies = createReplyGuard({ policy: replyPolicy, refusals });
   const stopping = new AbortController();
   const subscriptions: Subscription[] = [];
   const loops: Promise<void>[] = [];
@@ -118,6 +126,7 @@ export function createHookWorker(options: HookWorkerOptions): HookWorker {
       logger.warn({ phase }, 'dropped a hook request without a reply subject');
       return;
     }
+    if (!replies.admits(message)) return;
     const job = decode(phase, message);
     if ('error' in job) {
       reply(phase, message, started, hookFailureReply(job.callId, job.error));
@@ -170,7 +179,7 @@ export function createHookWorker(options: HookWorkerOptions): HookWorker {
           metadata: { hook: name, phase },
         })),
       },
-      { logger, now, ...(options.scrubber ? { scrub: options.scrubber.scrubSync } : {}), ...(options.newId ? { newId: options.newId } : {}) },
+      { logger, now, replyPolicy, ...(options.scrubber ? { scrub: options.scrubber.scrubSync } : {}), ...(options.newId ? { newId: options.newId } : {}) },
     );
     const { promise: aborted, cleanup } = abortPromise(startOptions.signal);
     try {
@@ -200,6 +209,7 @@ export function createHookWorker(options: HookWorkerOptions): HookWorker {
     stopping.abort(new CancelledError('the hook worker stopped'));
     if (nc.isClosed()) for (const subscription of subscriptions) subscription.unsubscribe();
     await Promise.allSettled([...loops, ...running, ...drains]);
+    refusals.close();
     state = 'stopped';
     logger.info({ id: registration?.id }, 'hook worker stopped');
   }

@@ -7,6 +7,8 @@ import type { CancelAck, Codec, Subjects, ToolCallReply, ToolCallRequest } from 
 import { abortPromise, msgpackHeaders } from '../bus/request.ts';
 import { createReplyMux } from '../bus/reply-mux.ts';
 import type { ReplyMux } from '../bus/reply-mux.ts';
+import { createReplyGuard, replyPolicyOf } from '../bus/reply-guard.ts';
+import type { ReplyPolicy } from '../bus/reply-guard.ts';
 import { createServiceRegistration } from '../bus/service-registry.ts';
 import { createStateClient } from '../bus/state-client.ts';
 import type { ServiceRegistration } from '../bus/service-registry.ts';
@@ -67,6 +69,11 @@ export interface ToolWorkerOptions {
   readonly scrubber?: Pick<Scrubber, 'scrub'> & Partial<Pick<Scrubber, 'scrubSync'>>;
   readonly now?: () => number;
   readonly newId?: () => string;
+  /**
+   * Which reply subjects calls, cancels and `$SRV` requests are answered on (see `checkReply`): a host's `main.ts`
+   * passes `replyPolicyFromBus`; by default it is read from the connection.
+   */
+  readonly replyPolicy?: ReplyPolicy;
 }
 
 /** A running tool worker. */
@@ -118,6 +125,8 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
   const logger = options.logger.child({ component: 'tool-worker' });
   // Malformed cancels are expected; a flood of them must not become a flood of log lines.
   const refusals = createRefusalLog({ logger, what: 'tool message refused' });
+  const replyPolicy = options.replyPolicy ?? replyPolicyOf(nc);
+  const replies = createReplyGuard({ policy: replyPolicy, refusals });
   const gate = createConcurrencyGate(options.maxConcurrency ?? 64);
   const maxQueued = options.maxQueued ?? 1024;
   const calls = createCallRegistry();
@@ -191,6 +200,8 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
       logger.warn({ tool: tool.name }, 'dropped a tool call without a reply subject');
       return;
     }
+    // Heartbeats, progress and the result all go to this reply subject: it must be an inbox the caller may own.
+    if (!replies.admits(message)) return;
     const request = decodeRequest(tool, message, started);
     if (!request) return;
     const base = { tool, message, started };
@@ -287,6 +298,7 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
       logger.warn({ err: error, tool: tool.name }, 'cancel subscription failed');
       return;
     }
+    if (!replies.admits(message)) return;
     let id: string;
     try {
       id = codec.decodeAs(cancelRequestSchema, message.data, message.headers?.get('Content-Type') || undefined).id;
@@ -338,7 +350,7 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
           },
         })),
       },
-      { logger, now, scrub: scrubber.scrubSync, ...(options.newId ? { newId: options.newId } : {}), ...(options.statsData ? { statsData: options.statsData } : {}) },
+      { logger, now, scrub: scrubber.scrubSync, replyPolicy, ...(options.newId ? { newId: options.newId } : {}), ...(options.statsData ? { statsData: options.statsData } : {}) },
     );
     const { promise: aborted, cleanup } = abortPromise(startOptions.signal);
     try {

@@ -27,10 +27,10 @@ export function passwordVariables(conf: string): Map<string, string> {
 /**
  * Starts `nats-server` with `deploy/nats/nats-server.conf` as shipped, only its ports and store dir rewritten (and
  * `extraConfig` appended: a `tls {}` block), each user's password variable set in the server's environment to a
- * fresh password, as docker compose sets them.
+ * fresh password, as docker compose sets them. `file`: another shipped config, relative to the repository root.
  */
-export async function startShippedNats(options: { extraConfig?: string } = {}): Promise<ShippedNats> {
-  const original = await readFile(join(ROOT, 'deploy/nats/nats-server.conf'), 'utf8');
+export async function startShippedNats(options: { extraConfig?: string; file?: string } = {}): Promise<ShippedNats> {
+  const original = await readFile(join(ROOT, options.file ?? 'deploy/nats/nats-server.conf'), 'utf8');
   const storeDir = await mkdtemp(join(tmpdir(), 'agentbus-shipped-nats-'));
   const port = await freePort();
   let conf = original;
