@@ -50,7 +50,7 @@ beforeAll(async () => {
   await hooks.start();
   provider = await startProviderService({ nc: nats.nc, logger, prefix: PREFIX, script: { responses: [{ text: 'hello' }] } });
   client = await connect({ servers: nats.server.url });
-  for (const target of TARGETS) watches.push(client.subscribe(target, { callback: (_error, message) => landed.push(message) }));
+  for (const target of TARGETS) watches.push(client.subscribe(target, { callback: (_error, message) => void landed.push(message) }));
   await client.flush();
 });
 
