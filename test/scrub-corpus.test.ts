@@ -37,6 +37,11 @@ describe('the scrubber on a corpus of real secret formats', () => {
     'AWS STS session token of 1,100 characters (JSON)',
     'URL password with a raw @ and #',
     'GitHub token authorization scheme',
+    'SendGrid API key, both parts (1)',
+    'SendGrid API key, both parts (2)',
+    'DigitalOcean personal access token',
+    'DigitalOcean OAuth token',
+    'DigitalOcean refresh token',
   ]);
   it.each(samples.filter((sample) => fastFormats.has(sample.name)).map((sample) => [sample.name, sample] as const))(
     'redacts a %s in the fast pass alone, in a log line too',
@@ -113,6 +118,8 @@ describe('the scrubber on adversarial input', () => {
     'one path of many random segments': fill('/aB3xY9qLmN2pQ7rT4vWz'),
     'one id of many short random parts': fill('-aB3xY9'),
     'dashes before a BEGIN': `${fill('-')}-----BEGIN X`,
+    'SendGrid prefixes with nothing after them': fill('SG.aaaaaaaaaaaaaaaaaaaaaa.'),
+    'DigitalOcean prefixes with short hex': fill('dop_v1_0123456789abcdef'),
   };
 
   it.each(Object.entries(inputs))('scrubs 1 MiB of %s in linear time', async (_name, text) => {
