@@ -4,9 +4,12 @@ import { z } from 'zod';
 import { createSessionLog } from '../src/bus/session-log.ts';
 import { LogEventType, createCodec, createEnvelopeFactory, createSubjects, streamNames } from '../src/protocol/index.ts';
 import type { AgentEvent, EventDataMap, LogEvent } from '../src/protocol/index.ts';
-import { defineTool } from '../src/tool-sdk/index.ts';
+import { createHookWorker, defineTool } from '../src/tool-sdk/index.ts';
+import type { HookWorker } from '../src/tool-sdk/index.ts';
+import type { NatsConnection } from '@nats-io/nats-core';
+import { connect } from '@nats-io/transport-node';
 import { ALPHABET, createRandom } from './helpers/secret-corpus.ts';
-import { collectEvents, requestJson, startStack } from './helpers/stack.ts';
+import { collectEvents, requestJson, silentLogger, startStack } from './helpers/stack.ts';
 import type { TestStack } from './helpers/stack.ts';
 
 // What a tool call's arguments leave in the session log: the scrubber's view of them, while the tool gets the real
@@ -18,6 +21,7 @@ const random = createRandom(2026);
 const apiKey = `sk-live-${random.from(ALPHABET.base62, 40)}`;
 const githubToken = `ghp_${random.from(ALPHABET.base62, 36)}`;
 const curl = `curl -H 'Authorization: Bearer ${apiKey}' https://api.example.com/v1/charges`;
+const doToken = `dop_v1_${random.from(ALPHABET.hex, 64)}`;
 
 /** Arguments each tool was called with, by session. */
 const received = new Map<string, unknown[]>();
@@ -45,17 +49,40 @@ const deploy = defineTool({
 
 let live: TestStack;
 let resumed: TestStack;
+let hookConnection: NatsConnection;
+let hook: HookWorker;
 
 beforeAll(async () => {
   const toolCalls = [
     { name: 'fetch_with_header', args: { cmd: curl } },
     { name: 'deploy', args: { target: 'prod', token: githubToken } },
   ];
-  live = await startStack({ script: { responses: [{ toolCalls }, { text: 'all done' }] }, extraTools: [fetchUrl, deploy] });
+  live = await startStack({
+    script: { responses: [{ toolCalls }, { text: 'all done' }] },
+    extraTools: [fetchUrl, deploy],
+    runtime: { toolHooks: { before: ['inject'], after: [], timeoutMs: 5000, onError: 'block' } },
+  });
+  hookConnection = await connect({ servers: live.server.url });
+  // A before-hook that adds a credential to the command of one session's calls: the worker needs it, the log must not have it.
+  hook = createHookWorker({
+    nc: hookConnection,
+    subjects,
+    codec,
+    logger: silentLogger(),
+    name: 'inject',
+    version: '1.0.0',
+    before: (request) =>
+      request.sessionId === 'hook-injects' && request.name === 'fetch_with_header'
+        ? { action: 'continue', args: { cmd: `curl -H 'X-Auth-Token: ${doToken}' https://api.digitalocean.com/v2/droplets` } }
+        : { action: 'continue' },
+  });
+  await hook.start();
   resumed = await startStack({ script: { responses: [{ text: 'resumed turn done' }, { text: 'next turn done' }] }, extraTools: [fetchUrl] });
 }, 60_000);
 
 afterAll(async () => {
+  await hook?.stop();
+  await hookConnection?.close();
   await live?.stop();
   await resumed?.stop();
 });
@@ -66,17 +93,23 @@ async function storedLog(stack: TestStack, sessionId: string): Promise<LogEvent[
   return (await log.read('default', sessionId)).events;
 }
 
+/** Runs the script's turn in a session of the live stack, approving its privileged call; the approval request as shown. */
+async function runApproved(sessionId: string): Promise<Extract<AgentEvent, { type: 'approval.requested' }>> {
+  const watcher = collectEvents(live.client, 'default', sessionId);
+  expect(await requestJson(live.client, `agentbus.default.sessions.${sessionId}.prompt`, { text: 'charge and deploy' })).toMatchObject({ accepted: true });
+  const asked = await watcher.until((seen) => seen.some((event) => event.type === 'approval.requested'));
+  const request = asked.find((event): event is Extract<AgentEvent, { type: 'approval.requested' }> => event.type === 'approval.requested')!;
+  await requestJson(live.client, `agentbus.default.sessions.${sessionId}.approve`, { toolCallId: request.data.toolCallId, approved: true });
+  await watcher.until((seen) => seen.some((event) => event.type === 'turn.ended'));
+  watcher.stop();
+  return request;
+}
+
 describe('a tool call whose arguments hold secrets', () => {
   it('is logged redacted in assistant.message, approval.requested and tool.use, while each tool gets the real arguments', async () => {
     const sessionId = 'secret-args';
-    const watcher = collectEvents(live.client, 'default', sessionId);
-    expect(await requestJson(live.client, `agentbus.default.sessions.${sessionId}.prompt`, { text: 'charge and deploy' })).toMatchObject({ accepted: true });
-    const asked = await watcher.until((seen) => seen.some((event) => event.type === 'approval.requested'));
-    const request = asked.find((event): event is Extract<AgentEvent, { type: 'approval.requested' }> => event.type === 'approval.requested')!;
+    const request = await runApproved(sessionId);
     expect(request.data).toEqual({ toolCallId: expect.any(String), name: 'deploy', args: { target: 'prod', token: '[REDACTED:github]' }, argsRedacted: true });
-    await requestJson(live.client, `agentbus.default.sessions.${sessionId}.approve`, { toolCallId: request.data.toolCallId, approved: true });
-    await watcher.until((seen) => seen.some((event) => event.type === 'turn.ended'));
-    watcher.stop();
 
     // The tools ran with what the model asked for.
     expect(received.get(sessionId)).toEqual(expect.arrayContaining([{ cmd: curl }, { target: 'prod', token: githubToken }]));
@@ -105,8 +138,22 @@ describe('a tool call whose arguments hold secrets', () => {
     expect(events.filter((event) => event.type === LogEventType.toolResult).map((event) => event.data)).toEqual(
       expect.arrayContaining([expect.objectContaining({ output: 'fetched', isError: false }), expect.objectContaining({ output: 'deployed', isError: false })]),
     );
-    // What the model is shown next is the log's view of its own call.
     expect(events.at(-1)).toMatchObject({ type: 'turn.ended', data: { reason: 'yielded', text: 'all done' } });
+  });
+
+  it('is logged redacted when a before-hook put the secret in, the worker getting the rewritten arguments whole', async () => {
+    const sessionId = 'hook-injects';
+    await runApproved(sessionId);
+    const injected = { cmd: `curl -H 'X-Auth-Token: ${doToken}' https://api.digitalocean.com/v2/droplets` };
+    expect(received.get(sessionId)).toEqual(expect.arrayContaining([injected]));
+    const events = await storedLog(live, sessionId);
+    expect(JSON.stringify(events)).not.toContain(doToken.slice(7));
+    expect(events.find((event) => event.type === LogEventType.toolUse && event.data.name === 'fetch_with_header')?.data).toMatchObject({
+      args: { cmd: "curl -H 'X-Auth-Token: [REDACTED:digitalocean]' https://api.digitalocean.com/v2/droplets" },
+      argsRewrittenBy: ['inject'],
+      argsFinal: true,
+      argsRedacted: true,
+    });
   });
 });
 
