@@ -25,7 +25,12 @@ export const SECRET_FILE_MODE = 0o600;
  */
 export async function makePrivateDir(dir: string): Promise<void> {
   await mkdir(dir, { recursive: true, mode: STATE_DIR_MODE });
-  await chmod(dir, STATE_DIR_MODE);
+  try {
+    await chmod(dir, STATE_DIR_MODE);
+  } catch (error) {
+    const reason = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
+    throw new Error(`cannot make ${dir} readable by its owner alone (${reason}); it holds the bus's token and data: fix its owner or remove it`, { cause: error });
+  }
 }
 
 /** The project's state folder: `.agentbus/` in the working directory. */
