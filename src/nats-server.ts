@@ -1,6 +1,6 @@
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
-import { mkdir, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, rename, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 
@@ -19,7 +19,7 @@ export interface NatsServerProcess {
 
 /** Options of {@link startNatsServerProcess}. */
 export interface NatsServerOptions {
-  /** JetStream's store; the config file is written here too. */
+  /** JetStream's store; the config file is written here too, readable by its owner alone (it may hold secrets). */
   readonly storeDir: string;
   /** Default: a free loopback port. */
   readonly port?: number;
@@ -64,10 +64,12 @@ export async function startNatsServerProcess(options: NatsServerOptions): Promis
   const port = options.port ?? (await freePort());
   await mkdir(options.storeDir, { recursive: true });
   const configFile = join(options.storeDir, 'server.conf');
-  await writeFile(
-    configFile,
-    `listen: "127.0.0.1:${port}"\njetstream { store_dir: ${JSON.stringify(options.storeDir)} }\n${options.config ?? ''}\n`,
-  );
+  // Written to a new file of mode 0600 and moved over the old one: the file an earlier run left may have been readable
+  // by others (and held open by them).
+  const partial = `${configFile}.${process.pid}.tmp`;
+  await writeFile(partial, `listen: "127.0.0.1:${port}"\njetstream { store_dir: ${JSON.stringify(options.storeDir)} }\n${options.config ?? ''}\n`, { mode: 0o600 });
+  await chmod(partial, 0o600);
+  await rename(partial, configFile);
   const launch = () => launchServer(binary, configFile, options.timeoutMs ?? 15_000, options.signal);
   let child = await launch();
   return {

@@ -1,5 +1,5 @@
-import { spawn } from 'node:child_process';
-import { access, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { spawn, spawnSync } from 'node:child_process';
+import { access, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -107,9 +107,19 @@ describe('agentbus up, ask and tail', () => {
       });
       await expect.poll(() => tailOutput, { timeout: 15_000 }).toContain('following');
 
-      // An outside publisher on the stack's unsecured bus, putting junk on the session's subjects.
-      const { url } = JSON.parse(await readFile(join(workdir, '.agentbus', 'stack.json'), 'utf8')) as { url: string };
-      outsider = await connect({ servers: url });
+      // The stack's bus lets in only the holder of its token, which up keeps in .agentbus/ for its owner alone.
+      const stackFile = join(workdir, '.agentbus', 'stack.json');
+      const { url, token } = JSON.parse(await readFile(stackFile, 'utf8')) as { url: string; token: string };
+      expect(token).toMatch(/^[A-Za-z0-9_-]{43}$/);
+      expect((await stat(stackFile)).mode & 0o777).toBe(0o600);
+      expect((await stat(join(workdir, '.agentbus'))).mode & 0o777).toBe(0o700);
+      await expect(connect({ servers: url, timeout: 3000, reconnect: false })).rejects.toThrow(/Authorization Violation/i);
+      // Not on any command line (every service and the server got it through the environment or a file), nor logged.
+      expect(spawnSync('ps', ['-eo', 'args'], { encoding: 'utf8' }).stdout).not.toContain(token);
+      expect(upOutput).not.toContain(token);
+
+      // An outside publisher on the stack's bus (it holds the token), putting junk on the session's subjects.
+      outsider = await connect({ servers: url, token });
       const codec = createCodec();
       const malformed = new Uint8Array([0x82, 0xa1, 0x76]);
       const envelope = { v: 1, id: 'junk', tenant: 'default', sessionId: 'cli-1', ts: Date.now() };
@@ -157,6 +167,7 @@ describe('agentbus up, ask and tail', () => {
       // None of it reached stdout as an event, and tail is still running.
       expect(tailOutput).not.toContain('someone-else state');
       expect(tailOutput).not.toMatch(/turn\.ended +failed/);
+      expect(`${tailOutput}${first.stdout}${first.stderr}${second.stderr}${upOutput}`).not.toContain(token);
       expect(tail.exitCode).toBeNull();
       tail.kill('SIGINT');
     } finally {

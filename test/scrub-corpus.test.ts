@@ -37,6 +37,11 @@ describe('the scrubber on a corpus of real secret formats', () => {
     'AWS STS session token of 1,100 characters (JSON)',
     'URL password with a raw @ and #',
     'GitHub token authorization scheme',
+    'SendGrid API key, both parts (1)',
+    'SendGrid API key, both parts (2)',
+    'DigitalOcean personal access token',
+    'DigitalOcean OAuth token',
+    'DigitalOcean refresh token',
   ]);
   it.each(samples.filter((sample) => fastFormats.has(sample.name)).map((sample) => [sample.name, sample] as const))(
     'redacts a %s in the fast pass alone, in a log line too',
@@ -113,6 +118,8 @@ describe('the scrubber on adversarial input', () => {
     'one path of many random segments': fill('/aB3xY9qLmN2pQ7rT4vWz'),
     'one id of many short random parts': fill('-aB3xY9'),
     'dashes before a BEGIN': `${fill('-')}-----BEGIN X`,
+    'SendGrid prefixes with nothing after them': fill('SG.aaaaaaaaaaaaaaaaaaaaaa.'),
+    'DigitalOcean prefixes with short hex': fill('dop_v1_0123456789abcdef'),
   };
 
   it.each(Object.entries(inputs))('scrubs 1 MiB of %s in linear time', async (_name, text) => {
@@ -352,5 +359,43 @@ describe('the fast pass over a JSON log line', () => {
     const key = `-----BEGIN PRIVATE KEY-----\n${random.from(ALPHABET.base64, 64)}\n-----END PRIVATE KEY-----`;
     const line = `${JSON.stringify({ msg: `loaded ${key} ok`, config: { db_password: 'hunter2!' } })}\n`;
     expect(JSON.parse(scrubber.scrubJsonLine(line))).toEqual({ msg: 'loaded [REDACTED:private-key] ok', config: { db_password: '[REDACTED:secret-assignment]' } });
+  });
+});
+
+describe('the full pass over a JSON value (a tool call\'s arguments)', () => {
+  const random = createRandom(16);
+
+  it('scrubs every string, nested too, and a secret named by its key, keeping the shape and the rest', async () => {
+    const bearer = `sk-live-${random.from(ALPHABET.base62, 32)}`;
+    const shopify = `shpat_${random.from(ALPHABET.hex, 32)}`;
+    const args = {
+      cmd: `curl -H 'Authorization: Bearer ${bearer}' https://api.example.com`,
+      env: [{ name: 'SHOPIFY', value: `shopify ${shopify}` }],
+      config: { password: 'hunter2!', retries: 3, verbose: true, note: null },
+    };
+    const { value, redacted } = await scrubber.scrubValue(args);
+    expect(redacted).toBe(true);
+    expect(value).toEqual({
+      cmd: "curl -H 'Authorization: Bearer [REDACTED:api-key]' https://api.example.com",
+      env: [{ name: 'SHOPIFY', value: 'shopify [REDACTED:shopify]' }],
+      config: { password: '[REDACTED:secret-assignment]', retries: 3, verbose: true, note: null },
+    });
+    // The value given is left as it was: the call goes out with it.
+    expect(args.cmd).toContain(bearer);
+  });
+
+  it('gives back the value itself, not redacted, when it holds no secret', async () => {
+    const args = { path: 'src/index.ts', lines: [1, 2], recursive: false, glob: '**/*.ts', text: 'We support Bearer authentication.' };
+    const scrubbed = await scrubber.scrubValue(args);
+    expect(scrubbed).toEqual({ value: args, redacted: false });
+    expect(scrubbed.value).toBe(args);
+    for (const plain of [undefined, null, 42, 'hello', []]) expect((await scrubber.scrubValue(plain)).redacted).toBe(false);
+  });
+
+  it('scrubs a value JSON cannot write (a bigint) string by string', async () => {
+    const token = `ghp_${random.from(ALPHABET.base62, 36)}`;
+    const { value, redacted } = await scrubber.scrubValue({ id: 12n, token: `use ${token}` });
+    expect(redacted).toBe(true);
+    expect(value).toEqual({ id: 12n, token: 'use [REDACTED:github]' });
   });
 });

@@ -10,7 +10,7 @@ const token = `ghp_${createRandom(41).from(ALPHABET.base62, 36)}`;
 /** A scrubber that records the texts it was given and changes nothing. */
 function recordingScrubber(): Scrubber & { seen: string[] } {
   const seen: string[] = [];
-  return { seen, scrub: async (text) => (seen.push(text), text), scrubSync: (text) => text, scrubJsonLine: (line) => line, warmUp: async () => undefined };
+  return { seen, scrub: async (text) => (seen.push(text), text), scrubSync: (text) => text, scrubJsonLine: (line) => line, scrubValue: async (value) => ({ value, redacted: false }), warmUp: async () => undefined };
 }
 
 describe('a tool output on its way to the log', () => {

@@ -79,7 +79,16 @@ export async function openSession(deps: SessionHostDeps, tenant: string, session
   const { events, lastSeq } = await deps.log.read(tenant, sessionId, options.signal ? { signal: options.signal } : {});
   const transcript = createTranscript(events, deps.tokens);
   const guard = deps.writeGuard;
-  const writer = createSessionWriter({ tenant, sessionId, log: deps.log, envelopes: deps.envelopes, transcript, readSeq: lastSeq, ...(guard ? { beforeWrite: () => guard(tenant, sessionId) } : {}) });
+  const writer = createSessionWriter({
+    tenant,
+    sessionId,
+    log: deps.log,
+    envelopes: deps.envelopes,
+    transcript,
+    readSeq: lastSeq,
+    scrubber: deps.scrubber,
+    ...(guard ? { beforeWrite: () => guard(tenant, sessionId) } : {}),
+  });
   const queue = await resumeQueue(deps, transcript.unfinishedTurns(), writer, options.signal);
   const host = new HostedSession(deps, tenant, sessionId, transcript, writer);
   if (queue.length > 0) host.startActor(queue);
@@ -350,6 +359,11 @@ async function resumeQueue(
     // never went out.)
     const pendingCalls: PlannedCall[] = [];
     for (const call of turn.openCalls) {
+      // Its real arguments held a secret, which the log keeps only scrubbed: it is not sent with the markers.
+      if (turn.argsRedacted.includes(call.id)) {
+        await writer.append(LogEventType.toolResult, { turnId: turn.turnId, step: turn.lastStep }, redactedResult(call));
+        continue;
+      }
       const tool = byName.get(call.name);
       const sent = turn.sent[call.id];
       const sideEffect = tool?.tier === 'side_effecting' || (tool?.tier === 'privileged' && turn.decisions[call.id]?.approved === true);
@@ -387,6 +401,12 @@ function repeatOf(sent: UnfinishedTurn['sent'][string]): Pick<PlannedCall, 'resu
   if (!sent.final) return { resumed: true };
   const { args, argsRewrittenBy } = sent;
   return { resumed: true, sent: argsRewrittenBy ? { args, argsRewrittenBy } : { args } };
+}
+
+/** The result of an open call whose arguments the log holds only scrubbed: it is not made again. */
+function redactedResult(call: { readonly id: string; readonly name: string }): EventDataMap['tool.result'] {
+  const message = `the call to ${call.name} was not made again after its runtime node stopped: its arguments held a secret, which the log keeps only redacted; ask for it again if it is still needed`;
+  return { toolCallId: call.id, name: call.name, output: message, isError: true, error: { code: ErrorCode.interrupted, message, retryable: false }, durationMs: 0 };
 }
 
 function interruptedResult(call: { readonly id: string; readonly name: string }): EventDataMap['tool.result'] {

@@ -1,6 +1,8 @@
 import type { SessionLog } from '../../src/bus/session-log.ts';
 import { LogConflictError } from '../../src/errors.ts';
 import type { EnvelopeFactory, EventDataMap, LogEvent, LogEventType } from '../../src/protocol/index.ts';
+import type { Scrubber } from '../../src/scrub/index.ts';
+import { argsForLog } from './logged-args.ts';
 import type { Transcript } from './transcript.ts';
 
 /** Appends an event (write-through) and returns it with its `seq`. */
@@ -48,6 +50,11 @@ interface SessionWriterDeps {
    * write. Returns undefined when there is nothing to wait for (the common case costs no await).
    */
   readonly beforeWrite?: () => Promise<void> | undefined;
+  /**
+   * Scrubs the arguments of tool calls before they are logged (see `argsForLog`); the caller keeps the real ones.
+   * Without it they are logged as given (tests of the writer alone).
+   */
+  readonly scrubber?: Pick<Scrubber, 'scrubValue'>;
 }
 
 /** Creates the writer of one session. */
@@ -164,12 +171,21 @@ class SerialWriter implements SessionWriter {
     const written: PendingAppend[] = [];
     const envelopes: LogEvent[] = [];
     for (const pending of group) {
+      // Scrubbed while the writer is busy with this group: appends stay in the order they were asked for.
+      let data = pending.data;
+      try {
+        const scrubbing = this.scrubbing(pending.type, pending.data);
+        if (scrubbing) data = await scrubbing;
+      } catch (error) {
+        pending.reject(error);
+        continue;
+      }
       if (pending.unless?.aborted) {
         pending.resolve(undefined);
         continue;
       }
       written.push(pending);
-      envelopes.push(this.envelope(pending.type, pending.scope, pending.data));
+      envelopes.push(this.envelope(pending.type, pending.scope, data));
     }
     if (envelopes.length === 0) return;
     const stored: Array<LogEvent | undefined> = [];
@@ -186,6 +202,12 @@ class SerialWriter implements SessionWriter {
     written.forEach((pending, index) => pending.resolve(stored[index]));
   }
 
+  /** The event's data as it is to be logged, tool-call arguments scrubbed; undefined for events without any. */
+  private scrubbing<T extends LogEventType>(type: T, data: EventDataMap[T]): Promise<EventDataMap[T]> | undefined {
+    const scrubber = this.deps.scrubber;
+    return scrubber ? argsForLog(scrubber, type, data) : undefined;
+  }
+
   private envelope(type: LogEventType, scope: { turnId?: string; step?: number }, data: EventDataMap[LogEventType]): LogEvent {
     const { deps } = this;
     return deps.envelopes.create(type, { tenant: deps.tenant, sessionId: deps.sessionId, ...scope }, data) as LogEvent;
@@ -194,7 +216,8 @@ class SerialWriter implements SessionWriter {
   /** One append of an exclusive job: the job already holds the writer. */
   private async appendOne<T extends LogEventType>(type: T, scope: { turnId?: string; step?: number }, data: EventDataMap[T]): Promise<LogEvent> {
     const stored: Array<LogEvent | undefined> = [];
-    await this.storeAll([this.envelope(type, scope, data)], stored);
+    const scrubbing = this.scrubbing(type, data);
+    await this.storeAll([this.envelope(type, scope, scrubbing ? await scrubbing : data)], stored);
     return stored[0]!;
   }
 

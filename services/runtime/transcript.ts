@@ -19,6 +19,11 @@ export interface UnfinishedTurn {
    * went out, and whether those are the hooks' final `args` (`argsFinal`; false in an older runtime's log).
    */
   readonly sent: Readonly<Record<string, { readonly args: unknown; readonly argsRewrittenBy?: readonly string[]; readonly final: boolean }>>;
+  /**
+   * Of the open calls, those whose arguments the log holds only scrubbed (`argsRedacted`): the ones the call would go
+   * out with now, its final `tool.use` args when it went out, else the model's. Such a call cannot be made again.
+   */
+  readonly argsRedacted: readonly string[];
   /** True when the newest assistant message asked for no tools: the turn had yielded. */
   readonly answered: boolean;
   readonly text: string;
@@ -132,11 +137,14 @@ function summarizeTurn(events: readonly LogEvent[], turnId: string, prompt: Unfi
   const answered = new Set<string>();
   const decisions: Record<string, ApprovalDecision> = {};
   const sent: Record<string, { args: unknown; argsRewrittenBy?: readonly string[]; final: boolean }> = {};
+  const sentRedacted = new Set<string>();
+  let askedRedacted: ReadonlySet<string> = new Set();
   for (const event of events) {
     if (event.turnId !== turnId) continue;
     if (event.type === LogEventType.assistantMessage) {
       lastStep = event.step ?? lastStep + 1;
       lastCalls = event.data.toolCalls;
+      askedRedacted = new Set(event.data.argsRedacted);
       text = event.data.text;
       usage = addUsage(usage, event.data.usage);
       cost += event.data.cost;
@@ -146,16 +154,21 @@ function summarizeTurn(events: readonly LogEvent[], turnId: string, prompt: Unfi
       const { args, argsRewrittenBy } = event.data;
       const final = event.data.argsFinal === true;
       sent[event.data.toolCallId] = argsRewrittenBy === undefined ? { args, final } : { args, argsRewrittenBy, final };
+      if (event.data.argsRedacted === true) sentRedacted.add(event.data.toolCallId);
     } else if (event.type === LogEventType.approvalDecided) {
       decisions[event.data.toolCallId] =
         event.data.reason === undefined ? { approved: event.data.approved } : { approved: event.data.approved, reason: event.data.reason };
     }
   }
+  const open = lastCalls.filter((call) => !answered.has(call.id));
+  // A call that went out with the hooks' final args is sent again with those; any other with the model's.
+  const redacted = (id: string) => (sent[id]?.final === true ? sentRedacted.has(id) : askedRedacted.has(id));
   return {
     turnId,
     prompt,
     lastStep,
-    openCalls: lastCalls.filter((call) => !answered.has(call.id)),
+    openCalls: open,
+    argsRedacted: open.filter((call) => redacted(call.id)).map((call) => call.id),
     sent: Object.fromEntries(lastCalls.filter((call) => !answered.has(call.id) && sent[call.id] !== undefined).map((call) => [call.id, sent[call.id]!])),
     answered: lastStep > 0 && lastCalls.length === 0,
     text,

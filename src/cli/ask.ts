@@ -10,6 +10,7 @@ import { connectCli } from './connect.ts';
 import { UsageError } from './context.ts';
 import type { CliContext } from './context.ts';
 import { describeData } from './format.ts';
+import { embeddedBusEnv } from './embedded-nats.ts';
 import { startLocalStack } from './local-stack.ts';
 import type { LocalStack } from './local-stack.ts';
 
@@ -94,9 +95,10 @@ export async function runAsk(argv: string[], context: CliContext): Promise<numbe
     });
   }
   const url = target.kind === 'url' ? target.url : local!.url;
+  const env = target.kind === 'url' ? target.env : local?.token === undefined ? context.env : { ...context.env, ...embeddedBusEnv(local.token) };
   let nc: NatsConnection | undefined;
   try {
-    nc = await connectCli(url, 'agentbus-cli', context.env);
+    nc = await connectCli(url, 'agentbus-cli', env);
     return await ask(nc, options, context);
   } finally {
     await nc?.close().catch(() => undefined);

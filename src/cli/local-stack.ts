@@ -1,6 +1,6 @@
 import { fileURLToPath } from 'node:url';
 import { describeDefaultModel } from '../default-model.ts';
-import { startEmbeddedNats } from './embedded-nats.ts';
+import { embeddedBusEnv, startEmbeddedNats } from './embedded-nats.ts';
 import type { EmbeddedNats } from './embedded-nats.ts';
 import { startServiceStack } from './service-stack.ts';
 import type { ServiceName, ServiceStack } from './service-stack.ts';
@@ -12,6 +12,8 @@ export const DEMO_SCRIPT = fileURLToPath(new URL('../../examples/demo-script.jso
 export interface LocalStack {
   readonly url: string;
   readonly embedded: boolean;
+  /** The embedded server's token, which a client connects with (`embeddedBusEnv`); undefined on a given bus. */
+  readonly token: string | undefined;
   readonly services: ServiceStack;
   stop(): Promise<void>;
 }
@@ -46,6 +48,8 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
     const env: Record<string, string> = {
       AGENTBUS_MODEL: choice.model,
       NATS_URL: url,
+      // In the environment, not on a command line: `ps` shows other users the command lines.
+      ...(nats ? embeddedBusEnv(nats.token) : {}),
       AGENTBUS_SCRIPT: options.script ?? options.env.AGENTBUS_SCRIPT ?? DEMO_SCRIPT,
       AGENTBUS_WORKSPACE: options.env.AGENTBUS_WORKSPACE ?? options.workspace,
       LOG_LEVEL: options.logLevel ?? options.env.LOG_LEVEL ?? 'info',
@@ -61,6 +65,7 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
     return {
       url,
       embedded: nats !== undefined,
+      token: nats?.token,
       services,
       async stop() {
         await services.stop();

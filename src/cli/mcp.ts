@@ -67,8 +67,8 @@ async function serveMcp(options: McpOptions, source: McpSource, output: McpOutpu
   const target = await findBus(context, options.nats);
   if (target.kind === 'none') throw new UsageError('no bus to serve on: pass --nats URL, set NATS_URL, or start a stack here with `npx agentbus up`');
   const label = describeMcpSource(source);
-  const replyPolicy = cliReplyPolicy(context.env);
-  const nc = await connectCli(target.url, `agentbus-mcp`, context.env, { reconnectForever: true });
+  const replyPolicy = cliReplyPolicy(target.env);
+  const nc = await connectCli(target.url, `agentbus-mcp`, target.env, { reconnectForever: true });
   const subjects = createSubjects(context.env.AGENTBUS_PREFIX ?? 'agentbus');
   const codec = createCodec();
   // The server's own name unless --name says otherwise: known once the first session is open, then kept.

@@ -31,7 +31,7 @@ export async function runMemory(argv: string[], context: CliContext): Promise<nu
   const target = await findBus(context, values.nats);
   if (target.kind === 'none') throw new UsageError('no agentbus stack runs here: start one with `npx agentbus up`, or pass --nats URL');
 
-  const nc = await connectCli(target.url, 'agentbus-memory-rebuild', context.env);
+  const nc = await connectCli(target.url, 'agentbus-memory-rebuild', target.env);
   const codec = createCodec();
   try {
     const instances = await discoverServices(nc, MEMORY_SERVICE, { timeoutMs: 2_000, signal: context.signal, codec });

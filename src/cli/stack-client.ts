@@ -15,7 +15,7 @@ import type { CliContext } from './context.ts';
 export async function withStackClient<T>(context: CliContext, nats: string | undefined, name: string, use: (client: AgentbusClient) => Promise<T>): Promise<T> {
   const target = await findBus(context, nats);
   if (target.kind === 'none') throw new UsageError('no agentbus stack runs here: start one with `npx agentbus up`, or pass --nats URL');
-  const nc: NatsConnection = await connectCli(target.url, name, context.env);
+  const nc: NatsConnection = await connectCli(target.url, name, target.env);
   try {
     return await use(createAgentbusClient({ nc, prefix: context.env.AGENTBUS_PREFIX ?? 'agentbus' }));
   } finally {

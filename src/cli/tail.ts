@@ -37,7 +37,7 @@ export async function runTail(argv: string[], context: CliContext): Promise<numb
   }
   const subjects = createSubjects(context.env.AGENTBUS_PREFIX ?? 'agentbus');
   const subject = `${subjects.prefix}.${tenant}.sessions.${values.session ?? '*'}.>`;
-  const nc = await connectCli(target.url, 'agentbus-tail', context.env, { reconnectForever: true });
+  const nc = await connectCli(target.url, 'agentbus-tail', target.env, { reconnectForever: true });
   const codec = createCodec();
   context.stderr.write(`following ${subject} on ${target.url} (Ctrl-C to stop)\n`);
   const subscription = nc.subscribe(subject, {

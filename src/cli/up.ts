@@ -66,7 +66,10 @@ export async function runUp(argv: string[], context: CliContext): Promise<number
     onNotice: (message) => context.stderr.write(`agentbus: ${message}\n`),
     signal: context.signal,
   });
-  if (stack.embedded) await writeStackFile(context.stateDir, { url: stack.url, pid: process.pid, startedAt: new Date().toISOString() });
+  if (stack.embedded) {
+    const token = stack.token === undefined ? {} : { token: stack.token };
+    await writeStackFile(context.stateDir, { url: stack.url, pid: process.pid, startedAt: new Date().toISOString(), ...token });
+  }
   log(`agentbus is up on ${stack.url}${stack.embedded ? ' (embedded nats-server, data in .agentbus/)' : ''}: ${services.join(', ')}`);
   const dashboard = stack.services.urls.get(ServiceName.dashboard);
   if (dashboard) log(`dashboard: ${dashboard}`);

@@ -56,10 +56,10 @@ export async function runWorker(argv: string[], context: CliContext): Promise<nu
   if (target.kind === 'none') throw new UsageError('no bus to serve on: pass --nats URL, set NATS_URL, or start a stack here with `npx agentbus up`');
   const serviceName = options.name ?? serviceNameOf(options.module);
   // One scrubber that knows the process's secrets: for log lines, the result ledger and $SRV.STATS.
-  const scrubber = createScrubber({ secrets: secretsFromEnv(context.env) });
+  const scrubber = createScrubber({ secrets: secretsFromEnv(target.env) });
   const logger = createLogger({ name: 'worker', level: context.env.LOG_LEVEL ?? 'warn', destination: context.stderr as DestinationStream, scrubber });
-  const replyPolicy = cliReplyPolicy(context.env);
-  const nc = await connectCli(target.url, `agentbus-worker-${serviceName}`, context.env, { reconnectForever: true });
+  const replyPolicy = cliReplyPolicy(target.env);
+  const nc = await connectCli(target.url, `agentbus-worker-${serviceName}`, target.env, { reconnectForever: true });
   const worker = createToolWorker({
     nc,
     subjects: createSubjects(context.env.AGENTBUS_PREFIX ?? 'agentbus'),

@@ -88,6 +88,11 @@ export interface EventDataMap {
     readonly cost: number;
     readonly model: string;
     readonly finishReason: string;
+    /**
+     * Ids of the tool calls whose `args` held a secret and are logged scrubbed (the call went out with the real
+     * ones, kept in memory): a turn resumed from the log does not make such a call. Absent when none did.
+     */
+    readonly argsRedacted?: readonly string[];
   };
   'tool.use': {
     readonly toolCallId: string;
@@ -106,6 +111,8 @@ export interface EventDataMap {
      * Absent in logs of older runtimes, whose blocked calls were not marked: their hooks are asked again.
      */
     readonly argsFinal?: boolean;
+    /** True when `args` held a secret and are logged scrubbed; the worker got the real ones. Absent otherwise. */
+    readonly argsRedacted?: boolean;
   };
   'tool.result': {
     readonly toolCallId: string;
@@ -119,7 +126,13 @@ export interface EventDataMap {
     /** The after-hooks that replaced the output or changed `isError`, in order. */
     readonly outputRewrittenBy?: readonly string[];
   };
-  'approval.requested': { readonly toolCallId: string; readonly name: string; readonly args: unknown };
+  'approval.requested': {
+    readonly toolCallId: string;
+    readonly name: string;
+    readonly args: unknown;
+    /** True when `args` held a secret and are shown scrubbed; the call, once approved, goes out with the real ones. */
+    readonly argsRedacted?: boolean;
+  };
   'approval.decided': { readonly toolCallId: string; readonly approved: boolean; readonly reason?: string };
   'summary.created': { readonly text: string; readonly throughSeq: number; readonly tokens: number };
   'turn.ended': {

@@ -32,6 +32,7 @@ const assistantMessage = z.object({
   cost: z.number(),
   model: z.string(),
   finishReason: z.string(),
+  argsRedacted: z.array(z.string()).readonly().optional(),
 });
 
 const toolUse = z.object({
@@ -43,6 +44,7 @@ const toolUse = z.object({
   argsRewrittenBy: z.array(z.string()).readonly().optional(),
   blockedBy: z.string().optional(),
   argsFinal: z.boolean().optional(),
+  argsRedacted: z.boolean().optional(),
 });
 
 const toolResult = z.object({
@@ -56,7 +58,7 @@ const toolResult = z.object({
   outputRewrittenBy: z.array(z.string()).readonly().optional(),
 });
 
-const approvalRequested = z.object({ toolCallId: z.string(), name: z.string(), args: z.unknown() });
+const approvalRequested = z.object({ toolCallId: z.string(), name: z.string(), args: z.unknown(), argsRedacted: z.boolean().optional() });
 
 const approvalDecided = z.object({ toolCallId: z.string(), approved: z.boolean(), reason: z.string().optional() });
 

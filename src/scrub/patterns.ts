@@ -34,6 +34,11 @@ const SECRET_PATTERNS: readonly SecretPattern[] = [
   { rule: 'gitlab', trigger: /gl(?:pat|dt|rt|ptt|cbt|oas)-/, pattern: new RegExp(String.raw`${EDGE}gl(?:pat|dt|rt|ptt|cbt|oas)-[A-Za-z0-9_-]{20,}`, 'g') },
   { rule: 'slack', trigger: /xox[abposre]-/, pattern: new RegExp(String.raw`${EDGE}xox[abposre]-[A-Za-z0-9-]{10,}`, 'g') },
   { rule: 'stripe', trigger: /k_(?:live|test)_|whsec_/, pattern: new RegExp(String.raw`${EDGE}(?:[rs]k_(?:live|test)|whsec)_[A-Za-z0-9]{16,}`, 'g') },
+  // SendGrid's `SG.<22-character key id>.<43-character secret>`, in base64url: secretlint's rule misses those with a `-`.
+  { rule: 'sendgrid', trigger: /SG\./, pattern: new RegExp(String.raw`${EDGE}SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}${END}`, 'g') },
+  // DigitalOcean's personal access (`dop_v1_`), OAuth (`doo_v1_`) and refresh (`dor_v1_`) tokens: 64 hex characters,
+  // which the high-entropy rule keeps (hex is what digests are made of).
+  { rule: 'digitalocean', trigger: /do[opr]_v1_/, pattern: new RegExp(String.raw`${EDGE}do[opr]_v1_[a-f0-9]{64}${END}`, 'g') },
   { rule: 'npm', trigger: /npm_/, pattern: new RegExp(String.raw`${EDGE}npm_[A-Za-z0-9]{36}${END}`, 'g') },
   // OpenAI, Anthropic and their look-alikes, also masked as some APIs echo them (`sk-proj-****abcd`).
   { rule: 'api-key', trigger: /sk-/, pattern: new RegExp(String.raw`${EDGE}sk-[A-Za-z0-9_*.-]{15,}[A-Za-z0-9_*]`, 'g') },

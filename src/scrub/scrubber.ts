@@ -3,6 +3,7 @@ import { redact } from './findings.ts';
 import type { Finding } from './findings.ts';
 import { findHighEntropy } from './high-entropy.ts';
 import { fitToJsonLine } from './json-line.ts';
+import { mapStrings } from './json-value.ts';
 import { findAssignments } from './assignments.ts';
 import { findPatterns } from './patterns.ts';
 import { createSecretlintDetector } from './secretlint.ts';
@@ -31,10 +32,28 @@ export interface Scrubber {
    */
   scrubJsonLine(line: string): string;
   /**
+   * The full pass over a JSON value, such as a tool call's arguments: each string is scrubbed as {@link scrub} does,
+   * then the whole value as one JSON line (so that `{"password": "…"}`, a secret named by its key, goes too).
+   * `redacted` says whether anything was; `value` is then a new value (a secret that was a bare number becomes
+   * the marker string), else the one given.
+   *
+   * @example
+   * await scrubber.scrubValue({ cmd: 'curl -H "Authorization: Bearer sk-live-…"' });
+   * // { value: { cmd: 'curl -H "Authorization: Bearer [REDACTED:api-key]"' }, redacted: true }
+   */
+  scrubValue(value: unknown): Promise<ScrubbedValue>;
+  /**
    * Runs every rule once on a sample, so that the first real text does not pay for compiling them (tens of
    * milliseconds of event loop on a busy machine). Call it before serving.
    */
   warmUp(): Promise<void>;
+}
+
+/** What {@link Scrubber.scrubValue} made of a value. */
+export interface ScrubbedValue {
+  readonly value: unknown;
+  /** True when a secret was found in the value (and `value` is a scrubbed copy). */
+  readonly redacted: boolean;
 }
 
 // Something for each kind of rule to chew on; none of it a real secret.
@@ -93,10 +112,25 @@ export function createScrubber(options: ScrubberOptions = {}): Scrubber {
     return redact(line, fitToJsonLine(blanked, [...fastFindings(blanked), ...findConfigured(line, escapedSecrets)]));
   };
 
+  const scrubValue = async (value: unknown): Promise<ScrubbedValue> => {
+    const walked = await mapStrings(value, scrub);
+    let line: string | undefined;
+    try {
+      line = JSON.stringify(walked);
+    } catch {
+      // A value JSON cannot write (a bigint from msgpack): its strings were scrubbed one by one above.
+    }
+    const scrubbedLine = line === undefined ? undefined : scrubJsonLine(line);
+    // Our own JSON, just written and scrubbed so that it stays JSON; not bus data.
+    const whole = scrubbedLine === undefined || scrubbedLine === line ? walked : (JSON.parse(scrubbedLine) as unknown);
+    return { value: whole, redacted: whole !== value };
+  };
+
   return {
     scrub,
     scrubSync: (text) => redact(text, fastFindings(text)),
     scrubJsonLine,
+    scrubValue,
     async warmUp() {
       await scrub(WARM_UP_TEXT);
       scrubJsonLine(`${JSON.stringify({ msg: WARM_UP_TEXT })}\n`);

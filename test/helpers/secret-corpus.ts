@@ -156,6 +156,15 @@ export function secretSamples(seed = 20240611): SecretSample[] {
     sample('Random credential in a path', from(ALPHABET.base62, 30), (secret) => `cat /run/secrets/${secret}`),
     sample('Base64 secret that starts with a slash', `/${from(ALPHABET.base64, 39)}`, (secret) => `{"SecretAccessKey": "${secret}"}`),
     sample('Base64url secret with hyphens', `${from(ALPHABET.base64url, 14)}-${from(ALPHABET.base64url, 14)}-${from(ALPHABET.base64url, 14)}`, (secret) => `refresh ${secret}`),
+    // Both parts of a SendGrid key go (its 22-character id is too short for the high-entropy rule), a `-` in it too.
+    ...[`${from(ALPHABET.base62, 9)}-${from(ALPHABET.base62, 12)}`, `${from(ALPHABET.base62, 11)}_${from(ALPHABET.base62, 10)}`].map((id, index) => {
+      const secret = `${from(ALPHABET.base64url, 20)}-${from(ALPHABET.base64url, 22)}`;
+      return { name: `SendGrid API key, both parts (${index + 1})`, text: `curl -X POST https://api.sendgrid.com/v3/mail/send -H "x-sg-key: SG.${id}.${secret}"`, secrets: [id, secret] };
+    }),
+    // Hex, which the high-entropy rule keeps as a digest would be.
+    sample('DigitalOcean personal access token', `dop_v1_${from(ALPHABET.hex, 64)}`, (token) => `doctl auth init --access-token ${token}`),
+    sample('DigitalOcean OAuth token', `doo_v1_${from(ALPHABET.hex, 64)}`, (token) => `{"access_tok": "${token}", "expires_in": 2592000}`),
+    sample('DigitalOcean refresh token', `dor_v1_${from(ALPHABET.hex, 64)}`, (token) => `refresh with ${token}`),
   ];
 }
 
@@ -242,5 +251,9 @@ export function lookAlikes(seed = 20240612): string[] {
     'SGVsbG8= is base64 for Hello',
     'color: #1f2937; background: linear-gradient(90deg, #fef3c7 0%, #fde68a 100%);',
     '| tool round trip p50 | 0.402 ms | raw request/reply 0.326 ms | 1.23× |',
+    'import SG from "./scenegraph"; const node = new SG.Sprite(texture); SG.Button.primary',
+    'doctl auth init --access-token dop_v1_<your-token>',
+    'ALTER TABLE dop_v1_snapshots RENAME TO dop_v2_snapshots;',
+    `droplet image ${sha1} built by doo_v1_migrate`,
   ];
 }
