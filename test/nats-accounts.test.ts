@@ -1,9 +1,12 @@
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect } from '@nats-io/transport-node';
 import type { Msg, NatsConnection } from '@nats-io/nats-core';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { ShippedConf, startShippedNats } from './helpers/shipped-nats.ts';
 import type { ShippedNats } from './helpers/shipped-nats.ts';
+import { ROOT } from './helpers/service-process.ts';
 
 // deploy/nats/nats-server.conf's accounts are the wall between tenants, not the permission lists inside them: with
 // acme's permissions taken away (its user may then do anything its account allows), acme still sees only its own
@@ -131,5 +134,53 @@ describe('exports private to one tenant account (deploy/nats/nats-server.conf)',
     ['a stream import of every session', '{ stream: { account: SERVICES, subject: "agentbus.*.sessions.*.log" } }', /stream import not authorized/],
   ])('makes nats-server refuse to start when globex adds %s to its account', async (_what, line, refusal) => {
     await expect(startShippedNats({ file: ShippedConf.accounts, edit: importInto('GLOBEX', line) })).rejects.toThrow(refusal);
+  });
+});
+
+describe('adding a tenant as docs/operations.md shows it', () => {
+  let nats: ShippedNats;
+
+  afterAll(async () => {
+    await nats?.stop();
+  });
+
+  it('runs a new tenant through the blocks of "Adding a tenant", added to the shipped file as the page says', async () => {
+    const page = await readFile(join(ROOT, 'docs/operations.md'), 'utf8');
+    const section = page.slice(page.indexOf('## Adding a tenant'), page.indexOf('## TLS'));
+    const [permissions, account, exports] = [...section.matchAll(/```\n([\s\S]*?)```/g)].map((match) => match[1]!.replace(/^ {3}/gm, ''));
+    expect([permissions, account, exports].every(Boolean)).toBe(true);
+    const add = (conf: string) => {
+      const anchor = '# No anonymous connections';
+      const exportsAt = conf.indexOf('    exports = [\n') + '    exports = [\n'.length;
+      let edited = `${conf.slice(0, exportsAt)}${exports}${conf.slice(exportsAt)}`;
+      edited = edited.replace(anchor, `${permissions}\n${anchor}`);
+      const closing = edited.lastIndexOf('}');
+      return `${edited.slice(0, closing)}\n${account}${edited.slice(closing)}`;
+    };
+    nats = await startShippedNats({ file: ShippedConf.accounts, edit: add });
+    expect(nats.accounts['initech']).toBe('INITECH');
+    const runtime = await connect({ servers: nats.url, user: 'runtime', pass: nats.passwords['runtime']!, inboxPrefix: '_INBOX_runtime' });
+    const initech = await connect({ servers: nats.url, user: 'initech', pass: nats.passwords['initech']!, inboxPrefix: '_INBOX_initech' });
+    try {
+      // The runtime (in the services' account) answers initech's prompt and publishes its session's events.
+      runtime.subscribe('agentbus.*.sessions.*.prompt', {
+        callback: (_error, message) => {
+          message.respond('accepted');
+          runtime.publish('agentbus.initech.sessions.i-1.live.assistant.delta', 'delta');
+          runtime.publish('agentbus.acme.sessions.a-1.live.assistant.delta', 'not for initech');
+        },
+      });
+      await runtime.flush();
+      const events: string[] = [];
+      initech.subscribe('agentbus.initech.sessions.*.>', { callback: (_error, message) => events.push(message.subject) });
+      await initech.flush();
+      expect(decoder.decode((await initech.request('agentbus.initech.sessions.i-1.prompt', 'hello', { timeout: 5000 })).data)).toBe('accepted');
+      await expect.poll(() => events, { timeout: 5000 }).toContain('agentbus.initech.sessions.i-1.live.assistant.delta');
+      expect(events).toEqual(['agentbus.initech.sessions.i-1.prompt', 'agentbus.initech.sessions.i-1.live.assistant.delta']);
+      expect(json(await initech.request('$JS.API.INFO', '', { timeout: 5000 }))).toMatchObject({ error: { err_code: 10039 } });
+    } finally {
+      await initech.close();
+      await runtime.close();
+    }
   });
 });
