@@ -46,7 +46,7 @@ describe("a tenant's account, with every permission of its user lifted (deploy/n
 
   it('sees only its own sessions events on `>`, and none of the services traffic', async () => {
     const seen: string[] = [];
-    const everything = acme.subscribe('>', { callback: (_error, message) => seen.push(message.subject) });
+    const everything = acme.subscribe('>', { callback: (_error, message) => void seen.push(message.subject) });
     await acme.flush();
     for (const subject of ['agentbus.globex.sessions.g-1.log', 'agentbus.globex.sessions.g-1.live.assistant.delta', 'agentbus.acme.sessions.a-1.log', 'agentbus.acme.sessions.a-1.live.assistant.delta']) {
       runtime.publish(subject, 'event');
@@ -86,7 +86,7 @@ describe("a tenant's account, with every permission of its user lifted (deploy/n
   it('cannot answer a service: its subscriptions to the verbs and to memory hear nothing, and requests from the services account find no responder in it', async () => {
     const heard: string[] = [];
     for (const subject of ['agentbus.*.sessions.*.prompt', 'agentbus.*.sessions.*.history', 'agentbus.*.memory.search', 'agentbus.*.state.load', '$SRV.>']) {
-      acme.subscribe(subject, { callback: (_error, message) => heard.push(message.subject) });
+      acme.subscribe(subject, { callback: (_error, message) => void heard.push(message.subject) });
     }
     await acme.flush();
     // The client user asks what acme's subscriptions would answer, the runtime the $SRV discovery.
@@ -107,7 +107,7 @@ describe("a tenant's account, with every permission of its user lifted (deploy/n
     const jsm = await jetstreamManager(runtime);
     const before = (await jsm.streams.info('AGENTBUS_LOG')).state.messages;
     const heard: string[] = [];
-    client.subscribe('agentbus.*.sessions.*.>', { callback: (error, message) => heard.push(error ? String(error) : message.subject) });
+    client.subscribe('agentbus.*.sessions.*.>', { callback: (error, message) => void heard.push(error ? String(error) : message.subject) });
     await client.flush();
     acme.publish('agentbus.acme.sessions.a-1.log', 'forged');
     acme.publish('agentbus.globex.sessions.g-1.log', 'forged');
@@ -172,7 +172,7 @@ describe('adding a tenant as docs/operations.md shows it', () => {
       });
       await runtime.flush();
       const events: string[] = [];
-      initech.subscribe('agentbus.initech.sessions.*.>', { callback: (_error, message) => events.push(message.subject) });
+      initech.subscribe('agentbus.initech.sessions.*.>', { callback: (_error, message) => void events.push(message.subject) });
       await initech.flush();
       expect(decoder.decode((await initech.request('agentbus.initech.sessions.i-1.prompt', 'hello', { timeout: 5000 })).data)).toBe('accepted');
       await expect.poll(() => events, { timeout: 5000 }).toContain('agentbus.initech.sessions.i-1.live.assistant.delta');
