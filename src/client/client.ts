@@ -192,7 +192,7 @@ export function createAgentbusClient(options: { nc: NatsConnection; prefix?: str
     cancel: (target, reason, callOptions) => send(target, SessionVerb.cancel, reason === undefined ? {} : { reason }, callOptions),
     steer: (target, text, callOptions) => send(target, SessionVerb.steer, { text }, callOptions),
     approve: (target, decision, callOptions) => send(target, SessionVerb.approve, decision, callOptions),
-    watch: (target, watchOptions) => {
+    watch: async (target, watchOptions) => {
       assertToken(target.tenant, 'tenant');
       if (target.sessionId !== '*') assertToken(target.sessionId, 'sessionId');
       return watchEvents(target, watchOptions);
