@@ -6,7 +6,7 @@ import { createStateClient } from '../bus/state-client.ts';
 import type { StateClient } from '../bus/state-client.ts';
 import { request } from '../bus/request.ts';
 import { AgentbusError, ErrorCode, NoRespondersError } from '../errors.ts';
-import { SessionVerb, assertToken, createCodec, createSubjects, fromErrorData } from '../protocol/index.ts';
+import { MAX_HISTORY_LIMIT, SessionVerb, assertToken, createCodec, createSubjects, fromErrorData } from '../protocol/index.ts';
 import type {
   Approve,
   Codec,
@@ -145,7 +145,7 @@ export function createAgentbusClient(options: { nc: NatsConnection; prefix?: str
     const how = await eventReader(watchOptions.signal ? { signal: watchOptions.signal } : {});
     if (how === EventReader.jetstream) return openWatch({ nc, subjects, codec }, target, watchOptions);
     const readHistory = (sessionId: string, afterSeq: number, signal: AbortSignal | undefined) =>
-      memoryClient().history(target.tenant, sessionId, { afterSeq, limit: 500 }, signal ? { signal } : {});
+      memoryClient().history(target.tenant, sessionId, { afterSeq, limit: MAX_HISTORY_LIMIT }, signal ? { signal } : {});
     return openCoreWatch({ nc, subjects, codec, readHistory }, target, watchOptions);
   };
 
