@@ -18,6 +18,7 @@ import { freePort } from './helpers/nats-server.ts';
 import { PassThrough } from 'node:stream';
 import { createMemoryClient } from '../src/bus/memory-client.ts';
 import { main } from '../src/cli/main.ts';
+import { configUsers } from './helpers/shipped-nats.ts';
 import { startServiceProcess } from './helpers/service-process.ts';
 import type { ServiceProcess } from './helpers/service-process.ts';
 import { collectEvents, describe as describeEvent, requestJson } from './helpers/stack.ts';
@@ -29,7 +30,10 @@ import { collectEvents, describe as describeEvent, requestJson } from './helpers
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const codec = createCodec();
-/** The host environment compose would interpolate from: empty, so every `${VAR:-default}` takes its default. */
+/**
+ * The host environment compose would interpolate from: what an operator's `.env` holds, a fresh password for each
+ * variable the compose file requires (`${VAR:?message}`), and nothing else, so every `${VAR:-default}` takes its default.
+ */
 const hostEnvironment: Record<string, string> = {};
 
 interface ComposeService {
@@ -40,22 +44,39 @@ interface ComposeService {
   volumes?: string[];
   depends_on?: string[] | Record<string, unknown>;
   restart?: string;
+  ports?: string[];
 }
 interface ComposeFile {
   services: Record<string, ComposeService>;
   volumes?: Record<string, unknown>;
 }
 
-/** Compose's interpolation, the forms this project uses: `${VAR}`, `${VAR:-default}`, `${VAR-default}` and `$$`. */
+/** What compose says when a required variable (`${VAR:?message}`) is unset or empty: it starts nothing. */
+class MissingVariableError extends Error {
+  constructor(readonly variable: string, message: string) {
+    super(`required variable ${variable} is missing a value: ${message}`);
+  }
+}
+
+/**
+ * Compose's interpolation, the forms this project uses: `${VAR}`, `${VAR:-default}`, `${VAR-default}`,
+ * `${VAR:?message}`, `${VAR?message}` and `$$`.
+ */
 function interpolate(text: string, env: Record<string, string>): string {
-  return text.replace(/\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?-)([^}]*))?\}|\$([A-Za-z_]\w*)/g, (match, name?: string, operator?: string, fallback?: string, bare?: string) => {
+  return text.replace(/\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?])([^}]*))?\}|\$([A-Za-z_]\w*)/g, (match, name?: string, operator?: string, argument?: string, bare?: string) => {
     if (match === '$$') return '$';
     if (bare !== undefined) return env[bare] ?? '';
     const value = env[name!];
-    if (operator === ':-') return value === undefined || value === '' ? (fallback ?? '') : value;
-    if (operator === '-') return value === undefined ? (fallback ?? '') : value;
+    if (operator === ':-') return value === undefined || value === '' ? (argument ?? '') : value;
+    if (operator === '-') return value === undefined ? (argument ?? '') : value;
+    if ((operator === ':?' && (value === undefined || value === '')) || (operator === '?' && value === undefined)) throw new MissingVariableError(name!, argument ?? '');
     return value ?? '';
   });
+}
+
+/** Every variable the compose file requires (`${VAR:?…}`), each once. */
+function requiredVariables(text: string): string[] {
+  return [...new Set([...text.matchAll(/\$\{([A-Za-z_][A-Za-z0-9_]*):?\?/g)].map((match) => match[1]!))];
 }
 
 /** A service's environment as the container sees it: interpolated; a key with no value passes the host's through, or is left out. */
@@ -156,8 +177,14 @@ const DASHBOARD_REFUSED = 'agentbus.default.sessions.dashboard-refused.prompt';
 /** Variables compose passes through from the host; this process's own (a developer's API key) must not leak in. */
 const passedThrough = new Map<string, string | undefined>();
 
+/** The compose file's text, as read. */
+let composeText: string;
+
 beforeAll(async () => {
-  compose = parse(await readFile(join(root, 'docker-compose.yml'), 'utf8'), { merge: true }) as ComposeFile;
+  composeText = await readFile(join(root, 'docker-compose.yml'), 'utf8');
+  compose = parse(composeText, { merge: true }) as ComposeFile;
+  // The operator's .env: a fresh password for each required variable, as docs/operations.md's line writes it.
+  for (const variable of requiredVariables(composeText)) hostEnvironment[variable] = `${variable.toLowerCase()}-${Math.random().toString(36).slice(2, 12)}`;
   for (const service of Object.values(compose.services)) {
     const environment = service.environment ?? {};
     const keys = Array.isArray(environment) ? environment.filter((line) => !line.includes('=')) : Object.keys(environment).filter((key) => environment[key] === null);
@@ -209,6 +236,18 @@ afterAll(async () => {
   if (workspace) await rm(workspace, { recursive: true, force: true });
   for (const [key, value] of passedThrough) if (value !== undefined) process.env[key] = value;
 });
+
+/** Runs an agentbus CLI command in this process, as a user would from the host; `out()`/`err()` read what it wrote so far. */
+function runCli(argv: string[], env: NodeJS.ProcessEnv, signal: AbortSignal = new AbortController().signal) {
+  const stdout = new PassThrough();
+  const stderr = new PassThrough();
+  let out = '';
+  let err = '';
+  stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+  stderr.on('data', (chunk: Buffer) => (err += chunk.toString()));
+  const done = main(argv, { stdout, stderr, env, cwd: process.cwd(), stateDir: '/nonexistent/.agentbus', signal }).then((code) => ({ code, out, err }));
+  return { done, out: () => out, err: () => err };
+}
 
 /** Resolves with the permission violation the server reports to `connection` for `subject`; rejects after 5 s without one. */
 function permissionViolation(connection: NatsConnection, subject: string): Promise<PermissionViolationError> {
@@ -480,6 +519,33 @@ describe('docker-compose.yml run as written, against deploy/nats/nats-server.con
       .toEqual({ tools: true, nodes: 1 });
   });
 
+  it('lets a tenant in an account of its own ask, follow, list and show its sessions with the agentbus CLI (no JetStream there)', async () => {
+    const env = { NATS_USER: 'acme', NATS_PASSWORD: environmentOf(compose.services['nats']!)['ACME_PASSWORD']! };
+    const sessionId = `compose-acme-${Date.now()}`;
+    const tailing = new AbortController();
+    const tail = runCli(['tail', '--nats', nats.url, '--tenant', 'acme', '--session', sessionId, '--json'], env, tailing.signal);
+    await expect.poll(() => tail.err(), { timeout: 10_000 }).toContain('following');
+    const asked = await runCli(['ask', '--nats', nats.url, '--tenant', 'acme', '--session', sessionId, 'What is in this folder?'], env).done;
+    expect(asked.code, asked.err).toBe(0);
+    const script = JSON.parse(await readFile(join(root, environmentOf(compose.services['provider']!)['AGENTBUS_SCRIPT']!), 'utf8')) as { responses: Array<{ text: string }> };
+    expect(asked.out).toContain(script.responses.at(-1)!.text);
+    expect(asked.err).toContain(`session acme/${sessionId}`);
+    // tail follows the same events by subscription: the log and live subjects its account imports.
+    await expect.poll(() => tail.out(), { timeout: 10_000 }).toContain('"type":"turn.ended"');
+    tailing.abort();
+    expect((await tail.done).code).toBe(0);
+    // show reads the session back through memory's history, the only way into the log from a tenant account.
+    const shown = await runCli(['show', sessionId, '--nats', nats.url, '--tenant', 'acme'], env).done;
+    expect(shown.code, shown.err).toBe(0);
+    expect(shown.out).toContain('user: What is in this folder?');
+    expect(shown.out).toContain(`assistant: ${script.responses.at(-1)!.text}`);
+    await expect.poll(async () => (await runCli(['sessions', '--nats', nats.url, '--tenant', 'acme', '--json'], env).done).out, { timeout: 10_000 }).toContain(sessionId);
+    // globex, in its own account, has no such session: its tenant's memory does not know it.
+    const globex = { NATS_USER: 'globex', NATS_PASSWORD: environmentOf(compose.services['nats']!)['GLOBEX_PASSWORD']! };
+    const other = await runCli(['show', sessionId, '--nats', nats.url, '--tenant', 'globex'], globex).done;
+    expect(other).toMatchObject({ code: 1, err: expect.stringContaining('does not exist') });
+  });
+
   it('refuses the dashboard user what is not its to do: prompting a session', async () => {
     const natsEnv = environmentOf(compose.services['nats']!);
     const dashboardUser = await connect({ servers: nats.url, user: 'dashboard', pass: natsEnv['DASHBOARD_PASSWORD']! });
@@ -515,6 +581,26 @@ describe('docker-compose.yml run as written, against deploy/nats/nats-server.con
 });
 
 describe('the compose file and the Dockerfile agree with the code', () => {
+  it('is closed by default: starts nothing until every password is set, and publishes no monitoring port and the rest on loopback only', async () => {
+    // No `*-dev-password` fallback: without an .env, compose stops at the first password with a message.
+    expect(composeText).not.toMatch(/dev-password/);
+    expect(() => interpolate(composeText, {})).toThrow(MissingVariableError);
+    expect(() => interpolate(composeText, {})).toThrow(/_PASSWORD is missing a value: set it in \.env or the shell, see Passwords in docs\/operations\.md/);
+    for (const [, variable, operator] of composeText.matchAll(/\$\{([A-Z_]*PASSWORD)(:?[-?]?)/g)) expect(operator, variable).toBe(':?');
+    // Every password the nats conf reads is one compose requires.
+    const conf = await readFile(join(root, 'deploy/nats/nats-server.conf'), 'utf8');
+    expect(new Set([...configUsers(conf).values()].map(({ variable }) => variable))).toEqual(new Set(requiredVariables(composeText)));
+    for (const [name, service] of Object.entries(compose.services)) {
+      for (const port of service.ports ?? []) {
+        expect(port, name).toMatch(/^127\.0\.0\.1:\d+:\d+$/);
+        expect(port.split(':').at(-1), `${name} publishes the unauthenticated monitoring port`).not.toBe('8222');
+      }
+    }
+    // The dashboard, which shows every tenant's sessions, is on the host's loopback unless a token guards it.
+    const dashboard = compose.services['dashboard']!;
+    expect(dashboard.ports).toEqual(['127.0.0.1:4280:4280']);
+  });
+
   it('builds every service from the Dockerfile, restarts it, and waits for nats', () => {
     for (const name of APP_SERVICES) {
       const service = compose.services[name]!;

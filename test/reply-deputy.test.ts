@@ -16,7 +16,7 @@ import { createLogger } from '../src/logging.ts';
 import { createCodec } from '../src/protocol/index.ts';
 import { startServiceProcess } from './helpers/service-process.ts';
 import type { ServiceProcess } from './helpers/service-process.ts';
-import { startShippedNats } from './helpers/shipped-nats.ts';
+import { ShippedConf, startShippedNats } from './helpers/shipped-nats.ts';
 import type { ShippedNats } from './helpers/shipped-nats.ts';
 
 // The confused deputy through the reply subject (issue #16): a tenant sends a request it may send, on its own
@@ -26,7 +26,9 @@ import type { ShippedNats } from './helpers/shipped-nats.ts';
 // privileged user, and checks that the honest request (answered in `_INBOX_acme`) still works.
 
 /** The config the services and tenants log in with; one constant, so it can be pointed at another layout. */
-const SHIPPED_CONF = 'deploy/nats/nats-server.conf';
+// The users layout: there a tenant shares the services' account, and only the reply guard stands between its reply
+// subject and the services' grants (in the accounts layout its replies come back through `_R_.` into its own account).
+const SHIPPED_CONF = ShippedConf.users;
 
 const codec = createCodec();
 const USERS = ['runtime', 'provider', 'memory', 'client', 'acme', 'globex'] as const;

@@ -6,7 +6,7 @@ import { createStateClient } from '../bus/state-client.ts';
 import type { StateClient } from '../bus/state-client.ts';
 import { request } from '../bus/request.ts';
 import { AgentbusError, ErrorCode, NoRespondersError } from '../errors.ts';
-import { SessionVerb, assertToken, createCodec, createSubjects, fromErrorData } from '../protocol/index.ts';
+import { MAX_HISTORY_LIMIT, SessionVerb, assertToken, createCodec, createSubjects, fromErrorData } from '../protocol/index.ts';
 import type {
   Approve,
   Codec,
@@ -21,6 +21,8 @@ import type {
   SessionsListRequest,
   Subjects,
 } from '../protocol/index.ts';
+import { openCoreWatch } from './core-watch.ts';
+import { EventReader, detectEventReader } from './event-reader.ts';
 import { openWatch } from './event-stream.ts';
 import type { EventWatch, SkippedMessage, StreamedEvent, WatchOptions } from './event-stream.ts';
 
@@ -83,9 +85,13 @@ export interface AgentbusClient {
   approve(target: SessionTarget, decision: Approve, options?: { signal?: AbortSignal; timeoutMs?: number }): Promise<CommandReply>;
   /**
    * Follows a session's events (`sessionId: '*'` for a whole tenant); resumable with `from`. Messages that
-   * are not valid events of the session are skipped (`onInvalid` hears them).
+   * are not valid events of the session are skipped (`onInvalid` hears them). Through JetStream where the
+   * connection has it; otherwise (a tenant in an account of its own) by subscription, the log resumed through
+   * memory's `history` ({@link openCoreWatch}).
    */
   watch(target: SessionTarget, options?: WatchOptions): Promise<EventWatch>;
+  /** How this client reads events: asked of the server once (`$JS.API.INFO`), unless given when it was created. */
+  eventReader(options?: CallOptions): Promise<EventReader>;
   /**
    * Sends a prompt and follows its turn to the end: `onEvent` sees each event of the turn (deltas,
    * progress, tool calls, …). Resolves with `turn.ended`; the signal cancels the wait, not the turn.
@@ -119,13 +125,29 @@ export interface AgentbusClient {
  *   onEvent: ({ event }) => event.type === 'assistant.delta' && process.stdout.write(event.data.text),
  * });
  */
-export function createAgentbusClient(options: { nc: NatsConnection; prefix?: string; codec?: Codec }): AgentbusClient {
+export function createAgentbusClient(options: { nc: NatsConnection; prefix?: string; codec?: Codec; eventReader?: EventReader }): AgentbusClient {
   const { nc } = options;
   const codec = options.codec ?? createCodec();
   const subjects: Subjects = createSubjects(options.prefix);
   const replies = createReplyMux(nc);
   let memory: MemoryClient | undefined;
   const memoryClient = () => (memory ??= createMemoryClient({ nc, codec, replies, ...(options.prefix ? { prefix: options.prefix } : {}) }));
+  // Asked once; a failed ask (a timeout) is asked again next time.
+  let reader: Promise<EventReader> | undefined = options.eventReader ? Promise.resolve(options.eventReader) : undefined;
+  const eventReader = (callOptions: CallOptions = {}): Promise<EventReader> => {
+    reader ??= detectEventReader(nc, codec, callOptions).catch((error: unknown) => {
+      reader = undefined;
+      throw error;
+    });
+    return reader;
+  };
+  const watchEvents = async (target: SessionTarget, watchOptions: WatchOptions = {}): Promise<EventWatch> => {
+    const how = await eventReader(watchOptions.signal ? { signal: watchOptions.signal } : {});
+    if (how === EventReader.jetstream) return openWatch({ nc, subjects, codec }, target, watchOptions);
+    const readHistory = (sessionId: string, afterSeq: number, signal: AbortSignal | undefined) =>
+      memoryClient().history(target.tenant, sessionId, { afterSeq, limit: MAX_HISTORY_LIMIT }, signal ? { signal } : {});
+    return openCoreWatch({ nc, subjects, codec, readHistory }, target, watchOptions);
+  };
 
   async function send<R>(target: SessionTarget, verb: SessionVerb, body: unknown, callOptions: { signal?: AbortSignal; timeoutMs?: number } = {}): Promise<R> {
     assertToken(target.tenant, 'tenant');
@@ -170,7 +192,12 @@ export function createAgentbusClient(options: { nc: NatsConnection; prefix?: str
     cancel: (target, reason, callOptions) => send(target, SessionVerb.cancel, reason === undefined ? {} : { reason }, callOptions),
     steer: (target, text, callOptions) => send(target, SessionVerb.steer, { text }, callOptions),
     approve: (target, decision, callOptions) => send(target, SessionVerb.approve, decision, callOptions),
-    watch: (target, watchOptions) => openWatch({ nc, subjects, codec }, target, watchOptions),
+    watch: async (target, watchOptions) => {
+      assertToken(target.tenant, 'tenant');
+      if (target.sessionId !== '*') assertToken(target.sessionId, 'sessionId');
+      return watchEvents(target, watchOptions);
+    },
+    eventReader,
     listSessions: (tenant, query, callOptions) => memoryClient().listSessions(tenant, query, callOptions),
     state: (tenant) => {
       assertToken(tenant, 'tenant');
@@ -189,7 +216,7 @@ export function createAgentbusClient(options: { nc: NatsConnection; prefix?: str
       if (askOptions.timeoutMs !== undefined) signals.push(AbortSignal.timeout(askOptions.timeoutMs));
       const signal = signals.length > 0 ? AbortSignal.any(signals) : undefined;
       // Watch before sending, so no event of the turn is missed; events before the reply wait in the watch.
-      const watch = await openWatch({ nc, subjects, codec }, target, {
+      const watch = await watchEvents(target, {
         ...(signal ? { signal } : {}),
         ...(askOptions.onInvalid ? { onInvalid: askOptions.onInvalid } : {}),
       });

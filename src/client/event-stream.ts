@@ -1,14 +1,19 @@
 import { DeliverPolicy, jetstream } from '@nats-io/jetstream';
 import type { Consumer, ConsumerMessages } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
-import { AgentbusError, InvalidInputError, abortReason } from '../errors.ts';
+import { AgentbusError, InvalidInputError } from '../errors.ts';
 import { decodeSessionEvent, streamNames } from '../protocol/index.ts';
 import type { AgentEvent, Codec, Subjects } from '../protocol/index.ts';
+import { createEventQueue } from './event-queue.ts';
 
 /** Where an event came from, with its stream sequence: keep the last ones to resume after a restart. */
 export interface StreamedEvent {
   readonly event: AgentEvent;
   readonly stream: 'log' | 'live';
+  /**
+   * The event's sequence in its JetStream stream; 0 for an event a watch without JetStream got by subscription
+   * (`openCoreWatch`: resume such a watch from the last log `seq` it gave, or read the log back with `history`).
+   */
   readonly streamSeq: number;
 }
 
@@ -90,77 +95,39 @@ export async function openWatch(
     { stream: 'live', ...(await consume(names.live, `${base}.live.>`, options.from?.live)) },
   ];
 
-  // Skipped messages wait in the queue too, so `onInvalid` hears them in order, from the iterating caller.
-  const queue: Array<StreamedEvent | { readonly skipped: SkippedMessage }> = [];
-  let wake: (() => void) | undefined;
-  let failure: unknown;
-  let running = sources.length;
-  let closed = false;
+  const queue = createEventQueue({
+    sources: sources.length,
+    stop: async () => void (await Promise.all(sources.map((source) => source.messages.close().catch(() => undefined)))),
+    ...(options.signal ? { signal: options.signal } : {}),
+    ...(options.onInvalid ? { onInvalid: options.onInvalid } : {}),
+  });
   for (const source of sources) {
     void (async () => {
+      let failure: unknown;
       try {
         for await (const message of source.messages) {
           let event: AgentEvent;
           try {
             event = decodeSessionEvent(codec, subjects, message);
           } catch (cause) {
-            if (options.onInvalid) {
-              const error = cause instanceof AgentbusError ? cause : new InvalidInputError(String(cause), { cause });
-              queue.push({ skipped: { stream: source.stream, streamSeq: message.seq, subject: message.subject, error } });
-              wake?.();
-            }
+            const error = cause instanceof AgentbusError ? cause : new InvalidInputError(String(cause), { cause });
+            queue.push({ skipped: { stream: source.stream, streamSeq: message.seq, subject: message.subject, error } });
             continue;
           }
           queue.push({ event: source.stream === 'log' ? { ...event, seq: message.seq } : event, stream: source.stream, streamSeq: message.seq });
-          wake?.();
         }
       } catch (error) {
-        failure ??= error;
+        failure = error;
       } finally {
-        running -= 1;
-        wake?.();
+        queue.sourceEnded(failure);
       }
     })();
   }
-  const close = async () => {
-    if (closed) return;
-    closed = true;
-    wake?.();
-    await Promise.all(sources.map((source) => source.messages.close().catch(() => undefined)));
-  };
-  const onAbort = () => wake?.();
-  options.signal?.addEventListener('abort', onAbort, { once: true });
-
-  async function* iterate(): AsyncGenerator<StreamedEvent, void, undefined> {
-    try {
-      while (!closed) {
-        if (options.signal?.aborted) throw abortReason(options.signal);
-        const next = queue.shift();
-        if (next && 'skipped' in next) {
-          options.onInvalid?.(next.skipped);
-          continue;
-        }
-        if (next) {
-          yield next;
-          continue;
-        }
-        if (failure) throw failure;
-        if (running === 0) return;
-        await new Promise<void>((resolve) => {
-          wake = resolve;
-        });
-        wake = undefined;
-      }
-    } finally {
-      options.signal?.removeEventListener('abort', onAbort);
-      await close();
-    }
-  }
   async function drained(): Promise<boolean> {
-    if (queue.length > 0) return false;
+    if (queue.size() > 0) return false;
     const pending = await Promise.all(sources.map((source) => source.consumer.info(false).then((info) => info.num_pending, () => 0)));
-    return queue.length === 0 && pending.every((count) => count === 0);
+    return queue.size() === 0 && pending.every((count) => count === 0);
   }
 
-  return { [Symbol.asyncIterator]: iterate, close, drained };
+  return { [Symbol.asyncIterator]: () => queue.iterate(), close: () => queue.close(), drained };
 }
