@@ -1,5 +1,5 @@
 import { fromPromise } from 'xstate';
-import { ErrorCode, LogEventType } from '../../src/protocol/index.ts';
+import { ErrorCode, LogEventType, SafetyTier } from '../../src/protocol/index.ts';
 import type { ErrorData } from '../../src/protocol/index.ts';
 import type { ExecuteToolsInput, PlannedCall, RequestApprovalInput } from '../../machines/index.ts';
 import type { ToolInfo } from './ports.ts';
@@ -13,6 +13,18 @@ import type { HookedResult } from './tool-hooks.ts';
 /** The result of a call that failed: the error, and the output the model is shown for it. */
 function failed(error: ErrorData): HookedResult {
   return { output: `${error.code}: ${error.message}`, error };
+}
+
+/**
+ * The tool a call goes to: the step's list, or, for a tool whose workers are away now (a rolling restart), what they
+ * last announced, when the call was planned for that tier or the tool is read-only (an unplanned call is batched as
+ * a read). A tool no worker ever announced has none: it fails at once as unknown.
+ */
+function toolOf(services: SessionServices, call: PlannedCall, byName: Map<string, ToolInfo>): ToolInfo | undefined {
+  const listed = byName.get(call.name);
+  if (listed) return listed;
+  const known = services.tools.announced?.(call.name);
+  return known && (known.tier === call.tier || known.tier === SafetyTier.readOnly) ? known : undefined;
 }
 
 /**
@@ -30,7 +42,7 @@ async function runTool(services: SessionServices, input: ExecuteToolsInput, call
   const use = { toolCallId: call.id, effectId, name: call.name, args: hooked.args, tier: call.tier, ...hooked.logged, ...blockedBy, argsFinal: true };
   await writer.append(LogEventType.toolUse, scope, use);
   const decision = input.decisions[call.id];
-  const info = byName.get(call.name);
+  const info = toolOf(services, call, byName);
   let settled: HookedResult;
   if (decision && !decision.approved) {
     settled = failed({ code: ErrorCode.denied, message: `approval denied${decision.reason ? `: ${decision.reason}` : ''}`, retryable: false });
@@ -43,7 +55,7 @@ async function runTool(services: SessionServices, input: ExecuteToolsInput, call
     const timeoutMs = info.timeoutMs ?? config.toolTimeoutMs;
     const reply = await callToolWithRecovery(
       services,
-      { v: 1, callId: call.id, effectId, name: call.name, args: hooked.args, tenant, sessionId, turnId: input.turnId, deadline: services.now() + timeoutMs },
+      { v: 1, effectId, name: call.name, args: hooked.args, tenant, sessionId, turnId: input.turnId, deadline: services.now() + timeoutMs },
       info,
       { turnId: input.turnId, step: input.step, toolCallId: call.id, ...(call.resumed ? { firstAttempt: 2 } : {}) },
       { signal, timeoutMs },
