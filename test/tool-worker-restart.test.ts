@@ -8,7 +8,7 @@ import { createToolWorker, defineTool } from '../src/tool-sdk/index.ts';
 import type { ToolWorker } from '../src/tool-sdk/index.ts';
 import { startProviderService } from '../services/provider/index.ts';
 import type { ProviderService } from '../services/provider/index.ts';
-import { startRuntimeService } from '../services/runtime/index.ts';
+import { DEFAULT_RUNTIME_CONFIG, runtimeConfigFromEnv, startRuntimeService } from '../services/runtime/index.ts';
 import type { Runtime } from '../services/runtime/index.ts';
 import { collectEvents, requestJson, silentLogger } from './helpers/stack.ts';
 import { startNatsServer } from './helpers/nats-server.ts';
@@ -140,5 +140,13 @@ describe('a tool worker killed and restarted mid-session', () => {
     expect(turnsEnded(events.events)[0]).toMatchObject({ data: { reason: 'yielded', text: 'no ghost here' } });
     events.stop();
     await worker.stop();
+  });
+});
+
+describe('AGENTBUS_WAIT_FOR_SERVICE_MS', () => {
+  it('sets how long a call nobody takes is waited for: 30 s by default, a positive whole number of milliseconds', () => {
+    expect(DEFAULT_RUNTIME_CONFIG.waitForServiceMs).toBe(30_000);
+    expect(runtimeConfigFromEnv({ AGENTBUS_WAIT_FOR_SERVICE_MS: '5000' })).toMatchObject({ waitForServiceMs: 5_000 });
+    expect(() => runtimeConfigFromEnv({ AGENTBUS_WAIT_FOR_SERVICE_MS: 'soon' })).toThrow(/AGENTBUS_WAIT_FOR_SERVICE_MS must be a positive integer/);
   });
 });
