@@ -28,6 +28,7 @@ let server: TestNatsServer;
 let client: NatsConnection;
 let provider: ProviderService;
 let runtime: Runtime;
+let stamper: ToolWorker | undefined;
 const connections: NatsConnection[] = [];
 /** Each run of the tool, by `<tenant>/<session>`: resolves when it starts. */
 const started = new Map<string, () => void>();
@@ -60,6 +61,17 @@ const slowLookup = defineTool({
   },
 });
 
+/** A side-effecting tool whose outcomes the result ledger keeps, by effectId. */
+const quickStamp = defineTool({
+  name: 'quick_stamp',
+  description: 'Stamps once per effect',
+  parameters: z.object({}),
+  tier: SafetyTier.sideEffecting,
+  timeoutMs: 5_000,
+  idempotent: false,
+  execute: (_args, { effectId }) => `stamped ${effectId}`,
+});
+
 async function startWorker(): Promise<{ worker: ToolWorker; nc: NatsConnection }> {
   const nc = await connect({ servers: server.url });
   connections.push(nc);
@@ -75,13 +87,28 @@ beforeAll(async () => {
   const runtimeConnection = await connect({ servers: server.url });
   connections.push(providerConnection, runtimeConnection);
   // Every tool call of every session is `call_0`, as some servers do.
-  provider = await startProviderService({ nc: providerConnection, logger, adapters: [createScriptedAdapter({ script: SCRIPT, toolCallId: () => 'call_0' })] });
+  // A second one (`twostep:`) asks for a tool at two steps of one turn, call_0 both times.
+  const twoSteps = { responses: [{ toolCalls: [{ name: 'quick_stamp', args: {} }] }, { toolCalls: [{ name: 'quick_stamp', args: {} }] }, { text: 'stamped twice' }] };
+  provider = await startProviderService({
+    nc: providerConnection,
+    logger,
+    adapters: [
+      createScriptedAdapter({ script: SCRIPT, toolCallId: () => 'call_0' }),
+      { ...createScriptedAdapter({ script: twoSteps, toolCallId: () => 'call_0' }), name: 'twostep' },
+    ],
+  });
+  // Up before the runtime's first discovery, and all along: its results go to the ledger.
+  const stampConnection = await connect({ servers: server.url });
+  connections.push(stampConnection);
+  stamper = createToolWorker({ nc: stampConnection, subjects, codec, logger, tools: [quickStamp], version: '0.1.0', serviceName: 'stamp-tools' });
+  await stamper.start();
   runtime = await startRuntimeService({ nc: runtimeConnection, logger, config: { leaseTtlMs: 3000 } });
 });
 
 afterAll(async () => {
   await runtime?.stop().catch(() => undefined);
   await provider?.stop().catch(() => undefined);
+  await stamper?.stop().catch(() => undefined);
   for (const nc of [client, ...connections]) await nc?.close().catch(() => undefined);
   await server?.stop();
 });
@@ -135,5 +162,20 @@ describe('two sessions whose model reuses one tool-call id (call_0)', () => {
     c.stop();
     d.stop();
     await second.worker.stop();
+  });
+});
+
+describe('a model that reuses one tool-call id at two steps of a turn', () => {
+  it('gives each step\'s call an effectId of its own, so that a repeat of one is never answered with the other\'s recorded outcome', async () => {
+    const events = collectEvents(client, 'acme', 'two-steps');
+    await requestJson(client, 'agentbus.acme.sessions.two-steps.prompt', { text: 'stamp it twice', model: 'twostep:default' });
+    await events.until((seen) => ended(seen) !== undefined, 15_000);
+    expect(ended(events.events)).toMatchObject({ data: { reason: 'yielded', text: 'stamped twice' } });
+    const uses = events.events.filter((event) => event.type === 'tool.use').map((event) => event.data as { toolCallId: string; effectId: string });
+    expect(uses.map((use) => use.toolCallId)).toEqual(['call_0', 'call_0']);
+    expect(new Set(uses.map((use) => use.effectId)).size).toBe(2);
+    const outputs = events.events.filter((event) => event.type === 'tool.result').map((event) => (event.data as { output: string }).output);
+    expect(outputs).toEqual(uses.map((use) => `stamped ${use.effectId}`));
+    events.stop();
   });
 });
