@@ -81,6 +81,39 @@ describe('tool client', () => {
     await worker.stop();
   });
 
+  it('answers no_responders, retryable, for a tool a worker announced before and none serves now (a restart), until invalidate forgets it', async () => {
+    const tools = createToolClient({ nc: nats.nc, subjects, codec, logger, discoveryTtlMs: 0 });
+    const worker = createToolWorker({ nc: nats.nc, subjects, codec, logger, tools: [ping], version: '1.0.0' });
+    await worker.start();
+    expect((await tools.listTools({})).map((tool) => tool.name)).toEqual(['ping']);
+    await worker.stop();
+    expect(await tools.listTools({})).toEqual([]);
+    expect(tools.announced('ping')).toMatchObject({ name: 'ping', tier: 'read_only' });
+    expect(await tools.call(callRequest('ping'), {})).toMatchObject({ ok: false, error: { code: 'no_responders', retryable: true } });
+    tools.invalidate();
+    expect(tools.announced('ping')).toBeUndefined();
+    expect(await tools.call(callRequest('ping'), {})).toMatchObject({ ok: false, error: { code: 'unknown_tool', retryable: false } });
+  });
+
+  it('names the call id, tenant and session in the cancel it sends on abort', async () => {
+    const cancels: unknown[] = [];
+    const calls = nats.nc.subscribe(subjects.toolCall('stuck'), { callback: () => {} });
+    const cancelled = nats.nc.subscribe(subjects.toolCancel('stuck'), {
+      callback: (_error, message) => {
+        cancels.push(codec.decode(message.data, message.headers?.get('Content-Type')));
+        message.respond(codec.encode({ v: 1, id: 'x', cancelled: true }), { headers: msgpackHeaders() });
+      },
+    });
+    await nats.nc.flush();
+    const controller = new AbortController();
+    const pending = createToolClient({ nc: nats.nc, subjects, codec, logger }).call({ ...callRequest('stuck'), tenant: 'acme', sessionId: 's-9' }, { signal: controller.signal });
+    setTimeout(() => controller.abort(new Error('stop')), 50);
+    await expect(pending).rejects.toThrow('stop');
+    expect(cancels).toEqual([{ v: 1, id: 'c-stuck', tenant: 'acme', sessionId: 's-9' }]);
+    calls.unsubscribe();
+    cancelled.unsubscribe();
+  });
+
   it('reuses the tool list for the TTL and sees new tools after it', async () => {
     let clock = 0;
     const tools = createToolClient({ nc: nats.nc, subjects, codec, logger, discoveryTtlMs: 1000, now: () => clock });

@@ -325,6 +325,56 @@ describe('tool cancellation', () => {
     await Promise.all([first.stop(), second.stop()]);
   });
 
+  it('keeps two sessions apart that reuse one call id (an older runtime): a cancel naming one session ends only its call', async () => {
+    const started: string[] = [];
+    const both = deferred();
+    const worker = await startWorker([
+      plainTool('slow_shared', 'Answers after 400 ms unless aborted', 5_000, (_args, { signal, sessionId }) => {
+        started.push(sessionId);
+        if (started.length === 2) both.resolve();
+        return new Promise((resolve, reject) => {
+          const timer = setTimeout(() => resolve(`done for ${sessionId}`), 400);
+          signal.addEventListener('abort', () => (clearTimeout(timer), reject(signal.reason)), { once: true });
+        });
+      }),
+    ]);
+    const send = (sessionId: string) =>
+      nc.request(subjects.toolCall('slow_shared'), codec.encode({ ...callRequest('slow_shared', {}), callId: 'call_0', sessionId }), { timeout: 5000, headers: msgpackHeaders() });
+    const a = send('sa');
+    const b = send('sb');
+    await both.promise;
+    const ack = await nc.request(subjects.toolCancel('slow_shared'), codec.encode({ v: 1, id: 'call_0', tenant: 'default', sessionId: 'sa' }), { timeout: 1000 });
+    expect(codec.decode(ack.data, ack.headers?.get('Content-Type'))).toEqual({ v: 1, id: 'call_0', cancelled: true });
+    const [replyA, replyB] = await Promise.all([a, b]);
+    expect(codec.decode(replyA.data, replyA.headers?.get('Content-Type'))).toMatchObject({ ok: false, error: { code: 'cancelled' } });
+    expect(codec.decode(replyB.data, replyB.headers?.get('Content-Type'))).toEqual({ v: 1, callId: 'call_0', ok: true, output: 'done for sb' });
+    expect(worker.activeCalls).toBe(0);
+    await worker.stop();
+  });
+
+  it('remembers a cancel for a call it does not hold only for that call: another session\'s call of the same id still runs', async () => {
+    const worker = await startWorker([plainTool('after_cancel', 'Answers at once', 1_000, (_args, { sessionId }) => `ran for ${sessionId}`)]);
+    // The cancel comes first (the call may still sit in the subscription buffer): nobody holds call_7 yet.
+    await nc.request(subjects.toolCancel('after_cancel'), codec.encode({ v: 1, id: 'call_7', tenant: 'default', sessionId: 'sa' }), { timeout: 300 }).catch(() => undefined);
+    const send = async (sessionId: string) => {
+      const reply = await nc.request(subjects.toolCall('after_cancel'), codec.encode({ ...callRequest('after_cancel', {}), callId: 'call_7', sessionId }), { timeout: 5000, headers: msgpackHeaders() });
+      return codec.decode(reply.data, reply.headers?.get('Content-Type'));
+    };
+    expect(await send('sb')).toEqual({ v: 1, callId: 'call_7', ok: true, output: 'ran for sb' });
+    expect(await send('sa')).toMatchObject({ ok: false, error: { code: 'cancelled' } });
+    // Once only: the remembered cancel was used up.
+    expect(await send('sa')).toMatchObject({ ok: true, output: 'ran for sa' });
+    await worker.stop();
+  });
+
+  it('still takes an older runtime\'s cancel that names no session, by id alone', async () => {
+    const worker = await startWorker([plainTool('old_cancel', 'Answers at once', 1_000, () => 'ran')]);
+    await nc.request(subjects.toolCancel('old_cancel'), codec.encode({ v: 1, id: 'call-old' }), { timeout: 300 }).catch(() => undefined);
+    const reply = await nc.request(subjects.toolCall('old_cancel'), codec.encode({ ...callRequest('old_cancel', {}), callId: 'call-old', sessionId: 'anyone' }), { timeout: 5000, headers: msgpackHeaders() });
+    expect(codec.decode(reply.data, reply.headers?.get('Content-Type'))).toMatchObject({ ok: false, error: { code: 'cancelled' } });
+    await worker.stop();
+  });
+
   it('cancels a call that is still waiting for a slot without running it', async () => {
     const started = deferred();
     let runs = 0;

@@ -38,6 +38,12 @@ export interface RuntimeConfig {
   readonly providerIdleTimeoutMs: number;
   readonly toolTimeoutMs: number;
   /**
+   * How long a call nobody answers (`no_responders`: a tool worker restarting, or started after the runtime) is
+   * waited for, trying again with backoff, before it fails (`AGENTBUS_WAIT_FOR_SERVICE_MS`). A tool no worker ever
+   * announced fails at once. Default 30 s.
+   */
+  readonly waitForServiceMs: number;
+  /**
    * How long the worker of a running call may send no heartbeat before the call is given up (`worker_lost`) and,
    * when that is safe, made again on another worker (`AGENTBUS_TOOL_HEARTBEAT_LAPSE_MS`).
    */
@@ -89,6 +95,7 @@ export const DEFAULT_RUNTIME_CONFIG: Omit<RuntimeConfig, 'nodeId'> = {
   providerTimeoutMs: 10 * 60_000,
   providerIdleTimeoutMs: 120_000,
   toolTimeoutMs: 60_000,
+  waitForServiceMs: 30_000,
   toolHeartbeatLapseMs: 3_000,
   ledgerTtlMs: 24 * 60 * 60_000,
   maxToolOutputChars: 100_000,

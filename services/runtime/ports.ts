@@ -29,6 +29,8 @@ export interface ProviderPort {
  */
 export interface ToolPort {
   listTools(options: { signal?: AbortSignal }): Promise<readonly ToolInfo[]>;
+  /** The tool as a worker last announced it, served now or not; undefined when none ever did (absent: never known). */
+  announced?(name: string): ToolInfo | undefined;
   call(request: ToolCallRequest, options: ToolCallOptions & { readonly signal: AbortSignal; readonly timeoutMs: number }): Promise<ToolCallReply>;
 }
 

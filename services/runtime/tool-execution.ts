@@ -1,5 +1,5 @@
 import { fromPromise } from 'xstate';
-import { ErrorCode, LogEventType } from '../../src/protocol/index.ts';
+import { ErrorCode, LogEventType, SafetyTier } from '../../src/protocol/index.ts';
 import type { ErrorData } from '../../src/protocol/index.ts';
 import type { ExecuteToolsInput, PlannedCall, RequestApprovalInput } from '../../machines/index.ts';
 import type { ToolInfo } from './ports.ts';
@@ -16,13 +16,27 @@ function failed(error: ErrorData): HookedResult {
 }
 
 /**
+ * The tool a call goes to: the step's list, or, for a tool whose workers are away now (a rolling restart), what they
+ * last announced, when the call was planned for that tier or the tool is read-only (an unplanned call is batched as
+ * a read). A tool no worker ever announced has none: it fails at once as unknown.
+ */
+function toolOf(services: SessionServices, call: PlannedCall, byName: Map<string, ToolInfo>): ToolInfo | undefined {
+  const listed = byName.get(call.name);
+  if (listed) return listed;
+  const known = services.tools.announced?.(call.name);
+  return known && (known.tier === call.tier || known.tier === SafetyTier.readOnly) ? known : undefined;
+}
+
+/**
  * Runs one planned call (or answers it with an error: denied, blocked by a before-hook, or a tool nobody serves),
  * with the deployment's tool hooks around it, and appends its `tool.use` and `tool.result`.
  */
 async function runTool(services: SessionServices, input: ExecuteToolsInput, call: PlannedCall, byName: Map<string, ToolInfo>, signal: AbortSignal): Promise<void> {
   const { config, writer, tenant, sessionId } = services;
   const scope = { turnId: input.turnId, step: input.step };
-  const effectId = `${sessionId}:${input.turnId}:${call.id}`;
+  // The step is part of it: models that reuse ids (`call_0` in every response) give two steps' calls one id, and a
+  // repeat of one must not be answered with the other's recorded outcome.
+  const effectId = `${sessionId}:${input.turnId}:${input.step}:${call.id}`;
   const started = services.now();
   const hooked = await runBeforeHooks(services, { input, call, effectId, byName }, signal);
   // A blocked call is logged as such, so that a turn resumed from the log knows it never went out.
@@ -30,7 +44,7 @@ async function runTool(services: SessionServices, input: ExecuteToolsInput, call
   const use = { toolCallId: call.id, effectId, name: call.name, args: hooked.args, tier: call.tier, ...hooked.logged, ...blockedBy, argsFinal: true };
   await writer.append(LogEventType.toolUse, scope, use);
   const decision = input.decisions[call.id];
-  const info = byName.get(call.name);
+  const info = toolOf(services, call, byName);
   let settled: HookedResult;
   if (decision && !decision.approved) {
     settled = failed({ code: ErrorCode.denied, message: `approval denied${decision.reason ? `: ${decision.reason}` : ''}`, retryable: false });
@@ -43,7 +57,7 @@ async function runTool(services: SessionServices, input: ExecuteToolsInput, call
     const timeoutMs = info.timeoutMs ?? config.toolTimeoutMs;
     const reply = await callToolWithRecovery(
       services,
-      { v: 1, callId: call.id, effectId, name: call.name, args: hooked.args, tenant, sessionId, turnId: input.turnId, deadline: services.now() + timeoutMs },
+      { v: 1, effectId, name: call.name, args: hooked.args, tenant, sessionId, turnId: input.turnId, deadline: services.now() + timeoutMs },
       info,
       { turnId: input.turnId, step: input.step, toolCallId: call.id, ...(call.resumed ? { firstAttempt: 2 } : {}) },
       { signal, timeoutMs },

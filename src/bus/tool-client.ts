@@ -67,10 +67,17 @@ export interface ToolClient {
   /**
    * Calls a tool. Never throws for tool-level failures: unknown tool, timeout, bad arguments, worker
    * errors, a worker that fell silent (`worker_lost`) and malformed replies all come back as `{ ok: false, error }`.
-   * On abort it sends a cancel to the workers and rejects with the signal's reason.
+   * No worker listening is `no_responders` (retryable: none is there at the moment, a restart) for a tool some
+   * worker announced to this client before, `unknown_tool` for one none ever did. On abort it sends a cancel
+   * naming the call's id, tenant and session to the workers and rejects with the signal's reason.
    */
   call(request: ToolCallRequest, options: ToolCallOptions): Promise<ToolCallReply>;
-  /** Forgets the cached tool list, so the next `listTools` asks the bus. */
+  /**
+   * The tool as a worker last announced it to this client, whether or not one serves it now; undefined for a tool
+   * no discovery ever found.
+   */
+  announced(name: string): DiscoveredTool | undefined;
+  /** Forgets the cached tool list, so the next `listTools` asks the bus, and what earlier discoveries found. */
   invalidate(): void;
 }
 
@@ -105,6 +112,8 @@ export function createToolClient(options: ToolClientOptions): ToolClient {
   const lapseMs = options.heartbeatLapseMs ?? 3000;
   let cached: { tools: DiscoveredTool[]; byName: Map<string, DiscoveredTool>; at: number } | undefined;
   let pending: Promise<DiscoveredTool[]> | undefined;
+  // Every tool a discovery found, as last announced: a worker that went away is waited for, not taken for unknown.
+  const seen = new Map<string, DiscoveredTool>();
   const firstHeaders = callHeaders(1);
 
   async function discover(): Promise<DiscoveredTool[]> {
@@ -159,6 +168,7 @@ export function createToolClient(options: ToolClientOptions): ToolClient {
     pending ??= discover()
       .then((tools) => {
         cached = { tools, byName: new Map(tools.map((tool) => [tool.name, tool])), at: now() };
+        for (const tool of tools) seen.set(tool.name, tool);
         return tools;
       })
       .finally(() => {
@@ -182,8 +192,8 @@ export function createToolClient(options: ToolClientOptions): ToolClient {
     }
   }
 
-  async function sendCancel(name: string, callId: string): Promise<void> {
-    const body: CancelRequest = { v: 1, id: callId };
+  async function sendCancel(name: string, { callId, tenant, sessionId }: ToolCallRequest): Promise<void> {
+    const body: CancelRequest = { v: 1, id: callId, tenant, sessionId };
     try {
       const ack = await request(nc, subjects.toolCancel(name), codec.encode(body), { timeoutMs: options.cancelTimeoutMs ?? 500, replies });
       logger.debug({ tool: name, callId, ack: codec.decode(ack.data, ack.headers?.get('Content-Type') || undefined) }, 'tool cancel acknowledged');
@@ -231,19 +241,22 @@ export function createToolClient(options: ToolClientOptions): ToolClient {
       return reply.data;
     } catch (error) {
       if (signal?.aborted) {
-        await sendCancel(name, callId);
+        await sendCancel(name, toolRequest);
         throw abortReason(signal);
       }
       if (error instanceof NoRespondersError) {
+        // Nobody listens now. A tool that was announced is coming back (a restart, a worker started later): the
+        // caller may wait for it. The call never reached a worker, so sending it again is safe for any tier.
+        if (seen.has(name)) return failed(callId, { code: ErrorCode.noResponders, message: `no worker of tool ${name} is listening now`, retryable: true });
         return failed(callId, { code: ErrorCode.unknownTool, message: `no live worker serves tool ${name}`, retryable: false });
       }
       if (error instanceof WorkerLostError) {
         // It may be alive but stalled (paused, partitioned): tell it to stop.
-        void sendCancel(name, callId);
+        void sendCancel(name, toolRequest);
         return failed(callId, toErrorData(error));
       }
       if (error instanceof TimeoutError) {
-        void sendCancel(name, callId);
+        void sendCancel(name, toolRequest);
         return failed(callId, { code: ErrorCode.timeout, message: `tool ${name} did not answer within ${timeoutMs} ms`, retryable: true });
       }
       logger.warn({ err: error, tool: name, callId }, 'tool call failed on the bus');
@@ -263,8 +276,10 @@ export function createToolClient(options: ToolClientOptions): ToolClient {
   return {
     listTools,
     call,
+    announced: (name) => seen.get(name),
     invalidate() {
       cached = undefined;
+      seen.clear();
     },
   };
 }

@@ -156,7 +156,8 @@ export interface EventDataMap {
   state: { readonly machine: string; readonly value: string; readonly event: string };
   /**
    * A provider call is tried again: the same model after a wait (`attempt` of `maxAttempts`), or the next
-   * model of the turn's fallback chain (`nextModel` set, `attempt` its place in the chain of `maxAttempts`).
+   * model of the turn's fallback chain (`nextModel` set, `attempt` its place in the chain of `maxAttempts`). A tool
+   * call no worker listened for is sent again after `delayMs` (`tool` and `toolCallId` set).
    */
   retry: {
     readonly attempt: number;
@@ -167,6 +168,10 @@ export interface EventDataMap {
     readonly model?: string;
     /** Set when the step moves on to another model. */
     readonly nextModel?: string;
+    /** The tool waited for, when a tool call is the one tried again. */
+    readonly tool?: string;
+    /** The model's id of that tool call. */
+    readonly toolCallId?: string;
   };
   error: ErrorData & { readonly subject?: string };
 }

@@ -30,6 +30,8 @@ const retry = z.object({
   error: errorDataSchema,
   model: z.string().optional(),
   nextModel: z.string().optional(),
+  tool: z.string().optional(),
+  toolCallId: z.string().optional(),
 });
 
 const error = errorDataSchema.extend({ subject: z.string().optional() });

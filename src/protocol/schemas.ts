@@ -85,10 +85,16 @@ const chatMessage = z.discriminatedUnion('role', [
   }),
 ]);
 
-/** A request to `agentbus.tools.<name>.call`. */
+/**
+ * A request to `agentbus.tools.<name>.call`. `callId` names this one attempt: the runtime mints a new one, unique
+ * across the fleet, for every send of a call, and a cancel names it. `toolCallId` is the model's own id of the
+ * call, for logs only (models reuse ids such as `call_0`; a worker must not key anything by it). `effectId` is
+ * stable across the attempts of one logical call.
+ */
 export const toolCallRequestSchema = z.object({
   v: z.literal(1),
   callId: z.string().min(1),
+  toolCallId: z.string().max(256).optional(),
   effectId: z.string().min(1),
   name: z.string().min(1),
   args: z.unknown(),
@@ -107,8 +113,17 @@ export const toolCallReplySchema = z.discriminatedUnion('ok', [
 ]);
 export type ToolCallReply = z.infer<typeof toolCallReplySchema>;
 
-/** A cancel of a provider or tool call in flight; the callee that holds it replies with {@link CancelAck}. */
-export const cancelRequestSchema = z.object({ v: z.literal(1), id: z.string().min(1) });
+/**
+ * A cancel of a provider or tool call in flight; the callee that holds it replies with {@link CancelAck}. A tool
+ * cancel also names the call's `tenant` and `sessionId`: a worker aborts (or remembers the cancel for) only a call
+ * of that scope. An older runtime's cancel names neither and is matched by `id` alone.
+ */
+export const cancelRequestSchema = z.object({
+  v: z.literal(1),
+  id: z.string().min(1),
+  tenant: z.string().max(64).optional(),
+  sessionId: z.string().max(64).optional(),
+});
 export type CancelRequest = z.infer<typeof cancelRequestSchema>;
 export interface CancelAck {
   readonly v: 1;

@@ -3,7 +3,7 @@ import { CancelledError, ErrorCode, InvalidInputError, toErrorData } from '../er
 import { createRefusalLog } from '../refusal-log.ts';
 import type { Logger } from '../logging.ts';
 import { SafetyTier, ToolCallHeader, ToolWorkerMetadataKey, cancelRequestSchema, toolCallRequestSchema } from '../protocol/index.ts';
-import type { CancelAck, Codec, Subjects, ToolCallReply, ToolCallRequest } from '../protocol/index.ts';
+import type { CancelAck, CancelRequest, Codec, Subjects, ToolCallReply, ToolCallRequest } from '../protocol/index.ts';
 import { abortPromise, msgpackHeaders } from '../bus/request.ts';
 import { createReplyMux } from '../bus/reply-mux.ts';
 import type { ReplyMux } from '../bus/reply-mux.ts';
@@ -146,7 +146,10 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
   const scrubber: Pick<Scrubber, 'scrub' | 'scrubSync'> = given
     ? { scrub: (text) => given.scrub(text), scrubSync: (text) => (given.scrubSync ? given.scrubSync(text) : own.scrubSync(text)) }
     : own;
-  const callKey = (tool: string, callId: string) => `${tool}\u0000${callId}`;
+  // A call is held by its id and its owner: ids are per attempt and fleet-unique, and an older runtime's reused
+  // model ids (`call_0`) of two sessions still never meet.
+  const callKey = (tool: string, request: ToolCallRequest) => `${tool}\u0000${request.tenant}\u0000${request.sessionId}\u0000${request.callId}`;
+  const ownerOf = (request: ToolCallRequest) => ({ tenant: request.tenant, sessionId: request.sessionId });
   // Tools' state requests share one reply subscription, made on the first.
   let stateReplies: ReplyMux | undefined;
   const stateFor = (tenant: string) => createStateClient({ nc, codec, tenant, prefix: subjects.prefix, replies: (stateReplies ??= createReplyMux(nc)) });
@@ -166,8 +169,8 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
   let refusing = false;
   let stopped: Promise<void> | undefined;
 
-  function reply(call: { tool: AnyToolDefinition; message: Msg; started: number }, body: ToolCallReply): void {
-    beats.remove(callKey(call.tool.name, body.callId));
+  function reply(call: { tool: AnyToolDefinition; message: Msg; started: number; request?: ToolCallRequest }, body: ToolCallReply): void {
+    if (call.request) beats.remove(callKey(call.tool.name, call.request));
     registration?.record(call.tool.name, {
       durationMs: now() - call.started,
       ...(body.ok ? {} : { error: `${body.error.code}: ${body.error.message}` }),
@@ -204,7 +207,7 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
     if (!replies.admits(message)) return;
     const request = decodeRequest(tool, message, started);
     if (!request) return;
-    const base = { tool, message, started };
+    const base = { tool, message, started, request };
     if (refusing) {
       reply(base, errorReply(request.callId, { code: ErrorCode.noResponders, message: 'the tool worker stopped before running the call', retryable: true }));
       return;
@@ -215,31 +218,31 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
       reply(base, errorReply(request.callId, { code: ErrorCode.busy, message, retryable: true }));
       return;
     }
-    const controller = calls.open(tool.name, request.callId);
+    const controller = calls.open(tool.name, request.callId, ownerOf(request));
     if (!controller) {
       reply(base, errorReply(request.callId, toErrorData(new CancelledError('cancelled before it started'))));
       return;
     }
     // From here the caller hears from this worker while the call waits for a slot and while it runs.
-    if (message.headers?.get(ToolCallHeader.heartbeat) === '1') beats.add(callKey(tool.name, request.callId), { reply: message.reply, callId: request.callId });
+    if (message.headers?.get(ToolCallHeader.heartbeat) === '1') beats.add(callKey(tool.name, request), { reply: message.reply, callId: request.callId });
     let release: () => void;
     try {
       release = await gate.acquire({ signal: controller.signal });
     } catch (error) {
       // Only an abort (cancel or stop) rejects the wait for a slot. A call the stopping worker never started
       // may be sent again to another.
-      calls.close(tool.name, request.callId);
+      calls.close(tool.name, request.callId, controller);
       const notStarted = { code: ErrorCode.noResponders, message: 'the tool worker stopped before running the call', retryable: true };
       reply(base, errorReply(request.callId, refusing ? notStarted : toErrorData(error)));
       return;
     }
-    void run({ ...base, request, controller, attempt: attemptOf(message) }, release);
+    void run({ ...base, controller, attempt: attemptOf(message) }, release);
   }
 
   /** The outcome of a call (see {@link settleCall}): from the ledger, or by running the tool and recording it. */
   function outcome(call: AcceptedCall): Promise<CallOutcome> {
     const { tool, request } = call;
-    const key = callKey(tool.name, request.callId);
+    const key = callKey(tool.name, request);
     return settleCall(
       { tool, request, signal: call.controller.signal, attempt: call.attempt },
       {
@@ -270,7 +273,7 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
         reply(call, settled.body);
         await settled.recording;
       } finally {
-        calls.close(call.tool.name, call.request.callId);
+        calls.close(call.tool.name, call.request.callId, call.controller);
         release();
       }
     })();
@@ -299,9 +302,9 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
       return;
     }
     if (!replies.admits(message)) return;
-    let id: string;
+    let cancel: CancelRequest;
     try {
-      id = codec.decodeAs(cancelRequestSchema, message.data, message.headers?.get('Content-Type') || undefined).id;
+      cancel = codec.decodeAs(cancelRequestSchema, message.data, message.headers?.get('Content-Type') || undefined);
     } catch (err) {
       // Every worker hears a cancel and refuses a bad one alike; the caller takes the first answer.
       const error = toErrorData(err);
@@ -312,7 +315,10 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
       }
       return;
     }
-    if (!calls.cancel(tool.name, id, new CancelledError(`call ${id} cancelled by the caller`))) return;
+    const { id } = cancel;
+    // A runtime's cancel names the call's tenant and session: it reaches no other owner's call of that id.
+    const scope = { ...(cancel.tenant === undefined ? {} : { tenant: cancel.tenant }), ...(cancel.sessionId === undefined ? {} : { sessionId: cancel.sessionId }) };
+    if (!calls.cancel(tool.name, id, new CancelledError(`call ${id} cancelled by the caller`), scope)) return;
     logger.debug({ tool: tool.name, callId: id }, 'cancelled a tool call');
     if (message.reply) {
       const ack: CancelAck = { v: 1, id, cancelled: true };
