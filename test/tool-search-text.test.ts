@@ -2,7 +2,7 @@ import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { globToRegExp } from '../services/tools/glob.ts';
+import { compileGlob } from '../services/tools/glob.ts';
 import { SEARCH_TEXT_MAX_LINE, createSearchTextTool } from '../services/tools/search-text-tool.ts';
 import type { TextSearch } from '../services/tools/search-text-tool.ts';
 import { createWorkspace } from '../services/tools/workspace.ts';
@@ -121,7 +121,7 @@ describe('search_text', () => {
   });
 });
 
-describe('globToRegExp', () => {
+describe('compileGlob', () => {
   it.each([
     ['*.ts', 'a.ts', true],
     ['*.ts', 'dir/a.ts', false],
@@ -134,6 +134,6 @@ describe('globToRegExp', () => {
     ['[!a]*.md', 'a.md', false],
     ['a.b', 'axb', false],
   ])('%s against %s is %s', (glob, path, expected) => {
-    expect(globToRegExp(glob).test(path)).toBe(expected);
+    expect(compileGlob(glob).test(path)).toBe(expected);
   });
 });
