@@ -5,7 +5,10 @@ export const LOOP_DELAY_PROBE_FLAGS: readonly string[] = ['--import', './test/he
 
 /** Reads a service process's event-loop delay through the probe of `loop-delay-probe.mjs`. */
 export interface LoopDelayProbe {
-  /** The longest the loop was held (ms beyond the sampling resolution) since the last call, and starts anew. */
+  /**
+   * The longest the loop was held (ms beyond the sampling resolution) since the last call; starts a new window
+   * and resolves once that window has had its first tick.
+   */
   window(options?: { timeoutMs?: number }): Promise<number>;
 }
 
@@ -30,6 +33,9 @@ export function createLoopDelayProbe(service: ServiceProcess): LoopDelayProbe {
       const output = service.output();
       const match = new RegExp(`${line}max=([\\d.]+)`).exec(output.slice(output.lastIndexOf(line)));
       if (!match) throw new Error(`no figure in the probe's line ${sequence}`);
+      // The monitor measures between its own ticks, and a new window has none yet: a loop held before the
+      // first one would go unseen.
+      await new Promise((resolve) => setTimeout(resolve, 50));
       return Number(match[1]);
     },
   };
