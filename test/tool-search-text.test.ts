@@ -3,14 +3,16 @@ import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { compileGlob } from '../services/tools/glob.ts';
 import { SEARCH_TEXT_MAX_LINE, createSearchTextTool } from '../services/tools/search-text-tool.ts';
 import type { TextSearch } from '../services/tools/search-text-tool.ts';
 import { createWorkspace } from '../services/tools/workspace.ts';
 import { CancelledError } from '../src/errors.ts';
+import { executeToolCall } from '../src/tool-sdk/index.ts';
 import type { AnyToolDefinition } from '../src/tool-sdk/index.ts';
-import { outputOf, runTool } from './helpers/run-tool.ts';
+import { outputOf, runTool, toolCallRequest } from './helpers/run-tool.ts';
 
 let root: string;
 let outsideDir: string;
@@ -198,9 +200,10 @@ describe('search_text under calls built to hold the event loop', () => {
     expect(Math.min(...rounds)).toBeLessThan(100);
   }, 60_000);
 
+  const threads = () => Number(/^Threads:\s+(\d+)/m.exec(readFileSync('/proc/self/status', 'utf8'))![1]);
+
   it.skipIf(process.platform !== 'linux')('ends the thread of a search cancelled mid-file, and answers cancelled at once', async () => {
     await writeFile(join(hostileRoot, 'redos.txt'), `${'a'.repeat(40)}!\n`);
-    const threads = () => Number(/^Threads:\s+(\d+)/m.exec(readFileSync('/proc/self/status', 'utf8'))![1]);
     const before = threads();
     const controller = new AbortController();
     const pending = runTool(hostileTool, { pattern: '^(a|aa)+$', regex: true, path: 'redos.txt' }, { signal: controller.signal });
@@ -210,6 +213,22 @@ describe('search_text under calls built to hold the event loop', () => {
     expect(await pending).toMatchObject({ ok: false, error: { code: 'cancelled' } });
     expect(performance.now() - began).toBeLessThan(1_000);
     // The thread that ran the expression is gone, not left spinning.
+    await expect.poll(threads, { timeout: 5_000 }).toBeLessThanOrEqual(before);
+  });
+
+  it.skipIf(process.platform !== 'linux')('ends the thread of a search that passes the call deadline, before its own budget', async () => {
+    await writeFile(join(hostileRoot, 'redos.txt'), `${'a'.repeat(40)}!\n`);
+    const before = threads();
+    const began = performance.now();
+    const reply = await executeToolCall({
+      tool: hostileTool,
+      request: toolCallRequest('search_text', { pattern: '^(a|aa)+$', regex: true, path: 'redos.txt' }, 1_000),
+      logger: () => pino({ level: 'silent' }),
+      signal: new AbortController().signal,
+      now: Date.now,
+    });
+    expect(reply).toMatchObject({ ok: false, error: { code: 'timeout', message: expect.stringContaining('deadline') } });
+    expect(performance.now() - began).toBeLessThan(4_000);
     await expect.poll(threads, { timeout: 5_000 }).toBeLessThanOrEqual(before);
   });
 });
