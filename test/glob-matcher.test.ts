@@ -75,6 +75,20 @@ describe('compileGlob', () => {
     expect(performance.now() - began).toBeLessThan(2_000);
   });
 
+  it('agrees still when the sets of states it caches do not repeat, and it stops caching', () => {
+    // `*a` and 14 `?`: which of the last 15 characters were `a` is the state, 2^15 sets of them, past its cache.
+    const glob = `*a${'?'.repeat(14)}`;
+    const matcher = compileGlob(glob);
+    const reference = globToRegExp(glob);
+    fc.assert(
+      fc.property(fc.array(fc.constantFrom('a', 'b'), { minLength: 15, maxLength: 60 }), (characters) => {
+        const path = characters.join('');
+        expect(matcher.test(path)).toBe(reference.test(path));
+      }),
+      { numRuns: 20_000 },
+    );
+  });
+
   it('takes the deepest nesting of braces a 200-character glob can hold', () => {
     const glob = `${'{a,'.repeat(66)}b${'}'.repeat(66)}`;
     expect(compileGlob(glob).test('b')).toBe(true);

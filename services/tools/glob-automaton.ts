@@ -77,10 +77,28 @@ function buildStates(nodes: readonly GlobNode[]): { states: State[]; start: numb
   return { states, start: sequence(nodes, 0) };
 }
 
+/** Most states the cache of {@link compileGlobAutomaton} holds before it is emptied. */
+const CACHED_STATES = 2_048;
+/** Emptyings of the cache after which an automaton stops caching (a glob whose sets of states do not repeat). */
+const MAX_FLUSHES = 16;
+/** Transitions cached per state for code units outside ASCII. */
+const CACHED_OTHER = 256;
+
+/** A set of automaton states, cached with the sets it goes to on each code unit read so far (a lazy DFA). */
+interface StateSet {
+  /** Sorted indexes of the reading and accepting states in the set. */
+  readonly states: Int32Array;
+  readonly accepting: boolean;
+  readonly ascii: (StateSet | undefined)[];
+  readonly other: Map<number, StateSet>;
+}
+
 /**
  * Compiles a parsed glob into an automaton that runs over a path once, holding the set of states it may be in
  * (Thompson's construction): the cost of a match is bounded by the path's length times the glob's states,
- * whatever the glob. Not safe for concurrent use from several threads; a JavaScript caller never is.
+ * whatever the glob. The sets met are cached with their transitions (a DFA built lazily, as RE2 does), so that a
+ * path usually costs one lookup per character; the cache is bounded and emptied when full. Not safe for use from
+ * several threads at once; a JavaScript caller never does that.
  *
  * @example
  * compileGlobAutomaton([{ kind: 'star' }, { kind: 'text', code: 0x2e }]).matches('a.'); // true
@@ -115,23 +133,74 @@ export function compileGlobAutomaton(nodes: readonly GlobNode[]): GlobAutomaton 
     return count;
   };
 
+  /** The states `from` (the first `length` of it) goes to on `code`, written to `into`; returns their count. */
+  const step = (from: Int32Array, length: number, code: number, into: Int32Array): number => {
+    stamp += 1;
+    let count = 0;
+    for (let index = 0; index < length; index += 1) {
+      const state = states[from[index]!]!;
+      if (state.kind === 'read' && state.accepts(code)) count = enter(state.next, into, count);
+    }
+    return count;
+  };
+
+  const accepts = (list: Int32Array, length: number): boolean => {
+    for (let index = 0; index < length; index += 1) if (states[list[index]!]!.kind === 'accept') return true;
+    return false;
+  };
+
+  /** Without the cache: one step of the set per character. */
+  const simulate = (path: string): boolean => {
+    stamp += 1;
+    let length = enter(start, current, 0);
+    for (let position = 0; position < path.length && length > 0; position += 1) {
+      length = step(current, length, path.charCodeAt(position), following);
+      [current, following] = [following, current];
+    }
+    return accepts(current, length);
+  };
+
+  const cache = new Map<string, StateSet>();
+  let initial: StateSet | undefined;
+  let flushes = 0;
+
+  const setOf = (list: Int32Array): StateSet => {
+    list.sort();
+    const key = list.join(',');
+    let set = cache.get(key);
+    if (set) return set;
+    if (cache.size >= CACHED_STATES) {
+      // Sets still linked from the one a running match holds are dropped with it when the match ends.
+      cache.clear();
+      initial = undefined;
+      flushes += 1;
+    }
+    set = { states: list, accepting: accepts(list, list.length), ascii: new Array<StateSet | undefined>(128), other: new Map() };
+    cache.set(key, set);
+    return set;
+  };
+
+  const transition = (from: StateSet, code: number): StateSet => {
+    const to = setOf(following.slice(0, step(from.states, from.states.length, code, following)));
+    if (code < 128) from.ascii[code] = to;
+    else if (from.other.size < CACHED_OTHER) from.other.set(code, to);
+    return to;
+  };
+
   return {
     matches(path) {
-      stamp += 1;
-      let length = enter(start, current, 0);
-      for (let position = 0; position < path.length && length > 0; position += 1) {
-        const code = path.charCodeAt(position);
+      if (flushes > MAX_FLUSHES) return simulate(path);
+      if (!initial) {
         stamp += 1;
-        let nextLength = 0;
-        for (let index = 0; index < length; index += 1) {
-          const state = states[current[index]!]!;
-          if (state.kind === 'read' && state.accepts(code)) nextLength = enter(state.next, following, nextLength);
-        }
-        [current, following] = [following, current];
-        length = nextLength;
+        initial = setOf(current.slice(0, enter(start, current, 0)));
       }
-      for (let index = 0; index < length; index += 1) if (states[current[index]!]!.kind === 'accept') return true;
-      return false;
+      let set = initial;
+      for (let position = 0; position < path.length; position += 1) {
+        const code = path.charCodeAt(position);
+        set = (code < 128 ? set.ascii[code] : set.other.get(code)) ?? transition(set, code);
+        if (set.states.length === 0) return false;
+      }
+      return set.accepting;
     },
   };
 }
