@@ -1,13 +1,18 @@
+import { readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { globToRegExp } from '../services/tools/glob.ts';
+import { compileGlob } from '../services/tools/glob.ts';
 import { SEARCH_TEXT_MAX_LINE, createSearchTextTool } from '../services/tools/search-text-tool.ts';
 import type { TextSearch } from '../services/tools/search-text-tool.ts';
 import { createWorkspace } from '../services/tools/workspace.ts';
+import { CancelledError } from '../src/errors.ts';
+import { executeToolCall } from '../src/tool-sdk/index.ts';
 import type { AnyToolDefinition } from '../src/tool-sdk/index.ts';
-import { outputOf, runTool } from './helpers/run-tool.ts';
+import { outputOf, runTool, toolCallRequest } from './helpers/run-tool.ts';
 
 let root: string;
 let outsideDir: string;
@@ -76,15 +81,20 @@ describe('search_text', () => {
 
   it('runs a regular expression that backtracks without end in a thread of its own: the call fails on its budget, the loop stays free', async () => {
     await writeFile(join(root, 'src', 'redos.txt'), `${'a'.repeat(40)}!\n`);
-    let ticks = 0;
-    const clock = setInterval(() => (ticks += 1), 50);
-    const began = Date.now();
+    // The longest gap between ticks of a 50 ms clock: how long the loop was held at most.
+    let last = performance.now();
+    let longest = 0;
+    const clock = setInterval(() => {
+      longest = Math.max(longest, performance.now() - last);
+      last = performance.now();
+    }, 50);
     const reply = await runTool(tool, { pattern: '^(a|aa)+$', regex: true, path: 'src/redos.txt' });
     clearInterval(clock);
     expect(reply).toMatchObject({ ok: false, error: { code: 'timeout' } });
     expect(reply.ok ? '' : reply.error.message).toMatch(/regular expression took over 5000 ms/);
-    // The event loop ran all along: a match on the loop itself would have held it for the whole budget.
-    expect(ticks).toBeGreaterThanOrEqual(Math.floor((Date.now() - began) / 50) - 20);
+    // The event loop ran all along: a match on the loop itself would have held it for the whole budget (a
+    // second is slack for a loaded machine, not for a 5 s match).
+    expect(longest).toBeLessThan(1_000);
     // And a sound expression over the same file still answers.
     expect((await search({ pattern: 'a{3}!', regex: true, path: 'src/redos.txt' })).matches).toHaveLength(1);
   }, 20_000);
@@ -121,7 +131,7 @@ describe('search_text', () => {
   });
 });
 
-describe('globToRegExp', () => {
+describe('compileGlob', () => {
   it.each([
     ['*.ts', 'a.ts', true],
     ['*.ts', 'dir/a.ts', false],
@@ -134,6 +144,116 @@ describe('globToRegExp', () => {
     ['[!a]*.md', 'a.md', false],
     ['a.b', 'axb', false],
   ])('%s against %s is %s', (glob, path, expected) => {
-    expect(globToRegExp(glob).test(path)).toBe(expected);
+    expect(compileGlob(glob).test(path)).toBe(expected);
+  });
+});
+
+describe('search_text under calls built to hold the event loop', () => {
+  let hostileRoot: string;
+  let hostileTool: AnyToolDefinition;
+
+  beforeAll(async () => {
+    hostileRoot = await mkdtemp(join(tmpdir(), 'agentbus-search-hostile-'));
+    await mkdir(join(hostileRoot, 'paths'));
+    // Relative paths of 28 characters: as a RegExp the glob below took about a second on each.
+    for (const name of ['abcdefghijklmnopqrst', 'bcdefghijklmnopqrstu', 'cdefghijklmnopqrstuv']) await writeFile(join(hostileRoot, 'paths', name), 'needle\n');
+    await writeFile(join(hostileRoot, 'one-long-line.txt'), `${'a'.repeat(1024 * 1024 - 2)}\n`);
+    await writeFile(join(hostileRoot, 'many-lines.txt'), `${'\n'.repeat(4 * 1024 * 1024 - 8)}needle\n`);
+    hostileTool = createSearchTextTool(createWorkspace(hostileRoot));
+  });
+
+  afterAll(async () => {
+    await rm(hostileRoot, { recursive: true, force: true });
+  });
+
+  it('matches a glob that backtracks as a regular expression in linear time', async () => {
+    const began = performance.now();
+    const reply = await runTool(hostileTool, { pattern: 'needle', path: 'paths', glob: `**/${'**?'.repeat(24)}#` });
+    expect(outputOf<TextSearch>(reply)).toEqual({ matches: [], filesSearched: 0 });
+    expect(performance.now() - began).toBeLessThan(1_000);
+    // The same glob, ending as the paths do, still selects them.
+    const found = outputOf<TextSearch>(await runTool(hostileTool, { pattern: 'needle', path: 'paths', glob: `**/${'**?'.repeat(18)}t` }));
+    expect(found.matches.map((match) => match.path)).toEqual(['paths/abcdefghijklmnopqrst']);
+  });
+
+  it('lets other work run while it matches thousands of paths to a costly glob', async () => {
+    const many = join(hostileRoot, 'many');
+    await mkdir(many);
+    const names = Array.from({ length: 4_000 }, (_, index) => `${String(index).padStart(4, '0')}-${'x'.repeat(200)}.txt`);
+    await Promise.all(names.map((name) => writeFile(join(many, name), '')));
+    // Each path costs the automaton little, the whole directory a few hundred milliseconds here (files the glob
+    // leaves out cost no I/O, so nothing else would break the walk up); it lets the loop run every 10 ms. Best of
+    // three rounds, as below.
+    const rounds: number[] = [];
+    while (rounds.length < 3 && !rounds.some((max) => max < 100)) {
+      let last = performance.now();
+      let longest = 0;
+      const clock = setInterval(() => {
+        longest = Math.max(longest, performance.now() - last);
+        last = performance.now();
+      }, 5);
+      const reply = await runTool(hostileTool, { pattern: 'needle', path: 'many', glob: `**/${'**?'.repeat(24)}#` });
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      clearInterval(clock);
+      expect(outputOf<TextSearch>(reply)).toEqual({ matches: [], filesSearched: 0 });
+      rounds.push(longest);
+    }
+    expect(Math.min(...rounds)).toBeLessThan(100);
+  }, 60_000);
+
+  it('matches plain text off the event loop: a long case-insensitive text, a file of 4 Mi lines', async () => {
+    // Best of three rounds: on a loaded machine the OS may not run this process for 100 ms at any time; a loop
+    // held by the search is held in every round (before the fix, well over a second per round here).
+    const rounds: number[] = [];
+    while (rounds.length < 3 && !rounds.some((max) => max < 100)) {
+      const delay = monitorEventLoopDelay({ resolution: 10 });
+      delay.enable();
+      // The monitor measures between its own ticks: a loop held before its first tick would go unseen.
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      const [literal, lines] = await Promise.all([
+        runTool(hostileTool, { pattern: `${'A'.repeat(199)}B`, caseSensitive: false, path: 'one-long-line.txt' }),
+        runTool(hostileTool, { pattern: 'needle', path: 'many-lines.txt' }),
+      ]);
+      // The sample of a held loop is taken when the loop runs again: let it.
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      delay.disable();
+      expect(delay.count).toBeGreaterThan(0);
+      expect(outputOf<TextSearch>(literal).matches).toEqual([]);
+      expect(outputOf<TextSearch>(lines).matches).toEqual([{ path: 'many-lines.txt', line: 4 * 1024 * 1024 - 7, text: 'needle' }]);
+      rounds.push(delay.max / 1e6 - 10);
+    }
+    expect(Math.min(...rounds)).toBeLessThan(100);
+  }, 60_000);
+
+  const threads = () => Number(/^Threads:\s+(\d+)/m.exec(readFileSync('/proc/self/status', 'utf8'))![1]);
+
+  it.skipIf(process.platform !== 'linux')('ends the thread of a search cancelled mid-file, and answers cancelled at once', async () => {
+    await writeFile(join(hostileRoot, 'redos.txt'), `${'a'.repeat(40)}!\n`);
+    const before = threads();
+    const controller = new AbortController();
+    const pending = runTool(hostileTool, { pattern: '^(a|aa)+$', regex: true, path: 'redos.txt' }, { signal: controller.signal });
+    await expect.poll(threads, { timeout: 5_000 }).toBeGreaterThan(before);
+    const began = performance.now();
+    controller.abort(new CancelledError('cancelled by the test'));
+    expect(await pending).toMatchObject({ ok: false, error: { code: 'cancelled' } });
+    expect(performance.now() - began).toBeLessThan(1_000);
+    // The thread that ran the expression is gone, not left spinning.
+    await expect.poll(threads, { timeout: 5_000 }).toBeLessThanOrEqual(before);
+  });
+
+  it.skipIf(process.platform !== 'linux')('ends the thread of a search that passes the call deadline, before its own budget', async () => {
+    await writeFile(join(hostileRoot, 'redos.txt'), `${'a'.repeat(40)}!\n`);
+    const before = threads();
+    const began = performance.now();
+    const reply = await executeToolCall({
+      tool: hostileTool,
+      request: toolCallRequest('search_text', { pattern: '^(a|aa)+$', regex: true, path: 'redos.txt' }, 1_000),
+      logger: () => pino({ level: 'silent' }),
+      signal: new AbortController().signal,
+      now: Date.now,
+    });
+    expect(reply).toMatchObject({ ok: false, error: { code: 'timeout', message: expect.stringContaining('deadline') } });
+    expect(performance.now() - began).toBeLessThan(4_000);
+    await expect.poll(threads, { timeout: 5_000 }).toBeLessThanOrEqual(before);
   });
 });

@@ -1,13 +1,15 @@
 import { readFile, readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
+import { setImmediate as yieldToLoop } from 'node:timers/promises';
 import { z } from 'zod';
 import { ErrorCode, ToolError } from '../../src/errors.ts';
 import { SafetyTier } from '../../src/protocol/index.ts';
 import { defineTool } from '../../src/tool-sdk/index.ts';
 import type { ToolDefinition } from '../../src/tool-sdk/index.ts';
-import { globToRegExp } from './glob.ts';
-import { createLineMatcher } from './regex-lines.ts';
-import type { LineMatcher } from './regex-lines.ts';
+import { compileGlob } from './glob.ts';
+import type { GlobMatcher } from './glob.ts';
+import { createLineScanner } from './line-scanner.ts';
+import type { LineScanner } from './line-scanner.ts';
 import type { Workspace } from './workspace.ts';
 
 /** Matches returned when no `maxResults` is given. */
@@ -18,8 +20,10 @@ export const SEARCH_TEXT_MAX_RESULTS = 1000;
 export const SEARCH_TEXT_MAX_LINE = 300;
 /** Files larger than this are skipped. */
 export const SEARCH_TEXT_MAX_FILE_BYTES = 4 * 1024 * 1024;
-/** Longest a regular expression may run over one file's lines (in its own thread) before the call fails. */
+/** Longest the search of one file's lines (in a thread of its own) may take before the call fails. */
 export const SEARCH_TEXT_REGEX_BUDGET_MS = 5_000;
+/** Longest the walk holds the event loop before it lets other calls run (matching many paths to a glob). */
+export const SEARCH_TEXT_LOOP_SLICE_MS = 10;
 /** Most files one call reads; the search stops there and says so. */
 export const SEARCH_TEXT_MAX_FILES = 20_000;
 /** Directories never descended into. */
@@ -62,14 +66,16 @@ function matcherOf(pattern: string, regex: boolean, caseSensitive: boolean): Reg
 
 function globOf(glob: string | undefined): ((path: string) => boolean) | undefined {
   if (glob === undefined) return undefined;
-  let expression: RegExp;
+  let matcher: GlobMatcher;
   try {
-    expression = globToRegExp(glob);
+    // Linear in the path whatever the glob: a glob compiled to a backtracking RegExp (`**/**?**?…#`) held the
+    // worker's loop for minutes on one path.
+    matcher = compileGlob(glob);
   } catch (error) {
     throw new ToolError(ErrorCode.invalidArguments, `glob is not valid: ${(error as Error).message}`, { cause: error });
   }
   // As ripgrep: a glob without `/` matches the file name, one with `/` the path.
-  return glob.includes('/') ? (path) => expression.test(path) : (path) => expression.test(path.slice(path.lastIndexOf('/') + 1));
+  return glob.includes('/') ? (path) => matcher.test(path) : (path) => matcher.test(path.slice(path.lastIndexOf('/') + 1));
 }
 
 /** The files under `start` (itself when a file), depth first in name order, without symlinks or skipped directories. */
@@ -105,23 +111,24 @@ async function* filesUnder(start: string, shown: string, signal: AbortSignal): A
   }
 }
 
-function cut(line: string): string {
-  const trimmed = line.endsWith('\r') ? line.slice(0, -1) : line;
-  return trimmed.length > SEARCH_TEXT_MAX_LINE ? `${trimmed.slice(0, SEARCH_TEXT_MAX_LINE)}…` : trimmed;
-}
-
-/** Walks the files under `path` (filtered by `glob`) and collects the lines `matchLines` picks, within the bounds. */
+/** Walks the files under `path` (filtered by `glob`) and collects the lines `scanner` finds, within the bounds. */
 async function searchFiles(
   workspace: Workspace,
   { path, glob, maxResults }: { path: string; glob: string | undefined; maxResults: number },
-  matchLines: (lines: readonly string[]) => Promise<number[]>,
+  scanner: LineScanner,
   signal: AbortSignal,
 ): Promise<TextSearch> {
   const included = globOf(glob);
   const start = await workspace.resolve(path, { signal });
   const matches: TextMatch[] = [];
   let filesSearched = 0;
+  let sliceStarted = performance.now();
   for await (const file of filesUnder(start, path, signal)) {
+    // Files the glob leaves out cost no I/O, so a directory of many of them would run as one long task.
+    if (performance.now() - sliceStarted > SEARCH_TEXT_LOOP_SLICE_MS) {
+      await yieldToLoop(undefined, { signal });
+      sliceStarted = performance.now();
+    }
     signal.throwIfAborted();
     const shown = workspace.display(file);
     if (included && !included(shown)) continue;
@@ -136,12 +143,12 @@ async function searchFiles(
     });
     if (!bytes || bytes.subarray(0, 8192).includes(0)) continue;
     filesSearched += 1;
-    const lines = bytes.toString('utf8').split('\n');
-    for (const index of await matchLines(lines)) {
+    // One more than still fits, to know whether the search stops short.
+    for (const found of await scanner.scan(bytes, maxResults - matches.length + 1, signal)) {
       if (matches.length >= maxResults) {
         return { matches, filesSearched, truncated: `stopped at ${maxResults} matches; narrow the pattern, path or glob, or raise maxResults (up to ${SEARCH_TEXT_MAX_RESULTS})` };
       }
-      matches.push({ path: shown, line: index + 1, text: cut(lines[index]!) });
+      matches.push({ path: shown, line: found.line, text: found.text });
     }
   }
   return { matches, filesSearched };
@@ -167,15 +174,13 @@ export function createSearchTextTool(workspace: Workspace): ToolDefinition<typeo
     idempotent: true,
     async execute({ pattern, path, glob, regex, caseSensitive, maxResults }, { signal }): Promise<TextSearch> {
       const matcher = matcherOf(pattern, regex, caseSensitive);
-      // Plain text is matched here (an escaped literal is linear); a model's regular expression in a thread.
-      const threaded = regex ? createLineMatcher(matcher.source, matcher.flags, SEARCH_TEXT_REGEX_BUDGET_MS) : undefined;
-      const matchLines = threaded
-        ? (lines: readonly string[]) => threaded.match(lines, signal)
-        : async (lines: readonly string[]) => lines.flatMap((line, index) => (matcher.test(line) ? [index] : []));
+      // Lines are matched in a thread ended past its budget or the call's deadline, plain text too: a model's
+      // expression can backtrack without end, and even a literal can hold a loop for seconds (see line-scanner.ts).
+      const scanner = createLineScanner({ source: matcher.source, flags: matcher.flags, budgetMs: SEARCH_TEXT_REGEX_BUDGET_MS, maxLine: SEARCH_TEXT_MAX_LINE, regex });
       try {
-        return await searchFiles(workspace, { path, glob, maxResults }, matchLines, signal);
+        return await searchFiles(workspace, { path, glob, maxResults }, scanner, signal);
       } finally {
-        await threaded?.close();
+        await scanner.close();
       }
     },
   });
