@@ -41,6 +41,39 @@ describe('node identity and failover settings from the environment', () => {
   });
 });
 
+describe('operator ceilings from the environment', () => {
+  it('takes a steps ceiling (default 32) and a cost ceiling (none by default)', () => {
+    expect(runtimeConfigFromEnv({}).ceilings).toBeUndefined();
+    expect(runtimeConfigFromEnv({ AGENTBUS_MAX_COST_CEILING: '0.5' }).ceilings).toEqual({ maxSteps: 32, maxCost: 0.5 });
+    expect(runtimeConfigFromEnv({ AGENTBUS_MAX_STEPS_CEILING: '64', AGENTBUS_MAX_STEPS: '40' })).toMatchObject({ maxSteps: 40, ceilings: { maxSteps: 64 } });
+  });
+
+  it('refuses a bad ceiling by name, and a default maxSteps above the ceiling', () => {
+    for (const bad of ['0', '1001', '2.5', 'lots']) {
+      expect(() => runtimeConfigFromEnv({ AGENTBUS_MAX_STEPS_CEILING: bad })).toThrow(`AGENTBUS_MAX_STEPS_CEILING must be a whole number from 1 to 1000, got "${bad}"`);
+    }
+    for (const bad of ['0', '-1', 'cheap', 'Infinity']) {
+      expect(() => runtimeConfigFromEnv({ AGENTBUS_MAX_COST_CEILING: bad })).toThrow(`AGENTBUS_MAX_COST_CEILING must be a positive number of USD, got "${bad}"`);
+    }
+    expect(() => runtimeConfigFromEnv({ AGENTBUS_MAX_STEPS: '40' })).toThrow('AGENTBUS_MAX_STEPS (40) is above AGENTBUS_MAX_STEPS_CEILING (32)');
+    expect(() => runtimeConfigFromEnv({ AGENTBUS_MAX_STEPS: '10', AGENTBUS_MAX_STEPS_CEILING: '8' })).toThrow('AGENTBUS_MAX_STEPS (10) is above AGENTBUS_MAX_STEPS_CEILING (8)');
+  });
+});
+
+describe('stream limits from the environment', () => {
+  it('takes the log and live limits, defaults for the rest, and refuses a bad one by name', () => {
+    expect(runtimeConfigFromEnv({}).streamLimits).toBeUndefined();
+    expect(runtimeConfigFromEnv({ AGENTBUS_LOG_MAX_BYTES: '1073741824', AGENTBUS_LOG_MAX_SESSION_EVENTS: '0' }).streamLimits).toEqual({
+      logMaxBytes: 1073741824,
+      maxEventBytes: 1048576,
+      logMaxSessionEvents: 0,
+      liveMaxBytes: 268435456,
+    });
+    expect(() => runtimeConfigFromEnv({ AGENTBUS_LOG_MAX_BYTES: '10GB' })).toThrow(/AGENTBUS_LOG_MAX_BYTES must be a whole number from 0 to/);
+    expect(() => runtimeConfigFromEnv({ AGENTBUS_LOG_MAX_EVENT_BYTES: '100' })).toThrow(/AGENTBUS_LOG_MAX_EVENT_BYTES must be a whole number from 1024 to 67108864, got "100"/);
+  });
+});
+
 describe('memory settings from the environment', () => {
   it('embeds with the provider of the default model unless told otherwise, or not at all', () => {
     expect(memoryConfigFromEnv({ AGENTBUS_MODEL: 'openai:gpt-5.4-mini' })).toMatchObject({ embedProvider: 'openai', fullTextReason: undefined });
