@@ -75,6 +75,20 @@ describe('stream limits from the environment', () => {
 });
 
 describe('memory settings from the environment', () => {
+  it('reads the state limits and the tenant request rate, with defaults, and names the variable of a bad value', () => {
+    expect(memoryConfigFromEnv({})).toMatchObject({
+      state: { bucketMaxBytes: 1024 ** 3, maxValueBytes: 256 * 1024, tenantMaxBytes: 64 * 1024 * 1024 },
+      tenantRate: { perSecond: 500, burst: 1000 },
+    });
+    expect(
+      memoryConfigFromEnv({ AGENTBUS_STATE_MAX_BYTES: '0', AGENTBUS_STATE_MAX_VALUE_BYTES: '4096', AGENTBUS_STATE_TENANT_MAX_BYTES: '1048576', AGENTBUS_MEMORY_TENANT_RATE: '50' }),
+    ).toMatchObject({ state: { bucketMaxBytes: 0, maxValueBytes: 4096, tenantMaxBytes: 1048576 }, tenantRate: { perSecond: 50, burst: 100 } });
+    expect(memoryConfigFromEnv({ AGENTBUS_MEMORY_TENANT_RATE: '20:5' }).tenantRate).toEqual({ perSecond: 20, burst: 5 });
+    expect(() => memoryConfigFromEnv({ AGENTBUS_STATE_TENANT_MAX_BYTES: '1MB' })).toThrow('AGENTBUS_STATE_TENANT_MAX_BYTES must be a whole number of at least 0, got "1MB"');
+    expect(() => memoryConfigFromEnv({ AGENTBUS_STATE_MAX_VALUE_BYTES: '0' })).toThrow(/AGENTBUS_STATE_MAX_VALUE_BYTES/);
+    expect(() => memoryConfigFromEnv({ AGENTBUS_MEMORY_TENANT_RATE: 'fast' })).toThrow(/AGENTBUS_MEMORY_TENANT_RATE must be <requests per second> or <requests per second>:<burst>/);
+  });
+
   it('embeds with the provider of the default model unless told otherwise, or not at all', () => {
     expect(memoryConfigFromEnv({ AGENTBUS_MODEL: 'openai:gpt-5.4-mini' })).toMatchObject({ embedProvider: 'openai', fullTextReason: undefined });
     expect(memoryConfigFromEnv({ AGENTBUS_MODEL: 'openai:x', AGENTBUS_EMBED_PROVIDER: 'ollama' }).embedProvider).toBe('ollama');

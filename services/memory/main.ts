@@ -35,6 +35,8 @@ try {
     ...(config.fullTextReason ? { fullTextReason: config.fullTextReason } : {}),
     snapshots: config.snapshots,
     replicas: config.replicas,
+    stateLimits: config.state,
+    tenantRate: config.tenantRate,
   });
   health = startServiceHealth({
     nc,
