@@ -5,6 +5,14 @@ import { DEFAULT_STREAM_LIMITS, ensureStreams } from '../src/bus/streams.ts';
 import { createLogger } from '../src/logging.ts';
 import { createCodec, createEnvelopeFactory, createSubjects } from '../src/protocol/index.ts';
 import type { AgentEvent, LogEvent } from '../src/protocol/index.ts';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { connect } from '@nats-io/transport-node';
+import type { NatsConnection } from '@nats-io/nats-core';
+import { startNatsServerProcess } from '../src/nats-server.ts';
+import type { NatsServerProcess } from '../src/nats-server.ts';
+import { openStateStore } from '../services/memory/state-store.ts';
 import { useNatsServer } from './helpers/nats-fixture.ts';
 import { collectEvents, requestJson, startStack } from './helpers/stack.ts';
 import type { TestStack } from './helpers/stack.ts';
@@ -86,6 +94,46 @@ describe('the log and live streams', () => {
     });
     expect((await log.read('acme', 'busy')).events.map((event) => event.type === 'user.message' && event.data.text)).toEqual(['event 0', 'event 1', 'event 2']);
     expect(await log.append(userMessage('quiet', 'fine'), 0)).toBeGreaterThan(0);
+  });
+});
+
+describe('on a server with little room for JetStream (max_file_store 1 GiB)', () => {
+  let server: NatsServerProcess;
+  let storeDir: string;
+  let nc: NatsConnection;
+  const warnings: Array<Record<string, unknown>> = [];
+  const logger = createLogger({ name: 'test', level: 'warn', destination: { write: (line: string) => void warnings.push(JSON.parse(line) as Record<string, unknown>) } });
+  beforeAll(async () => {
+    storeDir = await mkdtemp(join(tmpdir(), 'agentbus-nats-small-'));
+    // The later jetstream block is the one the server reads: it names the store again.
+    server = await startNatsServerProcess({ storeDir, config: `jetstream { store_dir: ${JSON.stringify(storeDir)}, max_file_store: 1GB }` });
+    nc = await connect({ servers: server.url });
+  });
+  afterAll(async () => {
+    await nc?.close();
+    await server?.stop();
+    await rm(storeDir, { recursive: true, force: true });
+  });
+
+  it('makes the default log and state limits fit what the server can reserve, says so at warn, and starts again alike', async () => {
+    const jsm = await jetstreamManager(nc);
+    const names = await ensureStreams(jsm, { prefix: 'agentbus', logger });
+    // 10 GiB halved until it fits in 1 GiB.
+    expect((await jsm.streams.info(names.log)).config.max_bytes).toBe(640 * 1024 * 1024);
+    expect(warnings.some((line) => String(line.msg).includes('cannot reserve the default max_bytes of the stream AGENTBUS_LOG'))).toBe(true);
+    await ensureStreams(jsm, { prefix: 'agentbus', logger });
+    expect((await jsm.streams.info(names.log)).config.max_bytes).toBe(640 * 1024 * 1024);
+    // The state bucket's 1 GiB default, in the 384 MiB left.
+    const state = await openStateStore({ nc, codec, logger });
+    expect((await jsm.streams.info('KV_AGENTBUS_STATE')).config.max_bytes).toBe(256 * 1024 * 1024);
+    state.stop();
+  });
+
+  it('refuses a log limit the operator set that the server cannot reserve, naming the variable', async () => {
+    const jsm = await jetstreamManager(nc);
+    await expect(ensureStreams(jsm, { prefix: 'big', limits: { logMaxBytes: 5 * 1024 ** 3 } })).rejects.toThrow(
+      /the NATS server cannot reserve 5368709120 bytes for the stream BIG_LOG \(AGENTBUS_LOG_MAX_BYTES\): lower AGENTBUS_LOG_MAX_BYTES/,
+    );
   });
 });
 

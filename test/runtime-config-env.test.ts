@@ -61,14 +61,10 @@ describe('operator ceilings from the environment', () => {
 });
 
 describe('stream limits from the environment', () => {
-  it('takes the log and live limits, defaults for the rest, and refuses a bad one by name', () => {
+  it('takes the log and live limits that are set (the rest keep their defaults), and refuses a bad one by name', () => {
     expect(runtimeConfigFromEnv({}).streamLimits).toBeUndefined();
-    expect(runtimeConfigFromEnv({ AGENTBUS_LOG_MAX_BYTES: '1073741824', AGENTBUS_LOG_MAX_SESSION_EVENTS: '0' }).streamLimits).toEqual({
-      logMaxBytes: 1073741824,
-      maxEventBytes: 1048576,
-      logMaxSessionEvents: 0,
-      liveMaxBytes: 268435456,
-    });
+    expect(runtimeConfigFromEnv({ AGENTBUS_LOG_MAX_BYTES: '1073741824', AGENTBUS_LOG_MAX_SESSION_EVENTS: '0' }).streamLimits).toEqual({ logMaxBytes: 1073741824, logMaxSessionEvents: 0 });
+    expect(runtimeConfigFromEnv({ AGENTBUS_LOG_MAX_EVENT_BYTES: '65536', AGENTBUS_LIVE_MAX_BYTES: '1048576' }).streamLimits).toEqual({ maxEventBytes: 65536, liveMaxBytes: 1048576 });
     expect(() => runtimeConfigFromEnv({ AGENTBUS_LOG_MAX_BYTES: '10GB' })).toThrow(/AGENTBUS_LOG_MAX_BYTES must be a whole number from 0 to/);
     expect(() => runtimeConfigFromEnv({ AGENTBUS_LOG_MAX_EVENT_BYTES: '100' })).toThrow(/AGENTBUS_LOG_MAX_EVENT_BYTES must be a whole number from 1024 to 67108864, got "100"/);
   });
@@ -76,10 +72,7 @@ describe('stream limits from the environment', () => {
 
 describe('memory settings from the environment', () => {
   it('reads the state limits and the tenant request rate, with defaults, and names the variable of a bad value', () => {
-    expect(memoryConfigFromEnv({})).toMatchObject({
-      state: { bucketMaxBytes: 1024 ** 3, maxValueBytes: 256 * 1024, tenantMaxBytes: 64 * 1024 * 1024 },
-      tenantRate: { perSecond: 500, burst: 1000 },
-    });
+    expect(memoryConfigFromEnv({})).toMatchObject({ state: {}, tenantRate: { perSecond: 500, burst: 1000 } });
     expect(
       memoryConfigFromEnv({ AGENTBUS_STATE_MAX_BYTES: '0', AGENTBUS_STATE_MAX_VALUE_BYTES: '4096', AGENTBUS_STATE_TENANT_MAX_BYTES: '1048576', AGENTBUS_MEMORY_TENANT_RATE: '50' }),
     ).toMatchObject({ state: { bucketMaxBytes: 0, maxValueBytes: 4096, tenantMaxBytes: 1048576 }, tenantRate: { perSecond: 50, burst: 100 } });

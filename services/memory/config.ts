@@ -18,8 +18,8 @@ export interface MemoryConfig {
   readonly snapshots: false | { readonly everyEvents: number; readonly intervalMs: number };
   /** Copies of the state bucket and the snapshot store in a NATS cluster (`AGENTBUS_REPLICAS`); default 1. */
   readonly replicas: number;
-  /** Limits of agent state: the bucket, one value, one tenant's values (`AGENTBUS_STATE_*`). */
-  readonly state: StateLimits;
+  /** Limits of agent state that are set: the bucket, one value, one tenant's values (`AGENTBUS_STATE_*`). */
+  readonly state: Partial<StateLimits>;
   /** Requests per second of one tenant to memory (`AGENTBUS_MEMORY_TENANT_RATE`, `<per second>[:<burst>]`; 0: none). */
   readonly tenantRate: Rate;
 }
@@ -50,11 +50,7 @@ export function memoryConfigFromEnv(env: Env): MemoryConfig {
     queryEmbedTimeoutMs: integer(env, 'AGENTBUS_MEMORY_QUERY_EMBED_TIMEOUT_MS', 200, 1),
     snapshots: everyEvents === 0 ? false : { everyEvents, intervalMs: integer(env, 'AGENTBUS_MEMORY_SNAPSHOT_INTERVAL_MS', 60_000, 10) },
     replicas: replicasFromEnv(env) ?? 1,
-    state: {
-      bucketMaxBytes: integer(env, 'AGENTBUS_STATE_MAX_BYTES', DEFAULT_STATE_LIMITS.bucketMaxBytes, 0),
-      maxValueBytes: integer(env, 'AGENTBUS_STATE_MAX_VALUE_BYTES', DEFAULT_STATE_LIMITS.maxValueBytes, 1),
-      tenantMaxBytes: integer(env, 'AGENTBUS_STATE_TENANT_MAX_BYTES', DEFAULT_STATE_LIMITS.tenantMaxBytes, 0),
-    },
+    state: stateLimits(env),
     tenantRate: env.AGENTBUS_MEMORY_TENANT_RATE?.trim() ? rateOf('AGENTBUS_MEMORY_TENANT_RATE', env.AGENTBUS_MEMORY_TENANT_RATE) : DEFAULT_MEMORY_TENANT_RATE,
   };
 }
@@ -65,6 +61,18 @@ function integer(env: Env, name: string, fallback: number, min: number): number 
   const value = Number(raw);
   if (!Number.isSafeInteger(value) || value < min) throw new InvalidInputError(`${name} must be a whole number of at least ${min}, got ${JSON.stringify(raw)}`);
   return value;
+}
+
+/** The state limits set in the environment; a default `AGENTBUS_STATE_MAX_BYTES` may be made to fit the server. */
+function stateLimits(env: Env): Partial<StateLimits> {
+  const limits: { -readonly [K in keyof StateLimits]?: number } = {};
+  const read = (name: string, key: keyof StateLimits, min: number) => {
+    if (env[name]?.trim()) limits[key] = integer(env, name, DEFAULT_STATE_LIMITS[key], min);
+  };
+  read('AGENTBUS_STATE_MAX_BYTES', 'bucketMaxBytes', 0);
+  read('AGENTBUS_STATE_MAX_VALUE_BYTES', 'maxValueBytes', 1);
+  read('AGENTBUS_STATE_TENANT_MAX_BYTES', 'tenantMaxBytes', 0);
+  return limits;
 }
 
 function rateOf(name: string, raw: string): Rate {

@@ -60,8 +60,8 @@ export interface MemoryServiceOptions {
   readonly snapshots?: false | { readonly everyEvents?: number; readonly intervalMs?: number };
   /** Copies of the state bucket and the snapshot store in a NATS cluster; default 1. */
   readonly replicas?: number;
-  /** Limits of agent state; default `DEFAULT_STATE_LIMITS`. */
-  readonly stateLimits?: StateLimits;
+  /** Limits of agent state; those not given as in `DEFAULT_STATE_LIMITS`. */
+  readonly stateLimits?: Partial<StateLimits>;
   /** Requests per second of one tenant; default `DEFAULT_MEMORY_TENANT_RATE` (0 per second: no limit). */
   readonly tenantRate?: Rate;
 }

@@ -7,6 +7,8 @@ import type { Logger } from '../../src/logging.ts';
 import { ContentType, MAX_STATE_VALUE_BYTES, streamNames } from '../../src/protocol/index.ts';
 import type { Codec, StateDeleteReply, StateLoadReply, StateSaveReply, StateSaveRequest } from '../../src/protocol/index.ts';
 import { isRevisionConflict } from '../../src/bus/revision-conflict.ts';
+import { withReservableBytes } from '../../src/bus/reservable-bytes.ts';
+import type { ReservableBytesOptions } from '../../src/bus/reservable-bytes.ts';
 import { watchStateUsage } from './state-usage.ts';
 import type { StateUsage } from './state-usage.ts';
 
@@ -51,18 +53,38 @@ export interface StateStore {
  * counted by {@link watchStateUsage}). A save with `expectedRevision` is a compare-and-set (0: only when the key has
  * no value), answered with `conflict` when another save came first.
  */
-export async function openStateStore(options: { nc: NatsConnection; codec: Codec; logger: Logger; bucket?: string; replicas?: number; limits?: StateLimits }): Promise<StateStore> {
+export async function openStateStore(options: {
+  nc: NatsConnection;
+  codec: Codec;
+  logger: Logger;
+  bucket?: string;
+  replicas?: number;
+  /** Those not given as in {@link DEFAULT_STATE_LIMITS}; a `bucketMaxBytes` given must fit the server's store. */
+  limits?: Partial<StateLimits>;
+}): Promise<StateStore> {
   const { codec, logger } = options;
-  const limits = options.limits ?? DEFAULT_STATE_LIMITS;
+  const limits: StateLimits = { ...DEFAULT_STATE_LIMITS, ...options.limits };
   const bucket = options.bucket ?? STATE_BUCKET;
-  const kv: KV = await new Kvm(options.nc).create(bucket, {
-    history: 1,
-    replicas: options.replicas ?? 1,
-    description: 'agentbus: per-tenant agent state',
-    max_bytes: limits.bucketMaxBytes > 0 ? limits.bucketMaxBytes : -1,
-    maxValueSize: limits.maxValueBytes + HEADER_ROOM,
+  const reserve = {
+    wanted: limits.bucketMaxBytes > 0 ? limits.bucketMaxBytes : -1,
+    explicit: options.limits?.bucketMaxBytes !== undefined,
+    variable: 'AGENTBUS_STATE_MAX_BYTES',
+    what: `the state bucket ${bucket}`,
+    logger,
+  };
+  let opened: KV | undefined;
+  await withReservableBytes(reserve, async (maxBytes) => {
+    opened = await new Kvm(options.nc).create(bucket, {
+      history: 1,
+      replicas: options.replicas ?? 1,
+      description: 'agentbus: per-tenant agent state',
+      max_bytes: maxBytes,
+      maxValueSize: limits.maxValueBytes + HEADER_ROOM,
+    });
   });
-  await applyLimits(options.nc, bucket, limits, logger);
+  if (!opened) throw new Error(`the state bucket ${bucket} was not opened`);
+  const kv: KV = opened;
+  await applyLimits(options.nc, bucket, limits, reserve);
   const usage: StateUsage = await watchStateUsage({ nc: options.nc, bucket, logger });
   await usage.ready;
   // Bytes of saves on their way, per tenant: two saves at once cannot both take the last room.
@@ -129,20 +151,22 @@ export async function openStateStore(options: { nc: NatsConnection; codec: Codec
  * it is. A `max_bytes` below what the bucket holds is not applied (the server would delete values to meet it), nor is
  * anything when this user may not update the stream: both said at warn.
  */
-async function applyLimits(nc: NatsConnection, bucket: string, limits: StateLimits, logger: Logger): Promise<void> {
+async function applyLimits(nc: NatsConnection, bucket: string, limits: StateLimits, reserve: Omit<ReservableBytesOptions, 'floor' | 'fallback'> & { logger: Logger }): Promise<void> {
+  const { logger } = reserve;
   const stream = `KV_${bucket}`;
   const jsm = await jetstreamManager(nc);
   const info = await jsm.streams.info(stream);
-  const maxBytes = limits.bucketMaxBytes > 0 ? limits.bucketMaxBytes : -1;
   const maxMsgSize = limits.maxValueBytes + HEADER_ROOM;
-  let wantedBytes = maxBytes;
-  if (maxBytes > 0 && info.state.bytes > maxBytes) {
-    logger.warn({ bucket, bytes: info.state.bytes, wanted: maxBytes }, 'the state bucket holds more than AGENTBUS_STATE_MAX_BYTES; its limit stays as it was (lowering it would delete values)');
-    wantedBytes = info.config.max_bytes;
+  let wanted = reserve.wanted;
+  if (wanted > 0 && info.state.bytes > wanted) {
+    logger.warn({ bucket, bytes: info.state.bytes, wanted }, 'the state bucket holds more than AGENTBUS_STATE_MAX_BYTES; its limit stays as it was (lowering it would delete values)');
+    wanted = info.config.max_bytes;
   }
-  if (info.config.max_bytes === wantedBytes && info.config.max_msg_size === maxMsgSize) return;
+  if (info.config.max_bytes === wanted && info.config.max_msg_size === maxMsgSize) return;
   try {
-    await jsm.streams.update(stream, { max_bytes: wantedBytes, max_msg_size: maxMsgSize });
+    await withReservableBytes({ ...reserve, wanted, floor: Math.max(info.state.bytes, 64 * 1024 * 1024), fallback: info.config.max_bytes }, (maxBytes) =>
+      jsm.streams.update(stream, { max_bytes: maxBytes, max_msg_size: maxMsgSize }),
+    );
   } catch (err) {
     logger.warn({ err, bucket }, 'could not give the state bucket its limits (may this user update the stream?); it keeps those it has');
   }

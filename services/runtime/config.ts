@@ -84,9 +84,9 @@ export interface RuntimeConfig {
   readonly ceilings: PromptCeilings;
   /**
    * Limits of the log and live streams the runtime makes (`AGENTBUS_LOG_MAX_BYTES`, `AGENTBUS_LOG_MAX_EVENT_BYTES`,
-   * `AGENTBUS_LOG_MAX_SESSION_EVENTS`, `AGENTBUS_LIVE_MAX_BYTES`); unset, `DEFAULT_STREAM_LIMITS`.
+   * `AGENTBUS_LOG_MAX_SESSION_EVENTS`, `AGENTBUS_LIVE_MAX_BYTES`); those not set as in `DEFAULT_STREAM_LIMITS`.
    */
-  readonly streamLimits?: StreamLimits;
+  readonly streamLimits?: Partial<StreamLimits>;
 }
 
 /** Defaults of {@link RuntimeConfig}. */
