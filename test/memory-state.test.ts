@@ -8,6 +8,7 @@ import { createCodec } from '../src/protocol/index.ts';
 import { defineTool } from '../src/tool-sdk/index.ts';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { DEFAULT_STATE_LIMITS, startMemoryService } from '../services/memory/index.ts';
+import { openStateStore } from '../services/memory/state-store.ts';
 import type { MemoryService, StateLimits } from '../services/memory/index.ts';
 import { collectEvents, requestJson, silentLogger, startStack } from './helpers/stack.ts';
 import type { TestStack } from './helpers/stack.ts';
@@ -174,6 +175,27 @@ describe('state limits', () => {
     // 3900 + 100 (98 characters are 100 bytes of msgpack): it fits only because k5's overwrite freed 100.
     await quota.save('k6', 'x'.repeat(98));
     await expect(quota.save('k7', 'x')).rejects.toMatchObject({ code: 'quota_exceeded' });
+  });
+
+  it('counts what another memory instance saves and deletes: a tenant cannot pass its total by spreading saves', async () => {
+    const [first, second] = await Promise.all([
+      openStateStore({ nc: memoryConnection, codec, logger: silentLogger(), limits }),
+      openStateStore({ nc: stack.client, codec, logger: silentLogger(), limits }),
+    ]);
+    try {
+      await first.save('quota-d', { key: 'a', value: valueOf(1_500) });
+      await first.save('quota-d', { key: 'b', value: valueOf(1_500) });
+      // The second instance hears the first one's saves from the bucket.
+      await expect.poll(() => second.usage('quota-d'), { timeout: 5_000 }).toBe(3_000);
+      await expect(second.save('quota-d', { key: 'c', value: valueOf(1_500) })).rejects.toMatchObject({ code: 'quota_exceeded' });
+      await first.delete('quota-d', 'a');
+      await expect.poll(() => second.usage('quota-d'), { timeout: 5_000 }).toBe(1_500);
+      await second.save('quota-d', { key: 'c', value: valueOf(1_500) });
+      await expect.poll(() => first.usage('quota-d'), { timeout: 5_000 }).toBe(3_000);
+    } finally {
+      first.stop();
+      second.stop();
+    }
   });
 
   it('refuses a save into a full bucket with quota_exceeded, and a delete makes room again', async () => {
