@@ -149,7 +149,8 @@ export async function openStateStore(options: {
 /**
  * Gives a bucket made before these limits (or with others) the configured ones: nats.js leaves an existing bucket as
  * it is. A `max_bytes` below what the bucket holds is not applied (the server would delete values to meet it), nor is
- * anything when this user may not update the stream: both said at warn.
+ * anything when this user may not update the stream: both said at warn. A set `max_bytes` the server cannot reserve
+ * is an error, as for a new bucket.
  */
 async function applyLimits(nc: NatsConnection, bucket: string, limits: StateLimits, reserve: Omit<ReservableBytesOptions, 'floor' | 'fallback'> & { logger: Logger }): Promise<void> {
   const { logger } = reserve;
@@ -168,6 +169,8 @@ async function applyLimits(nc: NatsConnection, bucket: string, limits: StateLimi
       jsm.streams.update(stream, { max_bytes: maxBytes, max_msg_size: maxMsgSize }),
     );
   } catch (err) {
-    logger.warn({ err, bucket }, 'could not give the state bucket its limits (may this user update the stream?); it keeps those it has');
+    // Only a user without $JS.API.STREAM.UPDATE.<stream> goes on: a figure set that cannot be reserved stops memory.
+    if (!/permissions violation/i.test(String((err as Error).message))) throw err;
+    logger.warn({ err, bucket }, 'this user may not update the state bucket ($JS.API.STREAM.UPDATE); it keeps the limits it has');
   }
 }

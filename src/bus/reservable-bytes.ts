@@ -30,8 +30,8 @@ export interface ReservableBytesOptions {
   /** The smallest figure that is acceptable (e.g. what an existing stream already holds); default 64 MiB. */
   readonly floor?: number;
   /**
-   * What to use when nothing down to the floor fits, instead of failing: an existing stream's present `max_bytes`,
-   * which the server has reserved already.
+   * What a default falls back to when nothing down to the floor fits, instead of failing: an existing stream's present
+   * `max_bytes`, which the server has reserved already.
    */
   readonly fallback?: number;
   readonly logger?: Logger;
@@ -63,7 +63,7 @@ export async function withReservableBytes(options: ReservableBytesOptions, attem
     } catch (error) {
       if (maxBytes <= 0 || !isInsufficientResources(error)) throw error;
       const next = Math.floor(maxBytes / 2);
-      if (options.fallback !== undefined && maxBytes !== options.fallback && (options.explicit || next < floor)) {
+      if (!options.explicit && options.fallback !== undefined && maxBytes !== options.fallback && next < floor) {
         maxBytes = options.fallback;
         continue;
       }
