@@ -53,6 +53,21 @@ describe('operator ceilings on a running runtime', () => {
     watcher.stop();
   });
 
+  it('lowers the built-in default maxSteps to a lower ceiling: a prompt without maxSteps runs under it', async () => {
+    const look = { toolCalls: [{ name: 'list_dir', args: { path: '.' } }] };
+    const low = await startStack({ script: { responses: [look, look, look, { text: 'done at last' }] }, runtime: { ceilings: { maxSteps: 2 } } });
+    try {
+      const watcher = collectEvents(low.client, 'acme', 'low-1');
+      expect(await requestJson(low.client, 'agentbus.acme.sessions.low-1.prompt', { text: 'loop' })).toMatchObject({ accepted: true });
+      const events = await watcher.until(ended, 20_000);
+      // The script asks for a tool at every step: the turn runs out of its 2 steps.
+      expect(events.find((event) => event.type === 'turn.ended')).toMatchObject({ data: { reason: 'budget_exceeded', steps: 2 } });
+      watcher.stop();
+    } finally {
+      await low.stop();
+    }
+  });
+
   it('refuses to start a runtime whose default maxSteps is above the steps ceiling', async () => {
     const nc = await connect({ servers: stack.server.url });
     try {

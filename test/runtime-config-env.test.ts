@@ -57,6 +57,9 @@ describe('operator ceilings from the environment', () => {
     }
     expect(() => runtimeConfigFromEnv({ AGENTBUS_MAX_STEPS: '40' })).toThrow('AGENTBUS_MAX_STEPS (40) is above AGENTBUS_MAX_STEPS_CEILING (32)');
     expect(() => runtimeConfigFromEnv({ AGENTBUS_MAX_STEPS: '10', AGENTBUS_MAX_STEPS_CEILING: '8' })).toThrow('AGENTBUS_MAX_STEPS (10) is above AGENTBUS_MAX_STEPS_CEILING (8)');
+    // A ceiling below the built-in default of 8 is no error: the default gives way (at start).
+    expect(runtimeConfigFromEnv({ AGENTBUS_MAX_STEPS_CEILING: '4' })).toMatchObject({ ceilings: { maxSteps: 4 } });
+    expect(runtimeConfigFromEnv({ AGENTBUS_MAX_STEPS_CEILING: '4' }).maxSteps).toBeUndefined();
   });
 });
 

@@ -169,7 +169,7 @@ function parseToolHookChain(text: string): Pick<ToolHookConfig, 'before' | 'afte
 
 /** What no prompt may lift: the most steps a turn may take and, when set, the most it may cost. */
 export interface PromptCeilings {
-  /** The most `maxSteps` a prompt may ask for (`AGENTBUS_MAX_STEPS_CEILING`, default 32). */
+  /** The most `maxSteps` a prompt may ask for (`AGENTBUS_MAX_STEPS_CEILING`, default 32); the built-in default maxSteps gives way to a lower one. */
   readonly maxSteps: number;
   /**
    * The most `maxCost` (USD) a prompt may ask for (`AGENTBUS_MAX_COST_CEILING`); a prompt without one runs under this

@@ -70,7 +70,9 @@ export function createNodeId(): string {
  * await runtime.stop();
  */
 export async function startRuntimeService(options: RuntimeServiceOptions): Promise<RuntimeNode> {
-  const config: RuntimeConfig = { ...DEFAULT_RUNTIME_CONFIG, nodeId: createNodeId(), ...options.config };
+  const merged: RuntimeConfig = { ...DEFAULT_RUNTIME_CONFIG, nodeId: createNodeId(), ...options.config };
+  // A steps ceiling below the built-in default lowers the default; a maxSteps given above it is refused at start.
+  const config: RuntimeConfig = options.config?.maxSteps === undefined ? { ...merged, maxSteps: Math.min(merged.maxSteps, merged.ceilings.maxSteps) } : merged;
   const codec = createCodec();
   const subjects = createSubjects(config.prefix);
   const { nc, logger } = options;
@@ -163,9 +165,11 @@ export function runtimeConfigFromEnv(env: NodeJS.ProcessEnv): Partial<RuntimeCon
   if (streamLimits) config.streamLimits = streamLimits;
   const ceilings = ceilingsFromEnv(env);
   if (ceilings) config.ceilings = ceilings;
-  const steps = config.maxSteps ?? DEFAULT_RUNTIME_CONFIG.maxSteps;
+  // Only a maxSteps set above the ceiling is an error; the built-in default of 8 gives way to a lower ceiling.
   const ceiling = ceilings?.maxSteps ?? DEFAULT_RUNTIME_CONFIG.ceilings.maxSteps;
-  if (steps > ceiling) throw new Error(`AGENTBUS_MAX_STEPS (${steps}) is above AGENTBUS_MAX_STEPS_CEILING (${ceiling}): lower it or raise the ceiling`);
+  if (config.maxSteps !== undefined && config.maxSteps > ceiling) {
+    throw new Error(`AGENTBUS_MAX_STEPS (${config.maxSteps}) is above AGENTBUS_MAX_STEPS_CEILING (${ceiling}): lower it or raise the ceiling`);
+  }
   return config;
 }
 
