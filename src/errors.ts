@@ -36,6 +36,11 @@ export const ErrorCode = {
    * call may or may not have taken effect; retryable once it is back.
    */
   unavailable: 'unavailable',
+  /**
+   * A storage limit of the deployment is reached: a tenant's state bytes, the state bucket, the session log's bytes or
+   * one session's event count. Not retryable as it is: something must be deleted, or the operator raise the limit.
+   */
+  quotaExceeded: 'quota_exceeded',
   internal: 'internal',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
@@ -157,6 +162,22 @@ export class SessionBusyError extends AgentbusError {
   }
 }
 
+/**
+ * A storage limit reached (`quota_exceeded`): a tenant's state bytes, the state bucket, the session log's bytes or one
+ * session's event count. `limit` is the figure in its unit (bytes or events), `tenant` whose it is when it is a
+ * tenant's own.
+ */
+export class QuotaExceededError extends AgentbusError {
+  readonly limit: number | undefined;
+  readonly tenant: string | undefined;
+  constructor(message: string, options: AgentbusErrorOptions & { limit?: number; tenant?: string } = {}) {
+    super(ErrorCode.quotaExceeded, message, options);
+    this.name = 'QuotaExceededError';
+    this.limit = options.limit;
+    this.tenant = options.tenant;
+  }
+}
+
 /** A tool call that failed; carries the tool call id. */
 export class ToolError extends AgentbusError {
   readonly toolCallId: string | undefined;
@@ -234,6 +255,8 @@ export function fromErrorData(data: ErrorData): AgentbusError {
       return new SessionDeletedError(data.message);
     case ErrorCode.busy:
       return new SessionBusyError(data.message, { retryable: data.retryable });
+    case ErrorCode.quotaExceeded:
+      return new QuotaExceededError(data.message, { retryable: data.retryable });
     default:
       return new AgentbusError(data.code, data.message, { retryable: data.retryable });
   }

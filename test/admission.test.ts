@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { createAdmission } from '../services/runtime/admission.ts';
+import { createRateLimiter, parseRate } from '../src/rate-limit.ts';
 import { createRefusalLog } from '../src/refusal-log.ts';
 import { captureLogs } from './helpers/captured-logs.ts';
 
@@ -54,6 +55,26 @@ describe('admission', () => {
     }
     // A session seen a moment ago still has its empty bucket.
     expect(admission.session('acme', 's119999')).toMatchObject({ code: 'rate_limited' });
+  });
+});
+
+describe('rate limiter (shared by the runtime and memory)', () => {
+  it('keeps a bucket per key at one rate, and drops the refilled ones on prune', () => {
+    let now = 0;
+    const limiter = createRateLimiter({ perSecond: 1, burst: 2 }, () => now);
+    expect([limiter.take('a'), limiter.take('a'), limiter.take('a'), limiter.take('b')]).toEqual([true, true, false, true]);
+    expect(limiter.size()).toBe(2);
+    now += 2_000;
+    limiter.prune();
+    expect(limiter.size()).toBe(0);
+  });
+
+  it('reads <per second>[:<burst>], and names the variable of a bad one', () => {
+    expect(parseRate('X', '50')).toEqual({ perSecond: 50, burst: 100 });
+    expect(parseRate('X', '0.5:3')).toEqual({ perSecond: 0.5, burst: 3 });
+    expect(parseRate('X', '0')).toEqual({ perSecond: 0, burst: 1 });
+    expect(() => parseRate('AGENTBUS_MEMORY_TENANT_RATE', 'fast')).toThrow(/AGENTBUS_MEMORY_TENANT_RATE must be/);
+    expect(() => parseRate('X', '5:0')).toThrow(/the burst must be at least 1/);
   });
 });
 

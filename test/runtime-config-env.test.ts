@@ -41,7 +41,50 @@ describe('node identity and failover settings from the environment', () => {
   });
 });
 
+describe('operator ceilings from the environment', () => {
+  it('takes a steps ceiling (default 32) and a cost ceiling (none by default)', () => {
+    expect(runtimeConfigFromEnv({}).ceilings).toBeUndefined();
+    expect(runtimeConfigFromEnv({ AGENTBUS_MAX_COST_CEILING: '0.5' }).ceilings).toEqual({ maxSteps: 32, maxCost: 0.5 });
+    expect(runtimeConfigFromEnv({ AGENTBUS_MAX_STEPS_CEILING: '64', AGENTBUS_MAX_STEPS: '40' })).toMatchObject({ maxSteps: 40, ceilings: { maxSteps: 64 } });
+  });
+
+  it('refuses a bad ceiling by name, and a default maxSteps above the ceiling', () => {
+    for (const bad of ['0', '1001', '2.5', 'lots']) {
+      expect(() => runtimeConfigFromEnv({ AGENTBUS_MAX_STEPS_CEILING: bad })).toThrow(`AGENTBUS_MAX_STEPS_CEILING must be a whole number from 1 to 1000, got "${bad}"`);
+    }
+    for (const bad of ['0', '-1', 'cheap', 'Infinity']) {
+      expect(() => runtimeConfigFromEnv({ AGENTBUS_MAX_COST_CEILING: bad })).toThrow(`AGENTBUS_MAX_COST_CEILING must be a positive number of USD, got "${bad}"`);
+    }
+    expect(() => runtimeConfigFromEnv({ AGENTBUS_MAX_STEPS: '40' })).toThrow('AGENTBUS_MAX_STEPS (40) is above AGENTBUS_MAX_STEPS_CEILING (32)');
+    expect(() => runtimeConfigFromEnv({ AGENTBUS_MAX_STEPS: '10', AGENTBUS_MAX_STEPS_CEILING: '8' })).toThrow('AGENTBUS_MAX_STEPS (10) is above AGENTBUS_MAX_STEPS_CEILING (8)');
+    // A ceiling below the built-in default of 8 is no error: the default gives way (at start).
+    expect(runtimeConfigFromEnv({ AGENTBUS_MAX_STEPS_CEILING: '4' })).toMatchObject({ ceilings: { maxSteps: 4 } });
+    expect(runtimeConfigFromEnv({ AGENTBUS_MAX_STEPS_CEILING: '4' }).maxSteps).toBeUndefined();
+  });
+});
+
+describe('stream limits from the environment', () => {
+  it('takes the log and live limits that are set (the rest keep their defaults), and refuses a bad one by name', () => {
+    expect(runtimeConfigFromEnv({}).streamLimits).toBeUndefined();
+    expect(runtimeConfigFromEnv({ AGENTBUS_LOG_MAX_BYTES: '1073741824', AGENTBUS_LOG_MAX_SESSION_EVENTS: '0' }).streamLimits).toEqual({ logMaxBytes: 1073741824, logMaxSessionEvents: 0 });
+    expect(runtimeConfigFromEnv({ AGENTBUS_LOG_MAX_EVENT_BYTES: '65536', AGENTBUS_LIVE_MAX_BYTES: '1048576' }).streamLimits).toEqual({ maxEventBytes: 65536, liveMaxBytes: 1048576 });
+    expect(() => runtimeConfigFromEnv({ AGENTBUS_LOG_MAX_BYTES: '10GB' })).toThrow(/AGENTBUS_LOG_MAX_BYTES must be a whole number from 0 to/);
+    expect(() => runtimeConfigFromEnv({ AGENTBUS_LOG_MAX_EVENT_BYTES: '100' })).toThrow(/AGENTBUS_LOG_MAX_EVENT_BYTES must be a whole number from 1024 to 67108864, got "100"/);
+  });
+});
+
 describe('memory settings from the environment', () => {
+  it('reads the state limits and the tenant request rate, with defaults, and names the variable of a bad value', () => {
+    expect(memoryConfigFromEnv({})).toMatchObject({ state: {}, tenantRate: { perSecond: 500, burst: 1000 } });
+    expect(
+      memoryConfigFromEnv({ AGENTBUS_STATE_MAX_BYTES: '0', AGENTBUS_STATE_MAX_VALUE_BYTES: '4096', AGENTBUS_STATE_TENANT_MAX_BYTES: '1048576', AGENTBUS_MEMORY_TENANT_RATE: '50' }),
+    ).toMatchObject({ state: { bucketMaxBytes: 0, maxValueBytes: 4096, tenantMaxBytes: 1048576 }, tenantRate: { perSecond: 50, burst: 100 } });
+    expect(memoryConfigFromEnv({ AGENTBUS_MEMORY_TENANT_RATE: '20:5' }).tenantRate).toEqual({ perSecond: 20, burst: 5 });
+    expect(() => memoryConfigFromEnv({ AGENTBUS_STATE_TENANT_MAX_BYTES: '1MB' })).toThrow('AGENTBUS_STATE_TENANT_MAX_BYTES must be a whole number of at least 0, got "1MB"');
+    expect(() => memoryConfigFromEnv({ AGENTBUS_STATE_MAX_VALUE_BYTES: '0' })).toThrow(/AGENTBUS_STATE_MAX_VALUE_BYTES/);
+    expect(() => memoryConfigFromEnv({ AGENTBUS_MEMORY_TENANT_RATE: 'fast' })).toThrow(/AGENTBUS_MEMORY_TENANT_RATE must be <requests per second> or <requests per second>:<burst>/);
+  });
+
   it('embeds with the provider of the default model unless told otherwise, or not at all', () => {
     expect(memoryConfigFromEnv({ AGENTBUS_MODEL: 'openai:gpt-5.4-mini' })).toMatchObject({ embedProvider: 'openai', fullTextReason: undefined });
     expect(memoryConfigFromEnv({ AGENTBUS_MODEL: 'openai:x', AGENTBUS_EMBED_PROVIDER: 'ollama' }).embedProvider).toBe('ollama');

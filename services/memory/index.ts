@@ -28,6 +28,9 @@ import { startGeneration } from './index-generation.ts';
 import type { IndexGeneration } from './index-generation.ts';
 import { createSessionHistory } from './session-history.ts';
 import { openStateStore } from './state-store.ts';
+import type { StateLimits } from './state-store.ts';
+import { DEFAULT_MEMORY_TENANT_RATE, createMemoryRateLimit } from './rate-limit.ts';
+import type { Rate } from '../../src/rate-limit.ts';
 import { scheduleSnapshots } from './snapshot-schedule.ts';
 import type { SnapshotSchedule } from './snapshot-schedule.ts';
 import { createSnapshotStore } from './snapshots.ts';
@@ -61,6 +64,10 @@ export interface MemoryServiceOptions {
   readonly replicas?: number;
   /** Which reply subjects it answers (queries, state, rebuild, its tool, `$SRV`): `replyPolicyFromBus` in `main.ts`; default read from `nc`. */
   readonly replyPolicy?: ReplyPolicy;
+  /** Limits of agent state; those not given as in `DEFAULT_STATE_LIMITS`. */
+  readonly stateLimits?: Partial<StateLimits>;
+  /** Requests per second of one tenant (a `perSecond` of 0: no limit); default `DEFAULT_MEMORY_TENANT_RATE`. */
+  readonly tenantRate?: Rate;
 }
 
 /** A running memory service. */
@@ -117,7 +124,8 @@ export async function startMemoryService(options: MemoryServiceOptions): Promise
   });
   await tombstones.ready;
   const history = createSessionHistory({ nc, codec, subjects, stream, logger, tombstones });
-  const state = await openStateStore({ nc, codec, bucket: streamNames(prefix).state, replicas: options.replicas ?? 1 });
+  const state = await openStateStore({ nc, codec, logger, bucket: streamNames(prefix).state, replicas: options.replicas ?? 1, ...(options.stateLimits ? { limits: options.stateLimits } : {}) });
+  const rateLimit = createMemoryRateLimit(options.tenantRate ?? DEFAULT_MEMORY_TENANT_RATE, () => Date.now());
   const stateSubjects = createStateSubjects(prefix);
   const historySubjects = createHistorySubjects(prefix);
 
@@ -227,6 +235,7 @@ export async function startMemoryService(options: MemoryServiceOptions): Promise
           try {
             const tenant = memorySubjects.tenantOf(message.subject);
             if (!tenant) throw new InvalidInputError(`bad subject ${message.subject}: the tenant must match [A-Za-z0-9_-]{1,64}`);
+            rateLimit.admit(tenant);
             const body = await handle(tenant, message);
             if (message.reply) message.respond(codec.encode(body), { headers: msgpackHeaders() });
             registration.record(endpoint, { durationMs: performance.now() - started });
@@ -328,6 +337,7 @@ export async function startMemoryService(options: MemoryServiceOptions): Promise
       stopping.abort();
       generation.stop();
       tombstones.stop();
+      state.stop();
       refusals.close();
     },
   };
@@ -344,4 +354,7 @@ function usableSnapshot(snapshot: MemorySnapshot | undefined, lastSeq: number, c
 }
 
 export { createMemoryStore } from './tenant-memory.ts';
+export { DEFAULT_STATE_LIMITS } from './state-store.ts';
+export type { StateLimits } from './state-store.ts';
+export { DEFAULT_MEMORY_TENANT_RATE } from './rate-limit.ts';
 export type { MemorySnapshot, MemoryStore } from './tenant-memory.ts';

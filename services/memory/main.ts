@@ -39,6 +39,8 @@ try {
     replicas: config.replicas,
     // Sealed when it logs in as a user; a bad AGENTBUS_TRUSTED_INBOXES is fatal here.
     replyPolicy: replyPolicyFromBus(bus, process.env),
+    stateLimits: config.state,
+    tenantRate: config.tenantRate,
   });
   health = startServiceHealth({
     nc,

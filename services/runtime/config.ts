@@ -1,6 +1,7 @@
 import { DEFAULT_ADMISSION_LIMITS } from './admission.ts';
 import type { AdmissionLimits } from './admission.ts';
 import { TOKEN_PATTERN, isToken } from '../../src/protocol/index.ts';
+import type { StreamLimits } from '../../src/bus/streams.ts';
 
 /** What the runtime does with a call when a tool hook fails (no answer, a late or malformed one, or an error). */
 export const ToolHookOnError = {
@@ -82,6 +83,16 @@ export interface RuntimeConfig {
    * comes back (`AGENTBUS_TOOL_HOOKS`, `AGENTBUS_TOOL_HOOK_TIMEOUT_MS`, `AGENTBUS_TOOL_HOOK_ON_ERROR`). None by default.
    */
   readonly toolHooks: ToolHookConfig;
+  /**
+   * The operator's ceilings on what a prompt may ask for (`AGENTBUS_MAX_STEPS_CEILING`, `AGENTBUS_MAX_COST_CEILING`):
+   * a prompt above one is refused; `maxSteps` must not be above the steps ceiling.
+   */
+  readonly ceilings: PromptCeilings;
+  /**
+   * Limits of the log and live streams the runtime makes (`AGENTBUS_LOG_MAX_BYTES`, `AGENTBUS_LOG_MAX_EVENT_BYTES`,
+   * `AGENTBUS_LOG_MAX_SESSION_EVENTS`, `AGENTBUS_LIVE_MAX_BYTES`); those not set as in `DEFAULT_STREAM_LIMITS`.
+   */
+  readonly streamLimits?: Partial<StreamLimits>;
 }
 
 /** Defaults of {@link RuntimeConfig}. */
@@ -105,6 +116,7 @@ export const DEFAULT_RUNTIME_CONFIG: Omit<RuntimeConfig, 'nodeId'> = {
   admission: DEFAULT_ADMISSION_LIMITS,
   recall: { share: 0.1, timeoutMs: 300, k: 5 },
   toolHooks: { before: [], after: [], timeoutMs: 2_000, onError: ToolHookOnError.block },
+  ceilings: { maxSteps: 32 },
 };
 
 /**
@@ -158,4 +170,58 @@ function parseToolHookChain(text: string): Pick<ToolHookConfig, 'before' | 'afte
     list.push(name);
   });
   return { before, after };
+}
+
+// --- Operator ceilings on a prompt's limits -------------------------------------------------------------------
+
+/** What no prompt may lift: the most steps a turn may take and, when set, the most it may cost. */
+export interface PromptCeilings {
+  /** The most `maxSteps` a prompt may ask for (`AGENTBUS_MAX_STEPS_CEILING`, default 32); the built-in default maxSteps gives way to a lower one. */
+  readonly maxSteps: number;
+  /**
+   * The most `maxCost` (USD) a prompt may ask for (`AGENTBUS_MAX_COST_CEILING`); a prompt without one runs under this
+   * ceiling. Unset: no ceiling, and a prompt without `maxCost` runs without a cost limit.
+   */
+  readonly maxCost?: number;
+}
+
+/**
+ * Ceilings from `AGENTBUS_MAX_STEPS_CEILING` (a whole number from 1 to 1000, default 32) and
+ * `AGENTBUS_MAX_COST_CEILING` (a positive number of USD; unset, no cost ceiling). Undefined when neither is set.
+ * Throws an Error naming the variable of a bad value.
+ *
+ * @example
+ * ceilingsFromEnv({ AGENTBUS_MAX_COST_CEILING: '0.5' }); // { maxSteps: 32, maxCost: 0.5 }
+ */
+export function ceilingsFromEnv(env: NodeJS.ProcessEnv): PromptCeilings | undefined {
+  const rawSteps = env.AGENTBUS_MAX_STEPS_CEILING?.trim();
+  const rawCost = env.AGENTBUS_MAX_COST_CEILING?.trim();
+  if (!rawSteps && !rawCost) return undefined;
+  let maxSteps = DEFAULT_RUNTIME_CONFIG.ceilings.maxSteps;
+  if (rawSteps) {
+    maxSteps = Number(rawSteps);
+    // 1000 is what the prompt schema accepts at all.
+    if (!Number.isInteger(maxSteps) || maxSteps < 1 || maxSteps > 1000) {
+      throw new Error(`AGENTBUS_MAX_STEPS_CEILING must be a whole number from 1 to 1000, got ${JSON.stringify(env.AGENTBUS_MAX_STEPS_CEILING)}`);
+    }
+  }
+  if (!rawCost) return { maxSteps };
+  const maxCost = Number(rawCost);
+  if (!Number.isFinite(maxCost) || maxCost <= 0) {
+    throw new Error(`AGENTBUS_MAX_COST_CEILING must be a positive number of USD, got ${JSON.stringify(env.AGENTBUS_MAX_COST_CEILING)}`);
+  }
+  return { maxSteps, maxCost };
+}
+
+/**
+ * Throws an Error when the runtime's own settings break its ceilings: a default `maxSteps` above the steps ceiling
+ * (every prompt without one would run past it). Called once at start.
+ */
+export function checkCeilings(config: Pick<RuntimeConfig, 'maxSteps' | 'ceilings'>): void {
+  const { maxSteps, ceilings } = config;
+  if (!Number.isInteger(ceilings.maxSteps) || ceilings.maxSteps < 1) throw new Error(`the steps ceiling must be a positive whole number, got ${ceilings.maxSteps}`);
+  if (ceilings.maxCost !== undefined && !(ceilings.maxCost > 0)) throw new Error(`the cost ceiling must be a positive number of USD, got ${ceilings.maxCost}`);
+  if (maxSteps > ceilings.maxSteps) {
+    throw new Error(`the default maxSteps (AGENTBUS_MAX_STEPS, ${maxSteps}) is above the steps ceiling (AGENTBUS_MAX_STEPS_CEILING, ${ceilings.maxSteps}): lower it or raise the ceiling`);
+  }
 }

@@ -3,7 +3,7 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import { nuid } from '@nats-io/nats-core';
 import { createMemoryClient } from '../../src/bus/memory-client.ts';
 import { createProviderClient } from '../../src/bus/provider-client.ts';
-import { replicasFromEnv } from '../../src/bus/streams.ts';
+import { replicasFromEnv, streamLimitsFromEnv } from '../../src/bus/streams.ts';
 import { createHookClient } from '../../src/bus/hook-client.ts';
 import { createToolClient } from '../../src/bus/tool-client.ts';
 import type { Logger } from '../../src/logging.ts';
@@ -15,7 +15,7 @@ import { createTokenCounter } from '../../src/tokens.ts';
 import type { TokenCounter } from '../../src/tokens.ts';
 import { DEFAULT_ADMISSION_LIMITS } from './admission.ts';
 import type { AdmissionLimits, Rate } from './admission.ts';
-import { DEFAULT_RUNTIME_CONFIG, toolHooksFromEnv } from './config.ts';
+import { DEFAULT_RUNTIME_CONFIG, ceilingsFromEnv, toolHooksFromEnv } from './config.ts';
 import type { RuntimeConfig } from './config.ts';
 import { startNodeHealth } from './node-health.ts';
 import type { NodeHealthFigures } from './node-health.ts';
@@ -29,7 +29,7 @@ export type { Runtime, RuntimeDeps } from './runtime.ts';
 export { RUNTIME_SERVICE_NAME } from './node-health.ts';
 export type { NodeHealthFigures } from './node-health.ts';
 export { DEFAULT_RUNTIME_CONFIG, ToolHookOnError } from './config.ts';
-export type { RuntimeConfig, ToolHookConfig } from './config.ts';
+export type { PromptCeilings, RuntimeConfig, ToolHookConfig } from './config.ts';
 export { DEFAULT_ADMISSION_LIMITS } from './admission.ts';
 export type { AdmissionLimits, Rate } from './admission.ts';
 export type { ProviderPort, ToolHookPort, ToolPort, ToolInfo } from './ports.ts';
@@ -73,7 +73,9 @@ export function createNodeId(): string {
  * await runtime.stop();
  */
 export async function startRuntimeService(options: RuntimeServiceOptions): Promise<RuntimeNode> {
-  const config: RuntimeConfig = { ...DEFAULT_RUNTIME_CONFIG, nodeId: createNodeId(), ...options.config };
+  const merged: RuntimeConfig = { ...DEFAULT_RUNTIME_CONFIG, nodeId: createNodeId(), ...options.config };
+  // A steps ceiling below the built-in default lowers the default; a maxSteps given above it is refused at start.
+  const config: RuntimeConfig = options.config?.maxSteps === undefined ? { ...merged, maxSteps: Math.min(merged.maxSteps, merged.ceilings.maxSteps) } : merged;
   const codec = createCodec();
   const subjects = createSubjects(config.prefix);
   const { nc, logger } = options;
@@ -165,6 +167,15 @@ export function runtimeConfigFromEnv(env: NodeJS.ProcessEnv): Partial<RuntimeCon
   if (recall) config.recall = recall;
   const toolHooks = toolHooksFromEnv(env);
   if (toolHooks) config.toolHooks = toolHooks;
+  const streamLimits = streamLimitsFromEnv(env);
+  if (streamLimits) config.streamLimits = streamLimits;
+  const ceilings = ceilingsFromEnv(env);
+  if (ceilings) config.ceilings = ceilings;
+  // Only a maxSteps set above the ceiling is an error; the built-in default of 8 gives way to a lower ceiling.
+  const ceiling = ceilings?.maxSteps ?? DEFAULT_RUNTIME_CONFIG.ceilings.maxSteps;
+  if (config.maxSteps !== undefined && config.maxSteps > ceiling) {
+    throw new Error(`AGENTBUS_MAX_STEPS (${config.maxSteps}) is above AGENTBUS_MAX_STEPS_CEILING (${ceiling}): lower it or raise the ceiling`);
+  }
   return config;
 }
 

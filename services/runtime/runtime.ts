@@ -20,11 +20,13 @@ import {
 import type { Codec, CommandReply, DeleteReply, PromptReply, ToolSpec } from '../../src/protocol/index.ts';
 import type { Scrubber } from '../../src/scrub/index.ts';
 import type { TokenCounter } from '../../src/tokens.ts';
+import { checkCeilings } from './config.ts';
 import type { RuntimeConfig } from './config.ts';
 import { createRefusalLog } from '../../src/refusal-log.ts';
 import { createReplyGuard, replyPolicyOf } from '../../src/bus/reply-guard.ts';
 import type { ReplyPolicy } from '../../src/bus/reply-guard.ts';
 import { createAdmission } from './admission.ts';
+import { withinCeilings } from './prompt-ceilings.ts';
 import { createLivePublisher } from './live-publisher.ts';
 import { createSessionLeases } from './leases.ts';
 import type { SessionLeases } from './leases.ts';
@@ -78,10 +80,11 @@ export interface RuntimeDeps {
  */
 export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
   const { nc, codec, config } = deps;
+  checkCeilings(config);
   const logger = deps.logger.child({ service: 'runtime', node: config.nodeId });
   const subjects = createSubjects(config.prefix);
   const jsm = await jetstreamManager(nc);
-  const names = await ensureStreams(jsm, { prefix: config.prefix, ...(config.replicas ? { replicas: config.replicas } : {}) });
+  const names = await ensureStreams(jsm, { prefix: config.prefix, logger, ...(config.replicas ? { replicas: config.replicas } : {}), ...(config.streamLimits ? { limits: config.streamLimits } : {}) });
   const log = createSessionLog({ nc, js: jetstream(nc), subjects, codec, stream: names.log, logger });
   const buckets = streamNames(config.prefix);
   // Buckets are made with these copies; nats.js does not change a bucket that exists.
@@ -309,7 +312,7 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
       if (verb !== SessionVerb.delete) deleter.refuseWhileDeleting(tenant, sessionId);
       switch (verb) {
         case SessionVerb.prompt: {
-          const prompt = decodePrompt(codec, message.data, contentType);
+          const prompt = withinCeilings(decodePrompt(codec, message.data, contentType), config.ceilings);
           const tooLarge = admission.promptSize(Buffer.byteLength(prompt.text, 'utf8'));
           if (tooLarge) throw new AgentbusError(tooLarge.code, tooLarge.message);
           const session = await host(tenant, sessionId, { forPrompt: true });

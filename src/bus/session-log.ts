@@ -3,7 +3,7 @@ import type { JetStreamClient, JsMsg } from '@nats-io/jetstream';
 import { headers as createHeaders } from '@nats-io/nats-core';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { z } from 'zod';
-import { AgentbusError, ErrorCode, InvalidInputError, LogConflictError, NoRespondersError, PayloadTooLargeError, TimeoutError, abortReason } from '../errors.ts';
+import { AgentbusError, ErrorCode, InvalidInputError, LogConflictError, NoRespondersError, PayloadTooLargeError, QuotaExceededError, TimeoutError, abortReason } from '../errors.ts';
 import type { Logger } from '../logging.ts';
 import { ContentType, logEventSchema } from '../protocol/index.ts';
 import type { Codec, LogEvent, Subjects } from '../protocol/index.ts';
@@ -173,9 +173,7 @@ export function createSessionLog(deps: {
       if (expectedSeq !== undefined && ack.error.err_code === WRONG_LAST_SEQUENCE) {
         throw new LogConflictError(event.sessionId, expectedSeq, { cause: new Error(ack.error.description) });
       }
-      throw new AgentbusError(ErrorCode.internal, `JetStream refused an append to ${subject}: ${ack.error.description} (${ack.error.err_code ?? ack.error.code})`, {
-        retryable: ack.error.code >= 500,
-      });
+      throw appendRefused(subject, ack.error);
     }
     if (ack.stream !== stream || !ack.seq) {
       throw new AgentbusError(ErrorCode.internal, `an append to ${subject} was acknowledged as ${ack.stream ?? 'no stream'} seq ${ack.seq ?? 'none'}, not by ${stream}`);
@@ -245,4 +243,22 @@ export function createSessionLog(deps: {
 
     lastSeq,
   };
+}
+
+/** JetStream's error codes of an append past the log's limits (see `ensureStreams`). */
+const MESSAGE_TOO_LARGE = 10054;
+const STORE_LIMIT = 10077;
+
+/**
+ * The error of an append JetStream refused: `payload_too_large` for an event over the stream's `max_msg_size`,
+ * `quota_exceeded` for a full log or session (discard new: the append fails rather than history going), else
+ * `internal`. None of those is retried: retrying does not make room.
+ */
+function appendRefused(subject: string, error: { code: number; err_code?: number | undefined; description: string }): AgentbusError {
+  const message = `JetStream refused an append to ${subject}: ${error.description} (${error.err_code ?? error.code})`;
+  if (error.err_code === MESSAGE_TOO_LARGE) return new AgentbusError(ErrorCode.payloadTooLarge, `${message}; see AGENTBUS_LOG_MAX_EVENT_BYTES`);
+  if (error.err_code === STORE_LIMIT && /maximum (bytes|messages)/i.test(error.description)) {
+    return new QuotaExceededError(`${message}; see AGENTBUS_LOG_MAX_BYTES and AGENTBUS_LOG_MAX_SESSION_EVENTS`);
+  }
+  return new AgentbusError(ErrorCode.internal, message, { retryable: error.code >= 500 });
 }
