@@ -8,7 +8,7 @@ import type { ToolDefinition } from '../../src/tool-sdk/index.ts';
 import { globToRegExp } from './glob.ts';
 import { createLineMatcher } from './regex-lines.ts';
 import type { LineMatcher } from './regex-lines.ts';
-import type { Workspace } from './workspace.ts';
+import type { Workspace, Workspaces } from './workspace.ts';
 
 /** Matches returned when no `maxResults` is given. */
 export const SEARCH_TEXT_DEFAULT_RESULTS = 100;
@@ -155,7 +155,7 @@ async function searchFiles(
  * await createSearchTextTool(workspace).execute({ pattern: 'TODO', glob: '*.ts' }, context);
  * // { matches: [{ path: 'src/a.ts', line: 3, text: '// TODO: …' }], filesSearched: 12 }
  */
-export function createSearchTextTool(workspace: Workspace): ToolDefinition<typeof parameters> {
+export function createSearchTextTool(workspaces: Workspaces): ToolDefinition<typeof parameters> {
   return defineTool({
     name: 'search_text',
     description:
@@ -165,7 +165,7 @@ export function createSearchTextTool(workspace: Workspace): ToolDefinition<typeo
     tier: SafetyTier.readOnly,
     timeoutMs: 30_000,
     idempotent: true,
-    async execute({ pattern, path, glob, regex, caseSensitive, maxResults }, { signal }): Promise<TextSearch> {
+    async execute({ pattern, path, glob, regex, caseSensitive, maxResults }, { signal, tenant }): Promise<TextSearch> {
       const matcher = matcherOf(pattern, regex, caseSensitive);
       // Plain text is matched here (an escaped literal is linear); a model's regular expression in a thread.
       const threaded = regex ? createLineMatcher(matcher.source, matcher.flags, SEARCH_TEXT_REGEX_BUDGET_MS) : undefined;
@@ -173,7 +173,7 @@ export function createSearchTextTool(workspace: Workspace): ToolDefinition<typeo
         ? (lines: readonly string[]) => threaded.match(lines, signal)
         : async (lines: readonly string[]) => lines.flatMap((line, index) => (matcher.test(line) ? [index] : []));
       try {
-        return await searchFiles(workspace, { path, glob, maxResults }, matchLines, signal);
+        return await searchFiles(await workspaces.forTenant(tenant, { signal }), { path, glob, maxResults }, matchLines, signal);
       } finally {
         await threaded?.close();
       }
