@@ -18,7 +18,7 @@ async function warnAboutSandbox(config: ToolsConfig, logger: Logger): Promise<vo
     return;
   }
   if ((await findProgram(config.sandbox.bwrap, SANDBOX_PATH)) === undefined) {
-    logger.warn({ bwrap: config.sandbox.bwrap }, `bubblewrap is not installed: run_command will refuse every command; ${BWRAP_INSTALL_HINT}`);
+    logger.warn({ bwrap: config.sandbox.bwrap }, `bubblewrap is not installed: run_command will refuse every command; ${BWRAP_INSTALL_HINT}, or set AGENTBUS_UNSAFE_NO_SANDBOX=1 to run commands without a sandbox`);
   }
   if (config.sandbox.network) logger.warn('AGENTBUS_SANDBOX_NETWORK=1: sandboxed commands may use the network');
 }

@@ -44,7 +44,7 @@ export async function commandLaunch(sandbox: CommandSandbox, place: CommandPlace
   }
   const bwrap = await findProgram(sandbox.bwrap, SANDBOX_PATH);
   if (bwrap === undefined) {
-    throw new ToolError(ErrorCode.unsupported, `run_command runs commands in a bubblewrap sandbox, and this tools worker has no ${JSON.stringify(sandbox.bwrap)}: ${BWRAP_INSTALL_HINT}`);
+    throw new ToolError(ErrorCode.unsupported, `run_command runs commands in a bubblewrap sandbox, and this tools worker has no ${JSON.stringify(sandbox.bwrap)}: ${BWRAP_INSTALL_HINT}, or set AGENTBUS_UNSAFE_NO_SANDBOX=1 to run commands without a sandbox`);
   }
   const args = bwrapArguments({
     workspace: place.workspace,

@@ -1,6 +1,5 @@
 /** How to get bubblewrap, for the messages of a sandbox that cannot run. */
-export const BWRAP_INSTALL_HINT =
-  'install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`, Fedora: `dnf install bubblewrap`), or set AGENTBUS_UNSAFE_NO_SANDBOX=1 to run commands without a sandbox';
+export const BWRAP_INSTALL_HINT = 'install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`, Fedora: `dnf install bubblewrap`)';
 
 /** What a bwrap that exited with its own error (not the command's) says went wrong. */
 export type BwrapFailure =
