@@ -1,3 +1,4 @@
+import { readFileSync, readdirSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -58,4 +59,40 @@ describe('the tools service process', () => {
     expect(await call('globex', 'search_text', { pattern: 'plan' })).toMatchObject({ ok: true, output: { matches: [] } });
     expect(stdoutOf(await call('globex', 'run_command', { command: ['sh', '-c', `cat ${workspace}/acme/plan.md; ls ${workspace}`] }))).toBe('globex\n');
   });
+
+  it('takes the sandbox down with it when the worker dies: no command outlives it', async () => {
+    const marker = `${40 + (process.pid % 50)}.${Date.now() % 100_000}`;
+    const running = call('acme', 'run_command', { command: ['sh', '-c', `sleep ${marker} & sleep ${marker}`], timeoutMs: 120_000 }).catch((error: unknown) => error);
+    await expect.poll(() => sleepers(marker).length, { timeout: 10_000 }).toBe(2);
+    await tools.stop('SIGKILL');
+    await expect.poll(() => sleepers(marker).length, { timeout: 5_000 }).toBe(0);
+    void running;
+  });
 });
+
+describe('the tools service process without a sandbox', () => {
+  it('says so at warn when it starts', async () => {
+    const unsafe = startServiceProcess('services/tools/main.ts', { NATS_URL: nats.server.url, AGENTBUS_PREFIX: 'sp-unsafe', AGENTBUS_WORKSPACE: workspace, AGENTBUS_UNSAFE_NO_SANDBOX: '1' });
+    try {
+      await unsafe.waitFor('tools service started');
+      const line = unsafe.output().split('\n').find((text) => text.includes('WITHOUT a sandbox'));
+      expect(JSON.parse(line!)).toMatchObject({ level: 40 });
+    } finally {
+      await unsafe.stop();
+    }
+  });
+});
+
+/** Host pids of live `sleep <marker>` processes (a zombie waiting to be reaped counts as gone). */
+function sleepers(marker: string): number[] {
+  return readdirSync('/proc')
+    .filter((name) => /^\d+$/.test(name))
+    .filter((name) => {
+      try {
+        return readFileSync(`/proc/${name}/cmdline`, 'utf8') === `sleep\0${marker}\0` && !/^State:\s+Z/m.test(readFileSync(`/proc/${name}/status`, 'utf8'));
+      } catch {
+        return false;
+      }
+    })
+    .map(Number);
+}
