@@ -18,6 +18,7 @@ export const RUN_COMMAND_MAX_TIMEOUT_MS = 300_000;
 export const RUN_COMMAND_MAX_OUTPUT = 50_000;
 /** How long a process group has between SIGTERM and SIGKILL. */
 export const RUN_COMMAND_KILL_GRACE_MS = 1_000;
+
 /** The output of run_command. */
 export interface CommandResult {
   /** The exit code; null when a signal ended the process. */
