@@ -216,12 +216,13 @@ describe("run_command's sandbox (bubblewrap)", () => {
   it('can write only the workspace (and its own fresh /tmp)', async () => {
     const outside = await mkdtemp(join(tmpdir(), 'agentbus-outside-'));
     try {
-      const script = `echo in > inside.txt; echo t > /tmp/t.txt && cat /tmp/t.txt; echo x > ${outside}/x.txt || echo outside-refused; echo y > /usr/y.txt || echo usr-refused; ls ${outside} || echo outside-absent`;
+      const scratch = `/tmp/agentbus-sandbox-${process.pid}-${Date.now()}.txt`;
+      const script = `echo in > inside.txt; echo t > ${scratch} && cat ${scratch}; echo x > ${outside}/x.txt || echo outside-refused; echo y > /usr/y.txt || echo usr-refused; ls ${outside} || echo outside-absent`;
       const result = await run({ command: ['sh', '-c', script] });
       expect(result.stdout).toBe('t\noutside-refused\nusr-refused\noutside-absent\n');
       expect(readFileSync(join(root, 'inside.txt'), 'utf8')).toBe('in\n');
       expect(readdirSync(outside)).toEqual([]);
-      expect(() => readFileSync('/tmp/t.txt')).toThrow();
+      expect(() => readFileSync(scratch)).toThrow();
     } finally {
       await rm(outside, { recursive: true, force: true });
     }
