@@ -215,16 +215,18 @@ describe("run_command's sandbox (bubblewrap)", () => {
 
   it('can write only the workspace (and its own fresh /tmp)', async () => {
     const outside = await mkdtemp(join(tmpdir(), 'agentbus-outside-'));
+    const scratch = `/tmp/agentbus-sandbox-${process.pid}-${Date.now()}.txt`;
+    const systemFile = `/usr/agentbus-sandbox-${process.pid}-${Date.now()}.txt`;
     try {
-      const scratch = `/tmp/agentbus-sandbox-${process.pid}-${Date.now()}.txt`;
-      const script = `echo in > inside.txt; echo t > ${scratch} && cat ${scratch}; echo x > ${outside}/x.txt || echo outside-refused; echo y > /usr/y.txt || echo usr-refused; ls ${outside} || echo outside-absent`;
+      const script = `echo in > inside.txt; echo t > ${scratch} && cat ${scratch}; echo x > ${outside}/x.txt || echo outside-refused; echo y > ${systemFile} || echo usr-refused; ls ${outside} || echo outside-absent`;
       const result = await run({ command: ['sh', '-c', script] });
       expect(result.stdout).toBe('t\noutside-refused\nusr-refused\noutside-absent\n');
       expect(readFileSync(join(root, 'inside.txt'), 'utf8')).toBe('in\n');
       expect(readdirSync(outside)).toEqual([]);
       expect(() => readFileSync(scratch)).toThrow();
     } finally {
-      await rm(outside, { recursive: true, force: true });
+      // Were the sandbox missing, the command would have written these as the worker: leave nothing behind.
+      await Promise.all([rm(outside, { recursive: true, force: true }), rm(scratch, { force: true }), rm(systemFile, { force: true })]);
     }
   });
 
