@@ -13,6 +13,11 @@ COPY package.json package-lock.json ./
 RUN npm install --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean --force
 
 FROM node:20-bookworm-slim
+# bubblewrap: the tools service runs each run_command in a bwrap sandbox (docs/tools.md, "run_command"). In a
+# container bwrap needs user namespaces: see docker-compose.yml's tools service for what it is given.
+RUN apt-get update \
+  && apt-get install -y --no-install-recommends bubblewrap \
+  && rm -rf /var/lib/apt/lists/*
 ENV NODE_ENV=production
 WORKDIR /app
 COPY --from=deps /app/node_modules ./node_modules

@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -195,7 +195,9 @@ beforeAll(async () => {
   }
   nats = await startComposeNats(compose);
   workspace = await mkdtemp(join(tmpdir(), 'agentbus-compose-ws-'));
-  await writeFile(join(workspace, 'README.md'), '# Compose workspace\nThe tools container sees this file.\n');
+  // The compose tools service keeps a folder per tenant (AGENTBUS_WORKSPACE_PER_TENANT defaults to on): this is tenant default's.
+  await mkdir(join(workspace, 'default'));
+  await writeFile(join(workspace, 'default', 'README.md'), '# Compose workspace\nThe tools container sees this file.\n');
   for (const name of APP_SERVICES) {
     const service = compose.services[name]!;
     const [node, importFlag, loader, entry, ...rest] = commandOf(service);

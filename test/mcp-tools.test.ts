@@ -163,8 +163,10 @@ describe('MCP tools as agentbus tools', () => {
     expect(progressUpdate('slow', { progress: 7 })).toEqual({ message: 'slow: 7', progress: 7 });
   });
 
-  it('gives a stdio server the environment without the bus\'s variables', () => {
-    expect(mcpServerEnvironment({ PATH: '/bin', GITHUB_TOKEN: 'g', NATS_PASSWORD: 'p', NATS_URL: 'u', AGENTBUS_PREFIX: 'x' })).toEqual({ PATH: '/bin', GITHUB_TOKEN: 'g' });
+  it('gives a stdio server only PATH, HOME, LANG and the variables --env names', () => {
+    const env = { PATH: '/bin', HOME: '/home/u', LANG: 'C.UTF-8', GITHUB_TOKEN: 'g', OPENAI_API_KEY: 'k', NATS_PASSWORD: 'p', NATS_URL: 'u', AGENTBUS_PREFIX: 'x' };
+    expect(mcpServerEnvironment(env)).toEqual({ PATH: '/bin', HOME: '/home/u', LANG: 'C.UTF-8' });
+    expect(mcpServerEnvironment(env, ['GITHUB_TOKEN', 'UNSET_ONE'])).toEqual({ PATH: '/bin', HOME: '/home/u', LANG: 'C.UTF-8', GITHUB_TOKEN: 'g' });
   });
 
   it('knows the secrets of an HTTP source: credential header values, their tokens, a Basic password, the URL\'s password and secret query values', () => {

@@ -25,6 +25,8 @@ import type { TestStack } from './helpers/stack.ts';
 import { toolCallRequest } from './helpers/run-tool.ts';
 
 const silent = pino({ level: 'silent' });
+/** The variables the test server reads, passed to it by name (a stdio server gets PATH, HOME and LANG besides). */
+const SERVER_ENV = ['--env', 'MCP_TEST_RECORD', '--env', 'MCP_TEST_STDERR'];
 const MCP_TOOLS = ['add', 'echo', 'fail', 'grow', 'note', 'remove', 'slow'];
 
 let stack: TestStack;
@@ -91,7 +93,7 @@ beforeAll(async () => {
     },
   });
   tools = createToolClient({ nc: stack.client, subjects: createSubjects('agentbus'), codec: createCodec(), logger: silent, discoveryTtlMs: 0 });
-  mcp = startAgentbus(['mcp', '--nats', stack.server.url, '--timeout', 'slow=30000', '--timeout', 'nosuch=5', '--', ...MCP_STDIO_SERVER], mcpEnv());
+  mcp = startAgentbus(['mcp', '--nats', stack.server.url, '--timeout', 'slow=30000', '--timeout', 'nosuch=5', ...SERVER_ENV, '--', ...MCP_STDIO_SERVER], mcpEnv());
   await mcp.waitFor('(Ctrl-C to stop)');
 });
 
@@ -257,7 +259,7 @@ describe('agentbus mcp over stdio', () => {
 
   it('passes the server\'s stderr on line by line, after its name and scrubbed of secrets', async () => {
     const secret = 'mcp-test-secret-4f9a1c';
-    const logging = startAgentbus(['mcp', '--nats', stack.server.url, '--name', 'stderr-mcp', '--prefix', 'e_', '--', ...MCP_STDIO_SERVER], mcpEnv({ MCP_TEST_API_KEY: secret, MCP_TEST_STDERR: `starting with key ${secret}` }));
+    const logging = startAgentbus(['mcp', '--nats', stack.server.url, '--name', 'stderr-mcp', '--prefix', 'e_', ...SERVER_ENV, '--', ...MCP_STDIO_SERVER], mcpEnv({ MCP_TEST_API_KEY: secret, MCP_TEST_STDERR: `starting with key ${secret}` }));
     try {
       await logging.waitFor('(Ctrl-C to stop)');
       await logging.waitFor('[stderr-mcp] starting with key [REDACTED:configured-secret]');
@@ -268,7 +270,7 @@ describe('agentbus mcp over stdio', () => {
   });
 
   it('shares each tool\'s queue group with a second agentbus mcp of the same server', async () => {
-    const second = startAgentbus(['mcp', '--nats', stack.server.url, '--', ...MCP_STDIO_SERVER], mcpEnv());
+    const second = startAgentbus(['mcp', '--nats', stack.server.url, ...SERVER_ENV, '--', ...MCP_STDIO_SERVER], mcpEnv());
     try {
       await second.waitFor('(Ctrl-C to stop)');
       const pids = new Set<number>();
@@ -285,8 +287,8 @@ describe('agentbus mcp over stdio', () => {
 
   it('warns of a tool that a service of another name serves too, and serves under --prefix apart from it', async () => {
     const args = ['mcp', '--nats', stack.server.url, '--name', 'other-mcp'];
-    const other = startAgentbus([...args, '--', ...MCP_STDIO_SERVER], mcpEnv());
-    const prefixed = startAgentbus([...args, '--prefix', 'x_', '--tier', 'x_echo=privileged', '--', ...MCP_STDIO_SERVER], mcpEnv());
+    const other = startAgentbus([...args, ...SERVER_ENV, '--', ...MCP_STDIO_SERVER], mcpEnv());
+    const prefixed = startAgentbus([...args, '--prefix', 'x_', '--tier', 'x_echo=privileged', ...SERVER_ENV, '--', ...MCP_STDIO_SERVER], mcpEnv());
     try {
       await Promise.all([other.waitFor('(Ctrl-C to stop)'), prefixed.waitFor('(Ctrl-C to stop)')]);
       expect(other.stderr()).toContain('agentbus: the tool "add" is also served on the bus by the service "agentbus-test-mcp": calls of it go to either one; serve these tools under other names with --prefix');

@@ -96,7 +96,7 @@ beforeAll(async () => {
     return connection;
   };
   provider = await startProviderService({ nc: await open(), logger: logger('provider'), config, script: { responses: [] } });
-  tools = await startToolsService({ nc: await open(), logger: logger('tools'), workspace });
+  tools = await startToolsService({ nc: await open(), logger: logger('tools'), workspace, perTenant: false });
   runtime = await startRuntimeService({ nc: await open(), logger: logger('runtime'), config: { leaseTtlMs: 3000, defaultModel: 'openai:gpt-test' } });
 });
 

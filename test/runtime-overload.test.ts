@@ -69,7 +69,7 @@ async function startRig(options: { config?: string; env?: Record<string, string>
   const services = await connect({ servers: server.url });
   const client = await connect({ servers: server.url });
   const provider = await startProviderService({ nc: services, logger: silentLogger(), script: SCRIPT });
-  const tools = await startToolsService({ nc: services, logger: silentLogger() });
+  const tools = await startToolsService({ nc: services, logger: silentLogger(), perTenant: false });
   const runtime = startServiceProcess('services/runtime/main.ts', { NATS_URL: server.url, ...options.env });
   await runtime.waitFor('runtime started');
   return {

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, realpath, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
@@ -8,7 +8,7 @@ import type { ToolCallReply, ToolCallRequest } from '../src/protocol/index.ts';
 import { createToolClient } from '../src/bus/tool-client.ts';
 import { executeToolCall } from '../src/tool-sdk/index.ts';
 import type { AnyToolDefinition } from '../src/tool-sdk/index.ts';
-import { createBuiltInTools, createWorkspace, startToolsService } from '../services/tools/index.ts';
+import { createBuiltInTools, createTenantWorkspaces, createWorkspace, startToolsService } from '../services/tools/index.ts';
 import { READ_FILE_DEFAULT_LINES } from '../services/tools/read-file-tool.ts';
 import { useNatsServer } from './helpers/nats-fixture.ts';
 
@@ -37,9 +37,9 @@ afterAll(async () => {
 });
 
 let sequence = 0;
-function callRequest(name: string, args: unknown): ToolCallRequest {
+function callRequest(name: string, args: unknown, tenant = 'default'): ToolCallRequest {
   sequence += 1;
-  return { v: 1, callId: `c${sequence}`, effectId: `e${sequence}`, name, args, tenant: 'default', sessionId: 's', turnId: 't', deadline: Date.now() + 5000 };
+  return { v: 1, callId: `c${sequence}`, effectId: `e${sequence}`, name, args, tenant, sessionId: 's', turnId: 't', deadline: Date.now() + 5000 };
 }
 
 function run(name: string, args: unknown): Promise<ToolCallReply> {
@@ -135,7 +135,7 @@ describe('tools service on the bus', () => {
   const nats = useNatsServer();
 
   it('serves the built-ins on a temp workspace and lists them', async () => {
-    const service = await startToolsService({ nc: nats.nc, logger, prefix: 'bt', workspace: root });
+    const service = await startToolsService({ nc: nats.nc, logger, prefix: 'bt', workspace: root, perTenant: false });
     const client = createToolClient({ nc: nats.nc, subjects: createSubjects('bt'), codec: createCodec(), logger });
     const listed = await client.listTools({});
     expect(listed.map((tool) => `${tool.name}:${tool.tier}`)).toEqual([
@@ -150,5 +150,83 @@ describe('tools service on the bus', () => {
     expect(await client.call(callRequest('read_file', { path: 'src/a.txt' }), {})).toMatchObject({ ok: true, output: 'one\ntwo\nthree' });
     expect(await client.call(callRequest('read_file', { path: '../x' }), {})).toMatchObject({ ok: false, error: { code: 'invalid_arguments' } });
     await service.stop();
+  });
+});
+
+describe('per-tenant workspaces', () => {
+  let tenantsRoot: string;
+  let perTenant: Map<string, AnyToolDefinition>;
+  const runAs = (tenant: string, name: string, args: unknown): Promise<ToolCallReply> =>
+    executeToolCall({ tool: perTenant.get(name)!, request: callRequest(name, args, tenant), logger: () => logger, signal: new AbortController().signal, now: Date.now });
+
+  beforeAll(async () => {
+    tenantsRoot = await realpath(await mkdtemp(join(tmpdir(), 'agentbus-tenants-')));
+    perTenant = new Map(createBuiltInTools(createTenantWorkspaces(tenantsRoot)).map((tool) => [tool.name, tool]));
+    expect(output(await runAs('acme', 'write_file', { path: 'plans/secret.md', content: 'acme launch plan\n' }))).toMatchObject({ path: join('plans', 'secret.md'), changed: true });
+  });
+
+  afterAll(async () => {
+    await rm(tenantsRoot, { recursive: true, force: true });
+  });
+
+  it("keeps a tenant's file in <workspace>/<tenant>/, where that tenant reads it", async () => {
+    expect(await readFile(join(tenantsRoot, 'acme', 'plans', 'secret.md'), 'utf8')).toBe('acme launch plan\n');
+    expect(output(await runAs('acme', 'read_file', { path: 'plans/secret.md' }))).toBe('acme launch plan');
+    expect(output(await runAs('acme', 'search_text', { pattern: 'launch' }))).toMatchObject({ matches: [{ path: join('plans', 'secret.md'), line: 1 }] });
+  });
+
+  it("does not show acme's file to globex: read_file, list_dir, search_text and run_command", async () => {
+    expect(await runAs('globex', 'read_file', { path: 'plans/secret.md' })).toMatchObject({ ok: false, error: { code: 'not_found' } });
+    for (const path of ['../acme/plans/secret.md', join(tenantsRoot, 'acme', 'plans', 'secret.md')]) {
+      expect(await runAs('globex', 'read_file', { path })).toMatchObject({ ok: false, error: { code: 'invalid_arguments' } });
+    }
+    expect(output(await runAs('globex', 'list_dir', {}))).toEqual({ path: '.', entries: [] });
+    expect(await runAs('globex', 'list_dir', { path: '..' })).toMatchObject({ ok: false, error: { code: 'invalid_arguments' } });
+    expect(output(await runAs('globex', 'search_text', { pattern: 'launch' }))).toEqual({ matches: [], filesSearched: 0 });
+    expect(await runAs('globex', 'search_text', { pattern: 'launch', path: '..' })).toMatchObject({ ok: false, error: { code: 'invalid_arguments' } });
+    const command = output(await runAs('globex', 'run_command', { command: ['sh', '-c', `cat ${tenantsRoot}/acme/plans/secret.md ../acme/plans/secret.md; ls ..`] })) as { stdout: string };
+    expect(command.stdout).not.toContain('acme launch plan');
+    expect(command.stdout.trim()).toBe('globex');
+  });
+
+  it("refuses a symlink out of the tenant's folder, into another tenant's", async () => {
+    await mkdir(join(tenantsRoot, 'globex'), { recursive: true });
+    await symlink(join(tenantsRoot, 'acme'), join(tenantsRoot, 'globex', 'to-acme'));
+    expect(await runAs('globex', 'read_file', { path: 'to-acme/plans/secret.md' })).toMatchObject({ ok: false, error: { code: 'invalid_arguments' } });
+    expect(await runAs('globex', 'write_file', { path: 'to-acme/plans/secret.md', content: 'x' })).toMatchObject({ ok: false, error: { code: 'invalid_arguments' } });
+    expect(await runAs('globex', 'list_dir', { path: 'to-acme' })).toMatchObject({ ok: false, error: { code: 'invalid_arguments' } });
+    expect(await readFile(join(tenantsRoot, 'acme', 'plans', 'secret.md'), 'utf8')).toBe('acme launch plan\n');
+  });
+
+  it("refuses a tenant folder that is a symlink rather than a directory", async () => {
+    await symlink(join(tenantsRoot, 'acme'), join(tenantsRoot, 'initech'));
+    const reply = await runAs('initech', 'read_file', { path: 'plans/secret.md' });
+    expect(reply).toMatchObject({ ok: false, error: { code: 'tool_failed' } });
+    if (!reply.ok) expect(reply.error.message).toMatch(/not a directory/);
+  });
+
+  it('is what the tools service does unless told otherwise', async () => {
+    const workspace = createTenantWorkspaces(tenantsRoot);
+    expect([workspace.perTenant, createWorkspace(tenantsRoot).perTenant]).toEqual([true, false]);
+    await expect(workspace.forTenant('../acme', {})).rejects.toMatchObject({ code: 'invalid_arguments' });
+  });
+});
+
+describe('tools service on the bus, per tenant (the default)', () => {
+  const nats = useNatsServer();
+
+  it("serves acme's files to acme and not to globex", async () => {
+    const tenantsRoot = await mkdtemp(join(tmpdir(), 'agentbus-tenants-'));
+    const service = await startToolsService({ nc: nats.nc, logger, prefix: 'pt', workspace: tenantsRoot });
+    try {
+      const client = createToolClient({ nc: nats.nc, subjects: createSubjects('pt'), codec: createCodec(), logger });
+      expect(await client.call(callRequest('write_file', { path: 'a.txt', content: 'acme only' }, 'acme'), {})).toMatchObject({ ok: true });
+      expect(await client.call(callRequest('read_file', { path: 'a.txt' }, 'acme'), {})).toMatchObject({ ok: true, output: 'acme only' });
+      expect(await client.call(callRequest('read_file', { path: 'a.txt' }, 'globex'), {})).toMatchObject({ ok: false, error: { code: 'not_found' } });
+      expect(await readFile(join(tenantsRoot, 'acme', 'a.txt'), 'utf8')).toBe('acme only');
+    } finally {
+      await service.stop();
+      await rm(tenantsRoot, { recursive: true, force: true });
+    }
   });
 });

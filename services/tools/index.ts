@@ -7,6 +7,8 @@ import type { Scrubber } from '../../src/scrub/index.ts';
 import { createToolWorker } from '../../src/tool-sdk/index.ts';
 import type { AnyToolDefinition } from '../../src/tool-sdk/index.ts';
 import { createBuiltInTools } from './built-in-tools.ts';
+import type { CommandSandbox } from './sandbox-config.ts';
+import { createTenantWorkspaces } from './tenant-workspaces.ts';
 import { createWorkspace } from './workspace.ts';
 
 /** The version the tools service announces on `$SRV`. */
@@ -20,6 +22,13 @@ export interface ToolsServiceOptions {
   readonly prefix?: string;
   /** Directory the built-in tools are rooted at; default the current directory. */
   readonly workspace?: string;
+  /**
+   * Give each tenant its own directory `<workspace>/<tenant>/` (made on first use), so that no tenant sees another's
+   * files; default true. False shares the workspace itself between all callers: for one user's own folder.
+   */
+  readonly perTenant?: boolean;
+  /** How `run_command` isolates commands; default bubblewrap without network. */
+  readonly sandbox?: CommandSandbox;
   readonly codec?: Codec;
   /** Tools served besides the built-ins. */
   readonly extraTools?: readonly AnyToolDefinition[];
@@ -46,22 +55,23 @@ export interface ToolsService {
  * uses it to run the service as its own process (as `agentbus up` does); the test stack runs it in-process.
  *
  * @example
- * const tools = await startToolsService({ nc, logger, prefix: 'agentbus', workspace: process.cwd() });
+ * const tools = await startToolsService({ nc, logger, prefix: 'agentbus', workspace: '/srv/workspaces' }); // per tenant, sandboxed
  * // later
  * await tools.stop();
  */
 export async function startToolsService(options: ToolsServiceOptions): Promise<ToolsService> {
-  const workspace = createWorkspace(options.workspace ?? process.cwd());
+  const root = options.workspace ?? process.cwd();
+  const workspace = options.perTenant === false ? createWorkspace(root) : createTenantWorkspaces(root);
   const logger = options.logger.child({ service: 'tools' });
   const worker = createToolWorker({
     nc: options.nc,
     subjects: createSubjects(options.prefix),
     codec: options.codec ?? createCodec(),
     logger,
-    tools: [...createBuiltInTools(workspace), ...(options.extraTools ?? [])],
+    tools: [...createBuiltInTools(workspace, options.sandbox ? { sandbox: options.sandbox } : {}), ...(options.extraTools ?? [])],
     version: TOOLS_SERVICE_VERSION,
     description: 'agentbus built-in tools',
-    metadata: { workspace: workspace.root },
+    metadata: { workspace: workspace.root, workspacePerTenant: String(workspace.perTenant), sandbox: options.sandbox?.kind ?? 'bubblewrap' },
     ...(options.maxConcurrency === undefined ? {} : { maxConcurrency: options.maxConcurrency }),
     ...(options.statsData ? { statsData: options.statsData } : {}),
     ...(options.scrubber ? { scrubber: options.scrubber } : {}),
@@ -79,4 +89,7 @@ export async function startToolsService(options: ToolsServiceOptions): Promise<T
 export { createBuiltInTools } from './built-in-tools.ts';
 export type { BuiltInToolsOptions } from './built-in-tools.ts';
 export { createWorkspace } from './workspace.ts';
-export type { Workspace } from './workspace.ts';
+export type { Workspace, Workspaces } from './workspace.ts';
+export { createTenantWorkspaces } from './tenant-workspaces.ts';
+export { DEFAULT_COMMAND_SANDBOX, toolsConfigFromEnv } from './sandbox-config.ts';
+export type { CommandSandbox, ToolsConfig } from './sandbox-config.ts';

@@ -5,7 +5,7 @@ import { ErrorCode, ToolError } from '../../src/errors.ts';
 import { SafetyTier } from '../../src/protocol/index.ts';
 import { defineTool } from '../../src/tool-sdk/index.ts';
 import type { ToolDefinition } from '../../src/tool-sdk/index.ts';
-import type { Workspace } from './workspace.ts';
+import type { Workspaces } from './workspace.ts';
 
 /** Most entries list_dir returns. */
 export const LIST_DIR_MAX_ENTRIES = 1000;
@@ -43,7 +43,7 @@ function typeOf(entry: { isFile(): boolean; isDirectory(): boolean; isSymbolicLi
  * @example
  * await createListDirTool(workspace).execute({ path: 'src' }, context); // { path: 'src', entries: [...] }
  */
-export function createListDirTool(workspace: Workspace): ToolDefinition<typeof parameters> {
+export function createListDirTool(workspaces: Workspaces): ToolDefinition<typeof parameters> {
   return defineTool({
     name: 'list_dir',
     description: 'List a directory of the workspace: each entry with its type (file, directory, symlink, other) and size in bytes.',
@@ -51,7 +51,8 @@ export function createListDirTool(workspace: Workspace): ToolDefinition<typeof p
     tier: SafetyTier.readOnly,
     timeoutMs: 10_000,
     idempotent: true,
-    async execute({ path }, { signal }): Promise<DirectoryListing> {
+    async execute({ path }, { signal, tenant }): Promise<DirectoryListing> {
+      const workspace = await workspaces.forTenant(tenant, { signal });
       const directory = await workspace.resolve(path, { signal });
       const names = await readdir(directory).catch((error: NodeJS.ErrnoException) => {
         if (error.code === 'ENOENT') throw new ToolError(ErrorCode.notFound, `no directory ${JSON.stringify(path)} in the workspace`);

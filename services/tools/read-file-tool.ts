@@ -4,7 +4,7 @@ import { ErrorCode, ToolError } from '../../src/errors.ts';
 import { SafetyTier } from '../../src/protocol/index.ts';
 import { defineTool } from '../../src/tool-sdk/index.ts';
 import type { ToolDefinition } from '../../src/tool-sdk/index.ts';
-import type { Workspace } from './workspace.ts';
+import type { Workspaces } from './workspace.ts';
 
 /** Largest file read_file opens at all. */
 export const READ_FILE_MAX_BYTES = 8 * 1024 * 1024;
@@ -25,7 +25,7 @@ const parameters = z.strictObject({
  * @example
  * createReadFileTool(workspace).execute({ path: 'README.md', offset: 0, limit: 50 }, context);
  */
-export function createReadFileTool(workspace: Workspace): ToolDefinition<typeof parameters> {
+export function createReadFileTool(workspaces: Workspaces): ToolDefinition<typeof parameters> {
   return defineTool({
     name: 'read_file',
     description:
@@ -35,7 +35,8 @@ export function createReadFileTool(workspace: Workspace): ToolDefinition<typeof 
     tier: SafetyTier.readOnly,
     timeoutMs: 10_000,
     idempotent: true,
-    async execute({ path, offset = 0, limit = READ_FILE_DEFAULT_LINES }, { signal }) {
+    async execute({ path, offset = 0, limit = READ_FILE_DEFAULT_LINES }, { signal, tenant }) {
+      const workspace = await workspaces.forTenant(tenant, { signal });
       const file = await workspace.resolve(path, { signal });
       const info = await stat(file).catch((error: NodeJS.ErrnoException) => {
         if (error.code === 'ENOENT') throw new ToolError(ErrorCode.notFound, `no file ${JSON.stringify(path)} in the workspace`);

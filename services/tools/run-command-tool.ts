@@ -5,7 +5,10 @@ import { ErrorCode, ToolError, abortReason } from '../../src/errors.ts';
 import { SafetyTier } from '../../src/protocol/index.ts';
 import { defineTool } from '../../src/tool-sdk/index.ts';
 import type { ToolDefinition } from '../../src/tool-sdk/index.ts';
-import type { Workspace } from './workspace.ts';
+import { DEFAULT_COMMAND_SANDBOX } from './sandbox-config.ts';
+import type { CommandSandbox } from './sandbox-config.ts';
+import { commandLaunch, sandboxStartError } from './sandbox-launch.ts';
+import type { Workspaces } from './workspace.ts';
 
 /** Time limit of a command when the call gives none. */
 export const RUN_COMMAND_DEFAULT_TIMEOUT_MS = 30_000;
@@ -15,8 +18,6 @@ export const RUN_COMMAND_MAX_TIMEOUT_MS = 300_000;
 export const RUN_COMMAND_MAX_OUTPUT = 50_000;
 /** How long a process group has between SIGTERM and SIGKILL. */
 export const RUN_COMMAND_KILL_GRACE_MS = 1_000;
-/** The only environment variables a command inherits: the worker's credentials and keys stay out. */
-export const RUN_COMMAND_ENVIRONMENT = ['PATH', 'HOME', 'USER', 'LOGNAME', 'LANG', 'LC_ALL', 'LC_CTYPE', 'TERM', 'TMPDIR', 'TZ', 'SHELL'] as const;
 
 /** The output of run_command. */
 export interface CommandResult {
@@ -29,7 +30,20 @@ export interface CommandResult {
   readonly stdout: string;
   readonly stderr: string;
   readonly durationMs: number;
+  /** Set only when the command ran without a sandbox (`AGENTBUS_UNSAFE_NO_SANDBOX=1`), so that whoever reads the result knows. */
+  readonly warning?: string;
 }
+
+/** Options of {@link createRunCommandTool}. */
+export interface RunCommandOptions {
+  /** Default {@link DEFAULT_COMMAND_SANDBOX}: bubblewrap, no network. */
+  readonly sandbox?: CommandSandbox;
+  /** The worker's environment, for what an unsandboxed command inherits (a few safe variables); default `process.env`. */
+  readonly workerEnv?: NodeJS.ProcessEnv;
+}
+
+/** The `warning` of an unsandboxed result. */
+export const UNSANDBOXED_WARNING = 'ran without a sandbox (AGENTBUS_UNSAFE_NO_SANDBOX=1): the command could read and change whatever the tools worker can';
 
 const parameters = z.strictObject({
   command: z.array(z.string().max(100_000)).min(1).max(1000).describe("Program and arguments, e.g. ['git', 'status']; run without a shell"),
@@ -60,41 +74,47 @@ function boundedText(limit: number): { add(chunk: Buffer): void; text(): string 
   };
 }
 
-function environment(): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = {};
-  for (const name of RUN_COMMAND_ENVIRONMENT) if (process.env[name] !== undefined) env[name] = process.env[name];
-  return env;
-}
-
 /**
- * `run_command`: runs a program in the workspace, argv array and no shell, in its own process group, which is
- * killed (SIGTERM, then SIGKILL) on the time limit or when the call is cancelled. Returns the exit code and the
- * output, each stream cut at {@link RUN_COMMAND_MAX_OUTPUT} characters. Privileged: the runtime asks a human first.
+ * `run_command`: runs a program in the calling tenant's workspace, argv array and no shell, in a bubblewrap sandbox
+ * (see `bwrapArguments`: own PID namespace and `/proc`, no network unless configured, only the workspace writable, a
+ * clean environment), in its own process group, which is killed (SIGTERM, then SIGKILL) on the time limit or when the
+ * call is cancelled; the sandbox dies with it. Returns the exit code and the output, each stream cut at
+ * {@link RUN_COMMAND_MAX_OUTPUT} characters. Privileged: the runtime asks a human first. Refuses (`unsupported`) where
+ * bwrap is not installed, unless the sandbox is configured off.
  *
  * @example
  * await createRunCommandTool(workspace).execute({ command: ['git', 'status', '--short'] }, context);
  * // { exitCode: 0, signal: null, timedOut: false, stdout: ' M README.md\n', stderr: '', durationMs: 12 }
  */
-export function createRunCommandTool(workspace: Workspace): ToolDefinition<typeof parameters> {
+export function createRunCommandTool(workspaces: Workspaces, options: RunCommandOptions = {}): ToolDefinition<typeof parameters> {
+  const sandbox = options.sandbox ?? DEFAULT_COMMAND_SANDBOX;
+  const isolation =
+    sandbox.kind === 'none'
+      ? 'Runs WITHOUT a sandbox.'
+      : `Runs in a sandbox: ${sandbox.network ? 'with' : 'no'} network, only the workspace writable, a fresh /tmp, the system's programs read-only.`;
   return defineTool({
     name: 'run_command',
     description:
       'Run a program in the workspace (argv array, no shell: no pipes, globs or variables) and return its exit code, ' +
-      'stdout and stderr. Needs approval. Killed after timeoutMs.',
+      `stdout and stderr. Needs approval. Killed after timeoutMs. ${isolation}`,
     parameters,
     tier: SafetyTier.privileged,
     // The call's own timeoutMs is the limit that matters; this leaves room for the kill and the reply.
     timeoutMs: RUN_COMMAND_MAX_TIMEOUT_MS + 5_000,
     idempotent: false,
-    async execute({ command, cwd, timeoutMs }, { signal }): Promise<CommandResult> {
+    async execute({ command, cwd, timeoutMs }, { signal, tenant }): Promise<CommandResult> {
+      const workspace = await workspaces.forTenant(tenant, { signal });
       const directory = await workspace.resolve(cwd, { signal });
       const info = await stat(directory).catch(() => undefined);
       if (!info?.isDirectory()) throw new ToolError(ErrorCode.invalidArguments, `cwd ${JSON.stringify(cwd)} is not a directory of the workspace`);
+      const root = await workspace.resolve('.', { signal });
+      const program = command[0]!;
+      const launch = await commandLaunch(sandbox, { workspace: root, cwd: directory, command: command as [string, ...string[]] }, options.workerEnv ?? process.env);
       signal.throwIfAborted();
-      const [program, ...args] = command as [string, ...string[]];
       const started = Date.now();
-      // detached: the child leads a new process group, so a kill reaches what it started too.
-      const child = spawn(program, args, { cwd: directory, env: environment(), shell: false, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+      // detached: the child leads a new process group, so a kill reaches what it started too. A sandboxed command is
+      // in a session of its own inside, and dies with bwrap (--die-with-parent: its PID namespace goes with it).
+      const child = spawn(launch.program, launch.args, { cwd: launch.cwd, env: launch.env, shell: false, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
       const stdout = boundedText(RUN_COMMAND_MAX_OUTPUT);
       const stderr = boundedText(RUN_COMMAND_MAX_OUTPUT);
       child.stdout.on('data', stdout.add);
@@ -128,7 +148,10 @@ export function createRunCommandTool(workspace: Workspace): ToolDefinition<typeo
         });
         if (signal.aborted) throw abortReason(signal);
         const durationMs = Date.now() - started;
-        return { exitCode, signal: exitSignal, timedOut, stdout: stdout.text(), stderr: stderr.text(), durationMs };
+        const failed = launch.sandboxed && !timedOut ? sandboxStartError(exitCode, stderr.text(), program) : undefined;
+        if (failed) throw failed;
+        const result = { exitCode, signal: exitSignal, timedOut, stdout: stdout.text(), stderr: stderr.text(), durationMs };
+        return launch.sandboxed ? result : { ...result, warning: UNSANDBOXED_WARNING };
       } finally {
         clearTimeout(timer);
         signal.removeEventListener('abort', killGroup);

@@ -10,7 +10,7 @@ import { compileGlob } from './glob.ts';
 import type { GlobMatcher } from './glob.ts';
 import { createLineScanner } from './line-scanner.ts';
 import type { LineScanner } from './line-scanner.ts';
-import type { Workspace } from './workspace.ts';
+import type { Workspace, Workspaces } from './workspace.ts';
 
 /** Matches returned when no `maxResults` is given. */
 export const SEARCH_TEXT_DEFAULT_RESULTS = 100;
@@ -162,7 +162,7 @@ async function searchFiles(
  * await createSearchTextTool(workspace).execute({ pattern: 'TODO', glob: '*.ts' }, context);
  * // { matches: [{ path: 'src/a.ts', line: 3, text: '// TODO: …' }], filesSearched: 12 }
  */
-export function createSearchTextTool(workspace: Workspace): ToolDefinition<typeof parameters> {
+export function createSearchTextTool(workspaces: Workspaces): ToolDefinition<typeof parameters> {
   return defineTool({
     name: 'search_text',
     description:
@@ -172,13 +172,13 @@ export function createSearchTextTool(workspace: Workspace): ToolDefinition<typeo
     tier: SafetyTier.readOnly,
     timeoutMs: 30_000,
     idempotent: true,
-    async execute({ pattern, path, glob, regex, caseSensitive, maxResults }, { signal }): Promise<TextSearch> {
+    async execute({ pattern, path, glob, regex, caseSensitive, maxResults }, { signal, tenant }): Promise<TextSearch> {
       const matcher = matcherOf(pattern, regex, caseSensitive);
       // Lines are matched in a thread ended past its budget or the call's deadline, plain text too: a model's
       // expression can backtrack without end, and even a literal can hold a loop for seconds (see line-scanner.ts).
       const scanner = createLineScanner({ source: matcher.source, flags: matcher.flags, budgetMs: SEARCH_TEXT_REGEX_BUDGET_MS, maxLine: SEARCH_TEXT_MAX_LINE, regex });
       try {
-        return await searchFiles(workspace, { path, glob, maxResults }, scanner, signal);
+        return await searchFiles(await workspaces.forTenant(tenant, { signal }), { path, glob, maxResults }, scanner, signal);
       } finally {
         await scanner.close();
       }

@@ -1,11 +1,26 @@
 import { realpath } from 'node:fs/promises';
 import { dirname, isAbsolute, relative, resolve, sep } from 'node:path';
 import { ErrorCode, ToolError } from '../../src/errors.ts';
+import { isToken } from '../../src/protocol/index.ts';
 
-/** A directory the built-in tools may not leave. */
-export interface Workspace {
+/**
+ * Where the built-in tools work: one directory for every tenant ({@link createWorkspace}), or one directory per
+ * tenant under a root (`createTenantWorkspaces`). Tools ask for the calling tenant's {@link Workspace} on each call.
+ */
+export interface Workspaces {
   /** The workspace directory, as given (absolute). */
   readonly root: string;
+  /** True when each tenant has its own directory `<root>/<tenant>/`. */
+  readonly perTenant: boolean;
+  /**
+   * The workspace of a call of `tenant`. Throws a {@link ToolError} `invalid_arguments` when `tenant` is no valid
+   * token (`[A-Za-z0-9_-]{1,64}`).
+   */
+  forTenant(tenant: string, options: { signal?: AbortSignal }): Promise<Workspace>;
+}
+
+/** A directory the built-in tools may not leave. As {@link Workspaces} it is the same directory for every tenant. */
+export interface Workspace extends Workspaces {
   /**
    * Resolves a path a model gave (relative to the root, or absolute inside it) to an absolute path,
    * following symlinks of the part that exists. Throws a {@link ToolError} `invalid_arguments` when
@@ -19,6 +34,11 @@ export interface Workspace {
 function inside(root: string, candidate: string): boolean {
   const rel = relative(root, candidate);
   return rel === '' || (!rel.startsWith(`..${sep}`) && rel !== '..' && !isAbsolute(rel));
+}
+
+/** Checks a tenant as a directory name: a subject token cannot be `.`, `..` or contain a `/`. */
+export function checkTenant(tenant: string): void {
+  if (!isToken(tenant)) throw new ToolError(ErrorCode.invalidArguments, `tenant ${JSON.stringify(tenant)} is not a valid token ([A-Za-z0-9_-]{1,64})`);
 }
 
 function outside(path: string): ToolError {
@@ -44,7 +64,8 @@ async function realExisting(path: string): Promise<string> {
 }
 
 /**
- * Creates a workspace rooted at `root` (made absolute against the current directory).
+ * Creates a workspace rooted at `root` (made absolute against the current directory), shared by every tenant: the
+ * single-user layout (`AGENTBUS_WORKSPACE_PER_TENANT=0`, and the embedded stack of `agentbus up`).
  *
  * @example
  * const workspace = createWorkspace('/srv/project');
@@ -56,8 +77,14 @@ export function createWorkspace(root: string): Workspace {
   let realRoot: Promise<string> | undefined;
   // Paths come back resolved through symlinks, so they are shown relative to the resolved root.
   let shownRoot = absoluteRoot;
-  return {
+  const workspace: Workspace = {
     root: absoluteRoot,
+    perTenant: false,
+    async forTenant(tenant, options) {
+      options.signal?.throwIfAborted();
+      checkTenant(tenant);
+      return workspace;
+    },
     async resolve(path, options) {
       options.signal?.throwIfAborted();
       if (typeof path !== 'string' || path.includes('\0')) throw new ToolError(ErrorCode.invalidArguments, 'path must be a string without NUL bytes');
@@ -73,4 +100,5 @@ export function createWorkspace(root: string): Workspace {
       return relative(shownRoot, absolutePath) || '.';
     },
   };
+  return workspace;
 }

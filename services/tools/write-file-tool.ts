@@ -6,7 +6,7 @@ import { ErrorCode, ToolError } from '../../src/errors.ts';
 import { SafetyTier } from '../../src/protocol/index.ts';
 import { defineTool } from '../../src/tool-sdk/index.ts';
 import type { ToolDefinition } from '../../src/tool-sdk/index.ts';
-import type { Workspace } from './workspace.ts';
+import type { Workspaces } from './workspace.ts';
 
 /** Largest content write_file accepts. */
 export const WRITE_FILE_MAX_BYTES = 4 * 1024 * 1024;
@@ -42,7 +42,7 @@ async function currentContent(file: string, signal: AbortSignal): Promise<Buffer
  * @example
  * await createWriteFileTool(workspace).execute({ path: 'notes/todo.md', content: '- ship it\n' }, context);
  */
-export function createWriteFileTool(workspace: Workspace): ToolDefinition<typeof parameters> {
+export function createWriteFileTool(workspaces: Workspaces): ToolDefinition<typeof parameters> {
   return defineTool({
     name: 'write_file',
     description: 'Write a text file in the workspace, replacing its whole content; creates missing directories.',
@@ -50,7 +50,8 @@ export function createWriteFileTool(workspace: Workspace): ToolDefinition<typeof
     tier: SafetyTier.sideEffecting,
     timeoutMs: 10_000,
     idempotent: true,
-    async execute({ path, content }, { signal }): Promise<WriteResult> {
+    async execute({ path, content }, { signal, tenant }): Promise<WriteResult> {
+      const workspace = await workspaces.forTenant(tenant, { signal });
       const file = await workspace.resolve(path, { signal });
       const bytes = Buffer.from(content, 'utf8');
       const existing = await currentContent(file, signal);

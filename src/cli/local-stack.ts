@@ -52,6 +52,9 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       ...(nats ? embeddedBusEnv(nats.token) : {}),
       AGENTBUS_SCRIPT: options.script ?? options.env.AGENTBUS_SCRIPT ?? DEMO_SCRIPT,
       AGENTBUS_WORKSPACE: options.env.AGENTBUS_WORKSPACE ?? options.workspace,
+      // The embedded bus is one user's own, serving the folder it runs in: one workspace, as the README's first
+      // `ask` expects. On a bus of its own (--nats, NATS_URL) tenants may be many: each gets its own folder.
+      AGENTBUS_WORKSPACE_PER_TENANT: options.env.AGENTBUS_WORKSPACE_PER_TENANT ?? (nats ? '0' : '1'),
       LOG_LEVEL: options.logLevel ?? options.env.LOG_LEVEL ?? 'info',
       ...(options.env.AGENTBUS_DASHBOARD_PORT === undefined ? {} : { AGENTBUS_DASHBOARD_PORT: options.env.AGENTBUS_DASHBOARD_PORT }),
     };

@@ -1,3 +1,4 @@
+import { isAbsolute } from 'node:path';
 import { parseArgs } from 'node:util';
 import { MAX_MCP_TIMEOUT_MS } from '../mcp/index.ts';
 import { SafetyTier } from '../protocol/index.ts';
@@ -6,7 +7,7 @@ import { concurrencyFlag, serviceNameFlag } from './serving-command.ts';
 
 /** The usage line of `agentbus mcp`. */
 export const MCP_USAGE =
-  'agentbus mcp [--nats URL] [--name N] [--prefix P] [--tier T | --tier TOOL=T]… [--timeout MS | --timeout TOOL=MS]… [--concurrency N] (-- <command> [args…] | --url URL [--header "Name: value"]…)';
+  'agentbus mcp [--nats URL] [--name N] [--prefix P] [--tier T | --tier TOOL=T]… [--timeout MS | --timeout TOOL=MS]… [--concurrency N] ([--env NAME]… [--sandbox [--sandbox-network] [--sandbox-read DIR]…] -- <command> [args…] | --url URL [--header "Name: value"]…)';
 
 /** How long one call of an MCP tool may run unless `--timeout` says otherwise (the MCP SDK's own default). */
 export const DEFAULT_MCP_TIMEOUT_MS = 60_000;
@@ -31,6 +32,28 @@ export interface McpOptions {
   readonly server: { kind: 'stdio'; command: string; args: string[] } | { kind: 'http'; url: URL; headers: Record<string, string> };
   readonly tiers: PerTool<SafetyTier>;
   readonly timeouts: PerTool<number>;
+  /** `--env NAME`: variables of this environment a stdio server gets besides `PATH`, `HOME` and `LANG`. */
+  readonly env: readonly string[];
+  /** `--sandbox`: run a stdio server under bubblewrap; `network` (`--sandbox-network`), `readOnlyPaths` (`--sandbox-read`). */
+  readonly sandbox: { readonly network: boolean; readonly readOnlyPaths: readonly string[] } | undefined;
+}
+
+/** Variables `--env` may not pass: the bus's settings and credentials are `agentbus mcp`'s own. */
+const BUS_VARIABLE = /^(NATS_|AGENTBUS_)/;
+
+function readEnvNames(values: readonly string[] | undefined): string[] {
+  const names: string[] = [];
+  for (const name of values ?? []) {
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) throw new UsageError(`--env takes a variable name ([A-Za-z_][A-Za-z0-9_]*), got ${JSON.stringify(name)}`);
+    if (BUS_VARIABLE.test(name)) throw new UsageError(`--env ${name}: the bus's variables (NATS_*, AGENTBUS_*) are agentbus mcp's own, not the server's`);
+    if (!names.includes(name)) names.push(name);
+  }
+  return names;
+}
+
+function readSandboxPaths(values: readonly string[] | undefined): string[] {
+  for (const path of values ?? []) if (!isAbsolute(path)) throw new UsageError(`--sandbox-read takes an absolute path, got ${JSON.stringify(path)}`);
+  return [...(values ?? [])];
 }
 
 /** `[TOOL=]VALUE` flags, each value read by `read`; a later flag for the same tool (or for all) wins. */
@@ -109,6 +132,10 @@ export function parseMcp(argv: string[]): McpOptions {
       header: { type: 'string', multiple: true },
       tier: { type: 'string', multiple: true },
       timeout: { type: 'string', multiple: true },
+      env: { type: 'string', multiple: true },
+      sandbox: { type: 'boolean' },
+      'sandbox-network': { type: 'boolean' },
+      'sandbox-read': { type: 'string', multiple: true },
     },
     strict: true,
     allowPositionals: true,
@@ -118,6 +145,12 @@ export function parseMcp(argv: string[]): McpOptions {
   if (values.url !== undefined && split >= 0) throw new UsageError('give the MCP server as a command after -- or as --url, not both');
   if (values.url === undefined && split < 0) throw new UsageError(`mcp needs an MCP server: ${MCP_USAGE}`);
   if (values.header !== undefined && values.url === undefined) throw new UsageError('--header goes with --url (a command gets its settings from its arguments and environment)');
+  for (const flag of ['env', 'sandbox'] as const) {
+    if (values[flag] !== undefined && values.url !== undefined) throw new UsageError(`--${flag} goes with a command after -- (an HTTP server runs elsewhere)`);
+  }
+  for (const flag of ['sandbox-network', 'sandbox-read'] as const) {
+    if (values[flag] !== undefined && !values.sandbox) throw new UsageError(`--${flag} goes with --sandbox`);
+  }
   const server: McpOptions['server'] =
     values.url === undefined
       ? { kind: 'stdio', command: command[0]!, args: command.slice(1) }
@@ -130,6 +163,8 @@ export function parseMcp(argv: string[]): McpOptions {
     server,
     tiers: perTool(values.tier, '--tier', readTier),
     timeouts: perTool(values.timeout, '--timeout', readTimeout),
+    env: readEnvNames(values.env),
+    sandbox: values.sandbox ? { network: values['sandbox-network'] ?? false, readOnlyPaths: readSandboxPaths(values['sandbox-read']) } : undefined,
   };
 }
 

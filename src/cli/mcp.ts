@@ -1,3 +1,4 @@
+import { realpath } from 'node:fs/promises';
 import { basename } from 'node:path';
 import type { DestinationStream } from 'pino';
 import { createLogger } from '../logging.ts';
@@ -5,7 +6,8 @@ import type { Logger } from '../logging.ts';
 import { createScrubber, secretsFromEnv } from '../scrub/index.ts';
 import type { Scrubber } from '../scrub/index.ts';
 import { createMcpBridge, describeMcpSource, mcpServerEnvironment, mcpSourceSecrets, openMcpSession } from '../mcp/index.ts';
-import type { McpBridgeEvent, McpSource } from '../mcp/index.ts';
+import type { McpBridgeEvent, McpSandbox, McpSource } from '../mcp/index.ts';
+import { BWRAP_INSTALL_HINT, SANDBOX_PATH, findProgram } from '../sandbox/index.ts';
 import { createCodec, createSubjects } from '../protocol/index.ts';
 import { createToolWorker } from '../tool-sdk/index.ts';
 import type { AnyToolDefinition } from '../tool-sdk/index.ts';
@@ -36,6 +38,14 @@ export class McpStartError extends Error {
   }
 }
 
+/** The `sandbox` of a stdio source under `--sandbox`: bwrap found on the system's PATH, the current directory writable. */
+async function sandboxOf(options: McpOptions, context: CliContext): Promise<{ sandbox?: McpSandbox }> {
+  if (!options.sandbox || options.server.kind !== 'stdio') return {};
+  const bwrap = await findProgram('bwrap', SANDBOX_PATH);
+  if (bwrap === undefined) throw new McpStartError(options.server.command, `--sandbox runs the MCP server under bubblewrap, which is not installed: ${BWRAP_INSTALL_HINT}`);
+  return { sandbox: { bwrap, workspace: await realpath(context.cwd), network: options.sandbox.network, readOnlyPaths: options.sandbox.readOnlyPaths } };
+}
+
 /**
  * `agentbus mcp`: starts an MCP server over stdio (the command after `--`) or reaches one over streamable HTTP (`--url`),
  * and serves each of its tools on the bus of `--nats`, `NATS_URL` or the stack `agentbus up` runs here, as a tool
@@ -50,7 +60,7 @@ export async function runMcp(argv: string[], context: CliContext): Promise<numbe
   const options = parseMcp(argv);
   const source: McpSource =
     options.server.kind === 'stdio'
-      ? { ...options.server, env: mcpServerEnvironment(context.env), cwd: context.cwd }
+      ? { ...options.server, env: mcpServerEnvironment(context.env, options.env), cwd: context.cwd, ...(await sandboxOf(options, context)) }
       : options.server;
   const scrubber = createScrubber({ secrets: [...secretsFromEnv(context.env), ...mcpSourceSecrets(source)] });
   const output = createMcpOutput(context, scrubber);

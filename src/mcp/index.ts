@@ -8,8 +8,10 @@ export { MCP_OUTPUT_LIMIT, contentPartText, mcpResultOutput } from './mcp-result
 export { MAX_TOOL_PAGES, openMcpSession } from './mcp-session.ts';
 export type { McpErrorOrigin, McpProgress, McpServerStderr, McpSession, OpenMcpSessionOptions } from './mcp-session.ts';
 export { forEachLine } from './text-lines.ts';
-export { describeMcpSource, mcpServerEnvironment, mcpSourceSecrets } from './mcp-source.ts';
-export type { McpSource } from './mcp-source.ts';
+export { MCP_SERVER_ENVIRONMENT, describeMcpSource, mcpServerEnvironment, mcpSourceSecrets } from './mcp-source.ts';
+export type { McpSandbox, McpSource } from './mcp-source.ts';
+export { mcpLaunch } from './mcp-launch.ts';
+export type { McpLaunch } from './mcp-launch.ts';
 export { classifyMcpTool } from './mcp-tier.ts';
 export type { McpToolClass, McpToolHints } from './mcp-tier.ts';
 export { mcpToolDefinitions } from './mcp-tools.ts';

@@ -6,6 +6,7 @@ import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { CompatibilityCallToolResultSchema, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import type { CompatibilityCallToolResult, Implementation, Tool } from '@modelcontextprotocol/sdk/types.js';
 import { abortPromise } from '../bus/request.ts';
+import { mcpLaunch } from './mcp-launch.ts';
 import type { McpSource } from './mcp-source.ts';
 import { forEachLine } from './text-lines.ts';
 
@@ -103,12 +104,13 @@ async function withOwnSignal<T>(signal: AbortSignal | undefined, run: (signal: A
 
 function transportOf(source: McpSource, stderr: McpServerStderr): Transport {
   if (source.kind === 'stdio') {
+    const launch = mcpLaunch(source);
     const transport = new StdioClientTransport({
-      command: source.command,
-      args: [...source.args],
-      env: { ...source.env },
+      command: launch.command,
+      args: launch.args,
+      env: launch.env,
       stderr: typeof stderr === 'function' ? 'pipe' : stderr,
-      ...(source.cwd ? { cwd: source.cwd } : {}),
+      ...(launch.cwd ? { cwd: launch.cwd } : {}),
     });
     // With `pipe` the transport hands out its stderr stream before the process starts, so no early line is lost.
     if (typeof stderr === 'function' && transport.stderr instanceof Readable) forEachLine(transport.stderr, stderr);

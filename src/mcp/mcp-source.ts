@@ -1,5 +1,17 @@
 import { headerSecrets } from '../scrub/index.ts';
 
+/** How `agentbus mcp --sandbox` runs a stdio server: under bubblewrap, as `run_command` runs commands. */
+export interface McpSandbox {
+  /** The absolute path of `bwrap`. */
+  readonly bwrap: string;
+  /** The one writable directory (absolute, symlink-free), mounted at its own path; the server starts in it. */
+  readonly workspace: string;
+  /** Share the host's network (`--sandbox-network`). */
+  readonly network: boolean;
+  /** More paths the server sees read-only (`--sandbox-read DIR`). */
+  readonly readOnlyPaths: readonly string[];
+}
+
 /** Where an MCP server is: a command `agentbus mcp` starts and talks to over stdio, or a streamable-HTTP endpoint. */
 export type McpSource =
   | {
@@ -9,6 +21,8 @@ export type McpSource =
       /** The server's environment (see {@link mcpServerEnvironment}). */
       readonly env: Readonly<Record<string, string>>;
       readonly cwd?: string;
+      /** Run the server under bubblewrap (`--sandbox`); see {@link mcpLaunch}. */
+      readonly sandbox?: McpSandbox;
     }
   | {
       readonly kind: 'http';
@@ -17,19 +31,24 @@ export type McpSource =
       readonly headers: Readonly<Record<string, string>>;
     };
 
-/** Variables of `agentbus mcp`'s own environment that its MCP server is not given: the bus and its credentials. */
-const PRIVATE_VARIABLE = /^(NATS_|AGENTBUS_)/;
+/** The variables a stdio MCP server always gets from `agentbus mcp`'s environment; `--env NAME` adds more. */
+export const MCP_SERVER_ENVIRONMENT = ['PATH', 'HOME', 'LANG'] as const;
 
 /**
- * The environment a stdio MCP server starts with: that of `agentbus mcp`, less the variables of the bus (`NATS_*`,
- * `AGENTBUS_*`: its URL, user, password, token and TLS files), which are `agentbus mcp`'s and not the server's. Other
- * variables pass, since MCP servers commonly read their own keys (`GITHUB_TOKEN`, …) from the environment. This keeps
- * the bus credentials from being exposed by accident only: a server running as the same user can read
- * `/proc/<ppid>/environ`.
+ * The environment a stdio MCP server starts with: {@link MCP_SERVER_ENVIRONMENT} and the variables `allowed` names
+ * (`--env GITHUB_TOKEN`), those that are set; nothing else of `agentbus mcp`'s environment, which holds the bus's
+ * credentials and often keys the server has no business with. (The MCP SDK adds `USER`, `LOGNAME`, `SHELL` and `TERM`.)
+ * A server running as the same user can still read `/proc/<ppid>/environ` unless it runs with `--sandbox`.
+ *
+ * @example
+ * mcpServerEnvironment({ PATH: '/bin', GITHUB_TOKEN: 'g', NATS_PASSWORD: 'p' }, ['GITHUB_TOKEN']); // { PATH: '/bin', GITHUB_TOKEN: 'g' }
  */
-export function mcpServerEnvironment(env: NodeJS.ProcessEnv): Record<string, string> {
+export function mcpServerEnvironment(env: NodeJS.ProcessEnv, allowed: readonly string[] = []): Record<string, string> {
   const kept: Record<string, string> = {};
-  for (const [name, value] of Object.entries(env)) if (value !== undefined && !PRIVATE_VARIABLE.test(name)) kept[name] = value;
+  for (const name of [...MCP_SERVER_ENVIRONMENT, ...allowed]) {
+    const value = env[name];
+    if (value !== undefined) kept[name] = value;
+  }
   return kept;
 }
 

@@ -40,7 +40,7 @@ export async function startStack(options: { script: Script; runtime?: Partial<Ru
   const runtimeConnection = await connect({ servers: server.url });
   const client = await connect({ servers: server.url });
   const provider = await startProviderService({ nc: serviceConnection, logger, script: options.script });
-  const tools = await startToolsService({ nc: serviceConnection, logger, workspace, ...(options.extraTools ? { extraTools: options.extraTools } : {}) });
+  const tools = await startToolsService({ nc: serviceConnection, logger, workspace, perTenant: false, ...(options.extraTools ? { extraTools: options.extraTools } : {}) });
   let currentConnection = runtimeConnection;
   const stack: TestStack = {
     server,
