@@ -27,7 +27,7 @@ afterAll(async () => {
 });
 
 async function withTools(stack: LocalStack, run: (call: (name: string, args: unknown) => Promise<unknown>) => Promise<void>): Promise<void> {
-  const nc = await connect({ servers: stack.url });
+  const nc = await connect({ servers: stack.url, ...(stack.token ? { token: stack.token } : {}) });
   try {
     const client = createToolClient({ nc, subjects: createSubjects('agentbus'), codec: createCodec(), logger: pino({ level: 'silent' }) });
     await run((name, args) => client.call(toolCallRequest(name, args, 20_000), {}));
