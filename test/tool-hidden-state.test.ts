@@ -151,6 +151,13 @@ describe("run_command's sandbox in a workspace that holds the stack state", () =
     try {
       await writeFile(join(empty, 'secret'), TOKEN);
       expect(await sandboxHiddenPaths(empty, [join(empty, '.agentbus'), join(empty, 'secret'), '/etc'])).toEqual([{ path: join(empty, 'secret'), kind: 'file' }]);
+      // A hidden path inside another is covered with it: a second mount would need a mount point in the read-only tmpfs.
+      expect(await sandboxHiddenPaths(root, [join(root, '.agentbus', 'nats'), join(root, '.agentbus')])).toEqual([{ path: join(root, '.agentbus'), kind: 'directory' }]);
+      const nested = toolsOf(createWorkspace(root, { hide: [join(root, '.agentbus', 'nats'), join(root, 'state', 'nats', 'jetstream')] }));
+      const ls = outputOf<CommandResult>(await call('run_command', { command: ['sh', '-c', 'ls -A .agentbus; echo ---; ls state; ls -A state/nats/jetstream; cat state/nats/jetstream/meta.inf'] }, nested));
+      // .agentbus empty (covered whole), state shown, its nats/jetstream empty (covered) and its file not there.
+      expect(ls.stdout).toBe('---\nnats\nnats-server.conf\nstack.json\n');
+      expect(ls.stderr).toMatch(/meta\.inf/);
       const emptyTools = toolsOf(createWorkspace(empty, { hide: [join(empty, 'secret'), join(empty, 'later')] }));
       const result = outputOf<CommandResult>(await call('run_command', { command: ['sh', '-c', 'cat secret; echo x > secret; ls -A'] }, emptyTools));
       expect(result.stdout).not.toContain(TOKEN);

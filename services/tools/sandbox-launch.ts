@@ -31,13 +31,16 @@ export interface CommandPlace {
 }
 
 /**
- * The hidden paths the sandbox must cover: those that exist and lie inside `workspace`. A missing one is left out,
- * since bwrap would make its mount point in the host's workspace; one outside the workspace is not in the sandbox.
+ * The hidden paths the sandbox must cover: those that exist and lie inside `workspace`, outermost only. A missing one
+ * is left out, since bwrap would make its mount point in the host's workspace; one outside the workspace is not in
+ * the sandbox.
  */
 export async function sandboxHiddenPaths(workspace: string, hidden: readonly string[]): Promise<SandboxHiddenPath[]> {
   const found: SandboxHiddenPath[] = [];
   for (const path of new Set(hidden)) {
     if (!isInside(workspace, path)) continue;
+    // One inside another is covered with it; mounting it too would need a mount point in the read-only tmpfs.
+    if (hidden.some((other) => other !== path && isInside(other, path))) continue;
     // lstat: the paths are resolved already, so a symlink here was put in place since; covering the link itself fails closed.
     const info = await lstat(path).catch((error: NodeJS.ErrnoException) => {
       if (error.code === 'ENOENT' || error.code === 'ENOTDIR') return undefined;
