@@ -1,4 +1,4 @@
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect } from '@nats-io/transport-node';
@@ -27,7 +27,8 @@ afterAll(async () => {
 });
 
 async function withTools(stack: LocalStack, run: (call: (name: string, args: unknown) => Promise<unknown>) => Promise<void>): Promise<void> {
-  const nc = await connect({ servers: stack.url, ...(stack.token ? { token: stack.token } : {}) });
+  // The embedded server asks for its token.
+  const nc = await connect({ servers: stack.url, ...(stack.token === undefined ? {} : { token: stack.token }) });
   try {
     const client = createToolClient({ nc, subjects: createSubjects('agentbus'), codec: createCodec(), logger: pino({ level: 'silent' }) });
     await run((name, args) => client.call(toolCallRequest(name, args, 20_000), {}));
@@ -50,6 +51,23 @@ describe('the workspace of the local stack', () => {
       expect(await readFile(join(folder, 'embedded.md'), 'utf8')).toBe('e');
     } finally {
       await rm(stateDir, { recursive: true, force: true });
+    }
+  }, 60_000);
+
+  it("hides the embedded bus's state folder inside the workspace from every tool, whatever its name", async () => {
+    const project = await mkdtemp(join(tmpdir(), 'agentbus-local-hide-'));
+    try {
+      await writeFile(join(project, 'README.md'), '# Hidden state\n');
+      const stack = await startLocalStack({ stateDir: join(project, 'state'), services: ['tools'], workspace: project, env: {} });
+      await withTools(stack, async (call) => {
+        expect(await call('list_dir', {})).toMatchObject({ ok: true, output: { entries: [{ name: 'README.md' }] } });
+        expect(await call('list_dir', { path: 'state' })).toMatchObject({ ok: false, error: { code: 'invalid_arguments' } });
+        expect(await call('read_file', { path: 'state/nats' })).toMatchObject({ ok: false, error: { code: 'invalid_arguments' } });
+        expect(await call('write_file', { path: 'state/x', content: 'x' })).toMatchObject({ ok: false, error: { code: 'invalid_arguments' } });
+      });
+      expect(await readdir(join(project, 'state'))).not.toContain('x');
+    } finally {
+      await rm(project, { recursive: true, force: true });
     }
   }, 60_000);
 

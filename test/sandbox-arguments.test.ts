@@ -50,6 +50,25 @@ describe('bwrapArguments', () => {
     expect(valuesOf(bwrapArguments({ ...spec, readOnlyPaths: ['/opt/node'] }), '--ro-bind-try', 2)).toContainEqual(['/opt/node', '/opt/node']);
   });
 
+  it('covers each hidden path after the workspace bind: a directory with a read-only tmpfs, a file with a read-only /dev/null', () => {
+    expect(args).not.toContain('--remount-ro');
+    const hiding = bwrapArguments({
+      ...spec,
+      hiddenPaths: [
+        { path: '/srv/ws/acme/.agentbus', kind: 'directory' },
+        { path: '/srv/ws/acme/token', kind: 'file' },
+      ],
+    });
+    const bind = hiding.indexOf('--bind');
+    expect(hiding.slice(bind, bind + 10)).toEqual([
+      '--bind', '/srv/ws/acme', '/srv/ws/acme',
+      '--tmpfs', '/srv/ws/acme/.agentbus', '--remount-ro', '/srv/ws/acme/.agentbus',
+      '--ro-bind', '/dev/null', '/srv/ws/acme/token',
+    ]);
+    expect(valuesOf(hiding, '--tmpfs')).toEqual([['/tmp'], ['/srv/ws/acme/.agentbus']]);
+    expect(hiding.slice(hiding.indexOf('--'))).toEqual(['--', 'git', 'status']);
+  });
+
   it('sets PATH, HOME and the given variables, and nothing else', () => {
     expect(valuesOf(args, '--setenv', 2)).toEqual([
       ['PATH', SANDBOX_PATH],
@@ -80,20 +99,27 @@ describe('findProgram', () => {
 
 describe('toolsConfigFromEnv', () => {
   it('is per tenant and sandboxed without network by default', () => {
-    expect(toolsConfigFromEnv({}, '/app')).toEqual({ workspace: '/app', perTenant: true, sandbox: { kind: 'bubblewrap', bwrap: 'bwrap', network: false, readOnlyPaths: [] } });
+    expect(toolsConfigFromEnv({}, '/app')).toEqual({ workspace: '/app', perTenant: true, hide: [], sandbox: { kind: 'bubblewrap', bwrap: 'bwrap', network: false, readOnlyPaths: [] } });
   });
 
-  it('reads the workspace, per-tenant, network, read-only paths and the unsafe opt-out', () => {
-    expect(toolsConfigFromEnv({ AGENTBUS_WORKSPACE: '/ws', AGENTBUS_WORKSPACE_PER_TENANT: '0', AGENTBUS_SANDBOX_NETWORK: '1', AGENTBUS_SANDBOX_READ_ONLY: '/opt/a:/nix' }, '/app')).toEqual({
+  it('reads the workspace, per-tenant, hidden paths, network, read-only paths and the unsafe opt-out', () => {
+    expect(
+      toolsConfigFromEnv(
+        { AGENTBUS_WORKSPACE: '/ws', AGENTBUS_WORKSPACE_PER_TENANT: '0', AGENTBUS_WORKSPACE_HIDE: '/ws/.state:/srv/x', AGENTBUS_SANDBOX_NETWORK: '1', AGENTBUS_SANDBOX_READ_ONLY: '/opt/a:/nix' },
+        '/app',
+      ),
+    ).toEqual({
       workspace: '/ws',
       perTenant: false,
+      hide: ['/ws/.state', '/srv/x'],
       sandbox: { kind: 'bubblewrap', bwrap: 'bwrap', network: true, readOnlyPaths: ['/opt/a', '/nix'] },
     });
-    expect(toolsConfigFromEnv({ AGENTBUS_UNSAFE_NO_SANDBOX: 'true' }, '/app').sandbox).toEqual({ kind: 'none' });
+    expect(toolsConfigFromEnv({ AGENTBUS_UNSAFE_NO_SANDBOX: 'true', AGENTBUS_WORKSPACE_HIDE: '/ws/.state' }, '/app')).toMatchObject({ hide: ['/ws/.state'], sandbox: { kind: 'none' } });
   });
 
   it('refuses values it cannot read', () => {
     expect(() => toolsConfigFromEnv({ AGENTBUS_WORKSPACE_PER_TENANT: 'maybe' }, '/app')).toThrow(/AGENTBUS_WORKSPACE_PER_TENANT must be 1 or 0/);
     expect(() => toolsConfigFromEnv({ AGENTBUS_SANDBOX_READ_ONLY: 'relative/dir' }, '/app')).toThrow(/absolute paths/);
+    expect(() => toolsConfigFromEnv({ AGENTBUS_WORKSPACE_HIDE: '.agentbus' }, '/app')).toThrow(/AGENTBUS_WORKSPACE_HIDE must list absolute paths/);
   });
 });

@@ -27,6 +27,11 @@ export interface ToolsServiceOptions {
    * files; default true. False shares the workspace itself between all callers: for one user's own folder.
    */
   readonly perTenant?: boolean;
+  /**
+   * Absolute paths hidden from the built-in tools and covered in `run_command`'s sandbox (the state folder of the stack
+   * serving this workspace); each workspace's own `.agentbus` is hidden besides.
+   */
+  readonly hide?: readonly string[];
   /** How `run_command` isolates commands; default bubblewrap without network. */
   readonly sandbox?: CommandSandbox;
   readonly codec?: Codec;
@@ -61,7 +66,8 @@ export interface ToolsService {
  */
 export async function startToolsService(options: ToolsServiceOptions): Promise<ToolsService> {
   const root = options.workspace ?? process.cwd();
-  const workspace = options.perTenant === false ? createWorkspace(root) : createTenantWorkspaces(root);
+  const workspaceOptions = { hide: options.hide ?? [] };
+  const workspace = options.perTenant === false ? createWorkspace(root, workspaceOptions) : createTenantWorkspaces(root, workspaceOptions);
   const logger = options.logger.child({ service: 'tools' });
   const worker = createToolWorker({
     nc: options.nc,
@@ -89,7 +95,8 @@ export async function startToolsService(options: ToolsServiceOptions): Promise<T
 export { createBuiltInTools } from './built-in-tools.ts';
 export type { BuiltInToolsOptions } from './built-in-tools.ts';
 export { createWorkspace } from './workspace.ts';
-export type { Workspace, Workspaces } from './workspace.ts';
+export type { Workspace, WorkspaceOptions, Workspaces } from './workspace.ts';
+export { STATE_DIRECTORY_NAME } from './hidden-paths.ts';
 export { createTenantWorkspaces } from './tenant-workspaces.ts';
 export { DEFAULT_COMMAND_SANDBOX, toolsConfigFromEnv } from './sandbox-config.ts';
 export type { CommandSandbox, ToolsConfig } from './sandbox-config.ts';

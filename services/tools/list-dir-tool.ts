@@ -5,6 +5,7 @@ import { ErrorCode, ToolError } from '../../src/errors.ts';
 import { SafetyTier } from '../../src/protocol/index.ts';
 import { defineTool } from '../../src/tool-sdk/index.ts';
 import type { ToolDefinition } from '../../src/tool-sdk/index.ts';
+import { isHidden } from './hidden-paths.ts';
 import type { Workspaces } from './workspace.ts';
 
 /** Most entries list_dir returns. */
@@ -38,7 +39,8 @@ function typeOf(entry: { isFile(): boolean; isDirectory(): boolean; isSymbolicLi
 }
 
 /**
- * `list_dir`: the entries of a workspace directory with their type and size, sorted by name.
+ * `list_dir`: the entries of a workspace directory with their type and size, sorted by name; hidden paths (the
+ * stack's `.agentbus`) are left out.
  *
  * @example
  * await createListDirTool(workspace).execute({ path: 'src' }, context); // { path: 'src', entries: [...] }
@@ -54,12 +56,14 @@ export function createListDirTool(workspaces: Workspaces): ToolDefinition<typeof
     async execute({ path }, { signal, tenant }): Promise<DirectoryListing> {
       const workspace = await workspaces.forTenant(tenant, { signal });
       const directory = await workspace.resolve(path, { signal });
-      const names = await readdir(directory).catch((error: NodeJS.ErrnoException) => {
+      const hidden = await workspace.hiddenPaths({ signal });
+      const listed = await readdir(directory).catch((error: NodeJS.ErrnoException) => {
         if (error.code === 'ENOENT') throw new ToolError(ErrorCode.notFound, `no directory ${JSON.stringify(path)} in the workspace`);
         if (error.code === 'ENOTDIR') throw new ToolError(ErrorCode.invalidArguments, `${path} is a file; use read_file`);
         throw error;
       });
-      names.sort();
+      // Hidden entries (the stack's `.agentbus`) are left out as if they were not there, from the count too.
+      const names = listed.filter((name) => !isHidden(join(directory, name), hidden)).sort();
       const entries: DirectoryEntry[] = [];
       for (const name of names.slice(0, LIST_DIR_MAX_ENTRIES)) {
         signal.throwIfAborted();

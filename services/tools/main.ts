@@ -47,6 +47,7 @@ async function main(): Promise<void> {
     prefix: process.env['AGENTBUS_PREFIX'] ?? 'agentbus',
     workspace: config.workspace,
     perTenant: config.perTenant,
+    hide: config.hide,
     sandbox: config.sandbox,
     statsData: () => ({ ...health?.figures() }),
     scrubber,
@@ -67,7 +68,7 @@ async function main(): Promise<void> {
     health?.stop();
     await service.stop();
   });
-  logger.info({ workspace: config.workspace, perTenant: config.perTenant, sandbox: config.sandbox.kind }, 'tools service started');
+  logger.info({ workspace: config.workspace, perTenant: config.perTenant, hide: config.hide, sandbox: config.sandbox.kind }, 'tools service started');
   notifyReady('tools');
   const closed = await nc.closed();
   if (closed) logger.error({ err: closed }, 'connection closed with an error');

@@ -108,8 +108,9 @@ export function createRunCommandTool(workspaces: Workspaces, options: RunCommand
       const info = await stat(directory).catch(() => undefined);
       if (!info?.isDirectory()) throw new ToolError(ErrorCode.invalidArguments, `cwd ${JSON.stringify(cwd)} is not a directory of the workspace`);
       const root = await workspace.resolve('.', { signal });
+      const hidden = await workspace.hiddenPaths({ signal });
       const program = command[0]!;
-      const launch = await commandLaunch(sandbox, { workspace: root, cwd: directory, command: command as [string, ...string[]] }, options.workerEnv ?? process.env);
+      const launch = await commandLaunch(sandbox, { workspace: root, cwd: directory, command: command as [string, ...string[]], hidden }, options.workerEnv ?? process.env);
       signal.throwIfAborted();
       const started = Date.now();
       // detached: the child leads a new process group, so a kill reaches what it started too. A sandboxed command is

@@ -24,7 +24,21 @@ export interface ToolsConfig {
   readonly workspace: string;
   /** `AGENTBUS_WORKSPACE_PER_TENANT`: each tenant works in `<workspace>/<tenant>/`; default on. */
   readonly perTenant: boolean;
+  /**
+   * `AGENTBUS_WORKSPACE_HIDE` (absolute paths, colon-separated): hidden from the tools and covered in the sandbox, besides
+   * each workspace's own `.agentbus`. `agentbus up` names its state folder here.
+   */
+  readonly hide: readonly string[];
   readonly sandbox: CommandSandbox;
+}
+
+/** Reads a colon-separated list of absolute paths; throws {@link InvalidInputError} on a relative one. */
+function absolutePaths(env: NodeJS.ProcessEnv, name: string): string[] {
+  const paths = (env[name] ?? '').split(':').filter((path) => path !== '');
+  for (const path of paths) {
+    if (!isAbsolute(path)) throw new InvalidInputError(`${name} must list absolute paths separated by ':', got ${JSON.stringify(path)}`);
+  }
+  return paths;
 }
 
 /** Reads an on/off variable: `1`/`true`/`yes`/`on` or `0`/`false`/`no`/`off`; unset or empty is `fallback`. */
@@ -38,20 +52,19 @@ export function envFlag(env: NodeJS.ProcessEnv, name: string, fallback: boolean)
 
 /**
  * The tools service's workspace and sandbox settings from its environment: `AGENTBUS_WORKSPACE`,
- * `AGENTBUS_WORKSPACE_PER_TENANT` (default 1), `AGENTBUS_UNSAFE_NO_SANDBOX` (default 0), `AGENTBUS_SANDBOX_NETWORK`
- * (default 0) and `AGENTBUS_SANDBOX_READ_ONLY`. Throws {@link InvalidInputError} on a value it cannot read.
+ * `AGENTBUS_WORKSPACE_PER_TENANT` (default 1), `AGENTBUS_WORKSPACE_HIDE`, `AGENTBUS_UNSAFE_NO_SANDBOX` (default 0),
+ * `AGENTBUS_SANDBOX_NETWORK` (default 0) and `AGENTBUS_SANDBOX_READ_ONLY`. Throws {@link InvalidInputError} on a value
+ * it cannot read.
  *
  * @example
  * toolsConfigFromEnv({ AGENTBUS_WORKSPACE: '/srv/ws' }, '/app');
- * // { workspace: '/srv/ws', perTenant: true, sandbox: { kind: 'bubblewrap', bwrap: 'bwrap', network: false, readOnlyPaths: [] } }
+ * // { workspace: '/srv/ws', perTenant: true, hide: [], sandbox: { kind: 'bubblewrap', bwrap: 'bwrap', network: false, readOnlyPaths: [] } }
  */
 export function toolsConfigFromEnv(env: NodeJS.ProcessEnv, cwd: string): ToolsConfig {
   const workspace = env['AGENTBUS_WORKSPACE'] || cwd;
   const perTenant = envFlag(env, 'AGENTBUS_WORKSPACE_PER_TENANT', true);
-  if (envFlag(env, 'AGENTBUS_UNSAFE_NO_SANDBOX', false)) return { workspace, perTenant, sandbox: { kind: 'none' } };
-  const readOnlyPaths = (env['AGENTBUS_SANDBOX_READ_ONLY'] ?? '').split(':').filter((path) => path !== '');
-  for (const path of readOnlyPaths) {
-    if (!isAbsolute(path)) throw new InvalidInputError(`AGENTBUS_SANDBOX_READ_ONLY must list absolute paths separated by ':', got ${JSON.stringify(path)}`);
-  }
-  return { workspace, perTenant, sandbox: { kind: 'bubblewrap', bwrap: 'bwrap', network: envFlag(env, 'AGENTBUS_SANDBOX_NETWORK', false), readOnlyPaths } };
+  const hide = absolutePaths(env, 'AGENTBUS_WORKSPACE_HIDE');
+  if (envFlag(env, 'AGENTBUS_UNSAFE_NO_SANDBOX', false)) return { workspace, perTenant, hide, sandbox: { kind: 'none' } };
+  const readOnlyPaths = absolutePaths(env, 'AGENTBUS_SANDBOX_READ_ONLY');
+  return { workspace, perTenant, hide, sandbox: { kind: 'bubblewrap', bwrap: 'bwrap', network: envFlag(env, 'AGENTBUS_SANDBOX_NETWORK', false), readOnlyPaths } };
 }

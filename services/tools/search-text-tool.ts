@@ -8,6 +8,7 @@ import { defineTool } from '../../src/tool-sdk/index.ts';
 import type { ToolDefinition } from '../../src/tool-sdk/index.ts';
 import { compileGlob } from './glob.ts';
 import type { GlobMatcher } from './glob.ts';
+import { isHidden } from './hidden-paths.ts';
 import { createLineScanner } from './line-scanner.ts';
 import type { LineScanner } from './line-scanner.ts';
 import type { Workspace, Workspaces } from './workspace.ts';
@@ -78,8 +79,11 @@ function globOf(glob: string | undefined): ((path: string) => boolean) | undefin
   return glob.includes('/') ? (path) => matcher.test(path) : (path) => matcher.test(path.slice(path.lastIndexOf('/') + 1));
 }
 
-/** The files under `start` (itself when a file), depth first in name order, without symlinks or skipped directories. */
-async function* filesUnder(start: string, shown: string, signal: AbortSignal): AsyncGenerator<string> {
+/**
+ * The files under `start` (itself when a file), depth first in name order, without symlinks, skipped directories or
+ * what lies in `hidden` (resolved paths, as `start` is).
+ */
+async function* filesUnder(start: string, shown: string, hidden: readonly string[], signal: AbortSignal): AsyncGenerator<string> {
   const info = await stat(start).catch((error: NodeJS.ErrnoException) => {
     if (error.code === 'ENOENT') throw new ToolError(ErrorCode.notFound, `no file or directory ${JSON.stringify(shown)} in the workspace`);
     throw error;
@@ -100,6 +104,7 @@ async function* filesUnder(start: string, shown: string, signal: AbortSignal): A
     entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
     const subdirectories: string[] = [];
     for (const entry of entries) {
+      if (isHidden(join(directory, entry.name), hidden)) continue;
       // Symlinks are not followed: they could lead out of the workspace or round in a cycle.
       if (entry.isDirectory()) {
         if (!SEARCH_TEXT_SKIPPED_DIRECTORIES.has(entry.name)) subdirectories.push(join(directory, entry.name));
@@ -120,10 +125,11 @@ async function searchFiles(
 ): Promise<TextSearch> {
   const included = globOf(glob);
   const start = await workspace.resolve(path, { signal });
+  const hidden = await workspace.hiddenPaths({ signal });
   const matches: TextMatch[] = [];
   let filesSearched = 0;
   let sliceStarted = performance.now();
-  for await (const file of filesUnder(start, path, signal)) {
+  for await (const file of filesUnder(start, path, hidden, signal)) {
     // Files the glob leaves out cost no I/O, so a directory of many of them would run as one long task.
     if (performance.now() - sliceStarted > SEARCH_TEXT_LOOP_SLICE_MS) {
       await yieldToLoop(undefined, { signal });
@@ -156,7 +162,8 @@ async function searchFiles(
 
 /**
  * `search_text`: lines of workspace files that contain a text or match a regular expression, like `rg`, in pure
- * Node. Skips `node_modules`, `.git`, symlinks, binary files (a NUL byte in the first 8 KiB) and files over 4 MiB.
+ * Node. Skips `node_modules`, `.git`, hidden paths (the stack's `.agentbus`), symlinks, binary files (a NUL byte in
+ * the first 8 KiB) and files over 4 MiB.
  *
  * @example
  * await createSearchTextTool(workspace).execute({ pattern: 'TODO', glob: '*.ts' }, context);

@@ -1,3 +1,4 @@
+import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describeDefaultModel } from '../default-model.ts';
 import { embeddedBusEnv, startEmbeddedNats } from './embedded-nats.ts';
@@ -55,6 +56,8 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       // The embedded bus is one user's own, serving the folder it runs in: one workspace, as the README's first
       // `ask` expects. On a bus of its own (--nats, NATS_URL) tenants may be many: each gets its own folder.
       AGENTBUS_WORKSPACE_PER_TENANT: options.env.AGENTBUS_WORKSPACE_PER_TENANT ?? (nats ? '0' : '1'),
+      // The embedded bus's store and token are in the state folder, often inside the workspace: hidden from the tools.
+      AGENTBUS_WORKSPACE_HIDE: [...(nats ? [resolve(options.stateDir)] : []), options.env.AGENTBUS_WORKSPACE_HIDE ?? ''].filter((path) => path !== '').join(':'),
       LOG_LEVEL: options.logLevel ?? options.env.LOG_LEVEL ?? 'info',
       ...(options.env.AGENTBUS_DASHBOARD_PORT === undefined ? {} : { AGENTBUS_DASHBOARD_PORT: options.env.AGENTBUS_DASHBOARD_PORT }),
     };

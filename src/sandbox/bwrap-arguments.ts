@@ -32,6 +32,14 @@ export const SANDBOX_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/
 /** Where the sandbox's `HOME` is: its own fresh `/tmp`, so nothing a command keeps there outlives it. */
 export const SANDBOX_HOME = '/tmp';
 
+/** A path inside the workspace that a sandboxed command may neither read nor change, and what is there on the host. */
+export interface SandboxHiddenPath {
+  /** Absolute and symlink-free, inside the workspace, existing on the host (nothing is made for it). */
+  readonly path: string;
+  /** A directory is covered with an empty read-only tmpfs; anything else with a read-only `/dev/null`. */
+  readonly kind: 'directory' | 'file';
+}
+
 /** What one sandboxed run looks like. */
 export interface SandboxSpec {
   /** The one writable directory (an absolute, symlink-free path), mounted at the same path inside. */
@@ -46,6 +54,8 @@ export interface SandboxSpec {
   readonly env?: Readonly<Record<string, string>>;
   /** More absolute paths to show read-only (a Node installed under `/opt`, a `node_modules` elsewhere). */
   readonly readOnlyPaths?: readonly string[];
+  /** Paths inside the workspace to cover, so that commands can neither read nor write them (the stack's `.agentbus`). */
+  readonly hiddenPaths?: readonly SandboxHiddenPath[];
 }
 
 /**
@@ -54,7 +64,9 @@ export interface SandboxSpec {
  * writable place; every capability dropped; a new session (no terminal injection); killed when its parent dies;
  * an environment of `PATH`, `HOME` and what `env` names, nothing inherited. Pure: nothing is checked on disk.
  *
- * Mounts are applied in order, so the workspace bind comes last: it may lie under `/tmp` or a system path.
+ * Mounts are applied in order, so the workspace bind comes after the system paths and `/tmp` (it may lie under one of
+ * them), and the hidden paths after the workspace: each is covered with an empty tmpfs made read-only (a directory)
+ * or a read-only `/dev/null` (a file). bwrap makes a missing mount point, so only existing paths may be hidden.
  *
  * @example
  * spawn('/usr/bin/bwrap', bwrapArguments({ workspace: '/srv/ws/acme', cwd: '/srv/ws/acme', command: ['ls'], network: false }), { env: {} });
@@ -64,7 +76,12 @@ export function bwrapArguments(spec: SandboxSpec): string[] {
   for (const path of SANDBOX_SYSTEM_PATHS) args.push('--ro-bind-try', path, path);
   for (const path of spec.readOnlyPaths ?? []) args.push('--ro-bind-try', path, path);
   args.push('--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp');
-  args.push('--bind', spec.workspace, spec.workspace, '--chdir', spec.cwd);
+  args.push('--bind', spec.workspace, spec.workspace);
+  for (const hidden of spec.hiddenPaths ?? []) {
+    if (hidden.kind === 'directory') args.push('--tmpfs', hidden.path, '--remount-ro', hidden.path);
+    else args.push('--ro-bind', '/dev/null', hidden.path);
+  }
+  args.push('--chdir', spec.cwd);
   args.push('--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try');
   if (!spec.network) args.push('--unshare-net');
   args.push('--hostname', 'sandbox', '--die-with-parent', '--new-session', '--cap-drop', 'ALL', '--clearenv');
