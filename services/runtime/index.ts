@@ -136,13 +136,14 @@ export function runtimeConfigFromEnv(env: NodeJS.ProcessEnv): Partial<RuntimeCon
   }
   const replicas = replicasFromEnv(env);
   if (replicas !== undefined) config.replicas = replicas;
-  const numbers: Array<[string, 'maxSteps' | 'toolTimeoutMs' | 'toolHeartbeatLapseMs' | 'ledgerTtlMs' | 'ledgerMaxBytes' | 'providerTimeoutMs' | 'leaseTtlMs' | 'idleMs']> = [
+  const numbers: Array<[string, 'maxSteps' | 'toolTimeoutMs' | 'toolHeartbeatLapseMs' | 'ledgerTtlMs' | 'ledgerMaxBytes' | 'providerTimeoutMs' | 'waitForServiceMs' | 'leaseTtlMs' | 'idleMs']> = [
     ['AGENTBUS_MAX_STEPS', 'maxSteps'],
     ['AGENTBUS_TOOL_TIMEOUT_MS', 'toolTimeoutMs'],
     ['AGENTBUS_TOOL_HEARTBEAT_LAPSE_MS', 'toolHeartbeatLapseMs'],
     ['AGENTBUS_LEDGER_TTL_MS', 'ledgerTtlMs'],
     ['AGENTBUS_LEDGER_MAX_BYTES', 'ledgerMaxBytes'],
     ['AGENTBUS_PROVIDER_TIMEOUT_MS', 'providerTimeoutMs'],
+    ['AGENTBUS_WAIT_FOR_SERVICE_MS', 'waitForServiceMs'],
     ['AGENTBUS_LEASE_TTL_MS', 'leaseTtlMs'],
     ['AGENTBUS_IDLE_MS', 'idleMs'],
   ];
