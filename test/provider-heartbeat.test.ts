@@ -59,7 +59,7 @@ describe('provider heartbeats', () => {
     const seen = async (ask: boolean): Promise<Msg[]> => {
       const inbox = `_INBOX.beat.${++counter}`;
       const messages: Msg[] = [];
-      const subscription = nc.subscribe(inbox, { callback: (_error, message) => messages.push(message) });
+      const subscription = nc.subscribe(inbox, { callback: (_error, message) => void messages.push(message) });
       const headers = msgpackHeaders();
       if (ask) headers.set(ProviderCallHeader.heartbeat, '1');
       nc.publish(subjects.providerGenerate('scripted'), codec.encode(request('scripted:default')), { reply: inbox, headers });
