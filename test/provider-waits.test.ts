@@ -117,6 +117,26 @@ describe('a provider that is not there (yet)', () => {
     for (const retry of retries(watcher.events)) expect(retry.data).toMatchObject({ model: 'scripted:default', error: { code: 'no_responders' } });
   }, 60_000);
 
+  it('waits when no model of a fallback chain has a provider, then answers on the primary once it is back', async () => {
+    await startRuntime().waitFor('runtime started');
+    const watcher = collectEvents(client, TENANT, 'chain');
+    expect(
+      await requestJson(client, `agentbus.${TENANT}.sessions.chain.prompt`, { text: 'hello chain', model: 'scripted:default', models: ['nowhere:model'] }, 10_000),
+    ).toMatchObject({ accepted: true });
+    await sleep(1500);
+    await startProvider().waitFor('provider service started');
+    await watcher.until((events) => ends(events).length >= 1, 30_000);
+    watcher.stop();
+    expect(ends(watcher.events)[0]!.data).toMatchObject({ reason: 'yielded', text: SLOW_TEXT });
+    const messages = ofType(watcher.events, 'assistant.message') as Array<Extract<AgentEvent, { type: 'assistant.message' }>>;
+    expect(messages.map((event) => event.data.model)).toEqual(['scripted:default']);
+    // Each round moves to the fallback at once, then waits on the chain's last model.
+    const seen = retries(watcher.events).map((event) => event.data);
+    expect(seen).toContainEqual(expect.objectContaining({ model: 'scripted:default', nextModel: 'nowhere:model', delayMs: 0 }));
+    expect(seen).toContainEqual(expect.objectContaining({ model: 'nowhere:model', attempt: 2, delayMs: 250, error: expect.objectContaining({ code: 'no_responders' }) }));
+    expect(seen.some((data) => data.nextModel === undefined && data.model === 'scripted:default')).toBe(false);
+  }, 60_000);
+
   it('finishes the turn in flight and the next one when the provider is SIGKILLed mid-stream and started again', async () => {
     await startRuntime().waitFor('runtime started');
     const provider = startProvider();
