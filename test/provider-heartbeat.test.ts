@@ -102,6 +102,21 @@ describe('provider heartbeats', () => {
     expect(Date.now() - began).toBeLessThan(5000);
   }, 20_000);
 
+  it('leaves a provider that sends no heartbeats alone, however long it is silent between chunks', async () => {
+    const subscription = nc.subscribe(subjects.providerGenerate('quiet'), {
+      callback: (_error, message) => {
+        const { requestId } = codec.decode(message.data) as { requestId: string };
+        const send = (chunk: object) => nc.publish(message.reply!, codec.encode({ v: 1, requestId, ...chunk }), { headers: msgpackHeaders() });
+        send({ seq: 0, type: 'text-delta', text: 'slow ' });
+        setTimeout(() => send({ seq: 1, type: 'text-delta', text: 'but fine' }), 900);
+        setTimeout(() => send({ seq: 2, type: 'done', finishReason: 'stop' }), 1000);
+      },
+    });
+    const chunks = await collect(client.generate(request('quiet:model'), { heartbeatLapseMs: 300 }));
+    subscription.unsubscribe();
+    expect(chunks.map((chunk) => (chunk.type === 'text-delta' ? chunk.text : chunk.type))).toEqual(['slow ', 'but fine', 'done']);
+  }, 20_000);
+
   it('still times out a call whose instance beats but sends no chunk for the idle timeout', async () => {
     const timers: ReturnType<typeof setInterval>[] = [];
     const subscription = nc.subscribe(subjects.providerGenerate('stuck'), {

@@ -259,7 +259,8 @@ function createHeartbeatWatchdog(options: {
     heard(chunk: boolean) {
       lastHeard = Date.now();
       if (chunk) lastChunk = lastHeard;
-      timer ??= setInterval(check, Math.max(50, Math.min(options.lapseMs, options.idleTimeoutMs) / 4));
+      // Only a heartbeat arms the watch: a provider that sends none may well be silent between chunks.
+      else timer ??= setInterval(check, Math.max(50, Math.min(options.lapseMs, options.idleTimeoutMs) / 4));
     },
     stop() {
       clearInterval(timer);
