@@ -6,37 +6,42 @@ import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { Kvm } from '@nats-io/kv';
 import { createCodec } from '../src/protocol/index.ts';
-import { startProviderService } from '../services/provider/index.ts';
 import { startNatsServer } from './helpers/nats-server.ts';
 import type { TestNatsServer } from './helpers/nats-server.ts';
 import { startServiceProcess } from './helpers/service-process.ts';
 import type { ServiceProcess } from './helpers/service-process.ts';
-import { checkLogs, readLogs } from './helpers/log-checker.ts';
-import { collectEvents, requestJson, silentLogger } from './helpers/stack.ts';
+import { checkLogs, endReasons, readLogs } from './helpers/log-checker.ts';
+import { collectEvents, requestJson } from './helpers/stack.ts';
 
 // The fault suite: runtime nodes SIGKILLed at random points of a turn, tool workers SIGKILLed mid-call,
-// nats-server restarted mid-turn, nodes paused with SIGSTOP past their TTL and resumed, every node restarted
-// gracefully one by one under load. Afterwards a checker in
+// nats-server restarted mid-turn, nodes paused with SIGSTOP past their TTL and resumed, the provider SIGKILLed
+// mid-stream and started again, every node restarted gracefully one by one under load. Afterwards a checker in
 // the manner of Jepsen's reads every session's log and counts what must never happen; every count must be 0.
-// `npm run test:faults` runs the full suite (AGENTBUS_FAULTS=full: 50, 50, 10 and 10 trials); `npm test` a
+// `npm run test:faults` runs the full suite (AGENTBUS_FAULTS=full: 50, 50, 10, 10 and 10 trials); `npm test` a
 // bounded one.
 
 const FULL = process.env.AGENTBUS_FAULTS === 'full';
-const TRIALS = FULL ? { runtimeKills: 50, workerKills: 50, natsRestarts: 10, pauses: 10 } : { runtimeKills: 4, workerKills: 3, natsRestarts: 2, pauses: 2 };
+const TRIALS = FULL
+  ? { runtimeKills: 50, workerKills: 50, natsRestarts: 10, pauses: 10, providerKills: 10 }
+  : { runtimeKills: 4, workerKills: 3, natsRestarts: 2, pauses: 2, providerKills: 2 };
 const TENANT = 'faults';
 const TTL_MS = 2000;
 const codec = createCodec();
 
 let server: TestNatsServer;
-let services: NatsConnection;
 let client: NatsConnection;
-let stopProvider: (() => Promise<void>) | undefined;
+let provider: ServiceProcess | undefined;
 let dir: string;
 let effectsFile: string;
+let scriptFile: string;
 let nodeCount = 0;
 const nodes = new Map<string, ServiceProcess>();
 const workers: ServiceProcess[] = [];
 const sessions: string[] = [];
+/** The sessions whose provider was killed mid-stream: each of their turns must still yield. */
+const providerSessions: string[] = [];
+/** Provider kills whose stream broke (a live `retry` with `stream_interrupted`), and waits for the provider seen. */
+const providerKills = { midStream: 0, waits: 0 };
 const failoverMs: number[] = [];
 const unanswered: string[] = [];
 let firstSilence = '';
@@ -60,6 +65,12 @@ function startNode(): ServiceProcess {
   const node = startServiceProcess('services/runtime/main.ts', { NATS_URL: server.url, AGENTBUS_NODE_ID: id, AGENTBUS_LEASE_TTL_MS: String(TTL_MS) });
   nodes.set(id, node);
   return node;
+}
+
+/** The scripted provider as its own process, so that it can be killed as a crash would end it. */
+function startProvider(): ServiceProcess {
+  provider = startServiceProcess('services/provider/main.ts', { NATS_URL: server.url, AGENTBUS_SCRIPT: scriptFile });
+  return provider;
 }
 
 function startWorker(): ServiceProcess {
@@ -104,7 +115,7 @@ async function pingCount(service: string): Promise<number> {
 async function busBack(): Promise<void> {
   const deadline = Date.now() + 15_000;
   while (Date.now() < deadline) {
-    if ((await pingCount('agentbus-runtime')) >= nodes.size && (await pingCount('agentbus-tools')) >= workers.length) return;
+    if ((await pingCount('agentbus-runtime')) >= nodes.size && (await pingCount('agentbus-tools')) >= workers.length && (await pingCount('agentbus-provider')) >= 1) return;
     await sleep(100);
   }
 }
@@ -162,31 +173,33 @@ beforeAll(async () => {
   effectsFile = join(dir, 'effects.log');
   await writeFile(effectsFile, '');
   server = await startNatsServer();
-  services = await connect({ servers: server.url, maxReconnectAttempts: -1, reconnectTimeWait: 250 });
   client = await connect({ servers: server.url, maxReconnectAttempts: -1, reconnectTimeWait: 250 });
-  const provider = await startProviderService({
-    nc: services,
-    logger: silentLogger(),
-    script: {
+  scriptFile = join(dir, 'script.json');
+  await writeFile(
+    scriptFile,
+    JSON.stringify({
       responses: [
         { text: 'Let me apply the effect first.', toolCalls: [{ name: 'effect', args: {} }], delayMs: 30, chunkSize: 3 },
         { text: 'The effect is applied; here is the rest of the answer, streamed slowly.', delayMs: 20, chunkSize: 3 },
       ],
-    },
-  });
-  stopProvider = () => provider.stop();
+    }),
+  );
+  startProvider();
   startWorker();
   startWorker();
   startNode();
   startNode();
-  await Promise.all([...workers.map((worker) => worker.waitFor('effect worker started')), ...[...nodes.values()].map((node) => node.waitFor('runtime started'))]);
+  await Promise.all([
+    provider!.waitFor('provider service started'),
+    ...workers.map((worker) => worker.waitFor('effect worker started')),
+    ...[...nodes.values()].map((node) => node.waitFor('runtime started')),
+  ]);
 }, 60_000);
 
 afterAll(async () => {
   for (const process of [...nodes.values(), ...workers]) await process.stop('SIGKILL');
-  await stopProvider?.();
+  await provider?.stop('SIGKILL');
   await client?.close();
-  await services?.close();
   await server?.stop();
   await rm(dir, { recursive: true, force: true });
 });
@@ -265,6 +278,28 @@ describe(`the fault suite (${FULL ? 'full' : 'bounded'}; seed ${firstSeed})`, ()
     }
   }, 600_000);
 
+  it(`kills the provider in the middle of a stream, ${TRIALS.providerKills} times: the turn in flight and the prompt behind it both yield`, async () => {
+    for (let trial = 0; trial < TRIALS.providerKills; trial += 1) {
+      const sessionId = `provider-${trial}`;
+      sessions.push(sessionId);
+      providerSessions.push(sessionId);
+      const watcher = collectEvents(client, TENANT, sessionId);
+      await prompt(sessionId, 'apply the effect');
+      // Streaming now: the first delta is out; the kill lands somewhere in the next 150 ms of the stream.
+      await watcher.until((seen) => seen.some((event) => event.type === 'assistant.delta'), 15_000).catch(() => undefined);
+      await sleep(random() * 150);
+      await provider!.stop('SIGKILL');
+      const replacement = startProvider();
+      // Sent while no provider runs: queued behind the turn in flight, and waited for like it.
+      await prompt(sessionId, 'and again');
+      await replacement.waitFor('provider service started');
+      await waitEnds(sessionId, watcher, 2);
+      const retries = watcher.events.filter((event) => event.type === 'retry');
+      if (retries.some((event) => event.data.error.code === 'stream_interrupted')) providerKills.midStream += 1;
+      providerKills.waits += retries.filter((event) => event.data.error.code === 'no_responders').length;
+    }
+  }, 600_000);
+
   it('restarts every runtime node, one by one, gracefully, under load: nothing is lost, no turn stalls past the failover window', async () => {
     const load = Array.from({ length: 6 }, (_, index) => `rolling-${index}`);
     sessions.push(...load);
@@ -308,21 +343,26 @@ describe(`the fault suite (${FULL ? 'full' : 'bounded'}; seed ${firstSeed})`, ()
     // Let the last turns settle before the logs are read.
     await sleep(1000);
     const { runs } = await effectRuns();
-    const figures = checkLogs(await readLogs(client, TENANT, sessions), runs);
+    const logs = await readLogs(client, TENANT, sessions);
+    const figures = checkLogs(logs, runs);
+    const afterProviderKills = endReasons(logs.filter((_log, index) => providerSessions.includes(sessions[index]!)));
     const p50 = percentile(failoverMs, 50);
     const p99 = percentile(failoverMs, 99);
     const max = Math.max(...failoverMs);
     console.log(
       [
-        `fault suite (${FULL ? 'full' : 'bounded'}, seed ${firstSeed}): ${TRIALS.runtimeKills} runtime kills, ${TRIALS.workerKills} worker kills, ${TRIALS.natsRestarts} nats restarts, ${TRIALS.pauses} pauses`,
+        `fault suite (${FULL ? 'full' : 'bounded'}, seed ${firstSeed}): ${TRIALS.runtimeKills} runtime kills, ${TRIALS.workerKills} worker kills, ${TRIALS.natsRestarts} nats restarts, ${TRIALS.pauses} pauses, ${TRIALS.providerKills} provider kills`,
         `  sessions ${figures.sessions}, events ${figures.events}, side effects run ${[...runs.values()].reduce((sum, count) => sum + count, 0)}`,
         `  prompts without one turn.ended ${figures.promptsWithoutOneEnd}, duplicated event ids ${figures.duplicateIds}, tool.use without one tool.result ${figures.toolUsesWithoutOneResult}, step gaps ${figures.stepGaps}, side effects run twice ${figures.effectsRunTwice}, prompts unanswered ${unanswered.length}`,
         `  failover (a prompt sent 100 ms after its holder was SIGKILLed or SIGSTOPped, answered): p50 ${p50} ms, p99 ${p99} ms, max ${max} ms over ${failoverMs.length}`,
+        `  provider kills: ${providerKills.midStream} of ${TRIALS.providerKills} broke a stream, ${providerKills.waits} waits for the provider (live retry no_responders); turns of those sessions by how they ended: ${JSON.stringify(afterProviderKills)}`,
       ].join('\n'),
     );
     expect(unanswered, `the nodes said, at the first unanswered prompt:\n${firstSilence}`).toEqual([]);
     expect(figures).toMatchObject({ promptsWithoutOneEnd: 0, duplicateIds: 0, toolUsesWithoutOneResult: 0, stepGaps: 0, effectsRunTwice: 0 });
-    expect(figures.sessions).toBe(TRIALS.runtimeKills + TRIALS.workerKills + TRIALS.natsRestarts + TRIALS.pauses + 6);
+    expect(figures.sessions).toBe(TRIALS.runtimeKills + TRIALS.workerKills + TRIALS.natsRestarts + TRIALS.pauses + TRIALS.providerKills + 6);
+    // A provider killed mid-stream is waited for: both turns of each such session yield, none fails.
+    expect(afterProviderKills).toEqual({ yielded: 2 * TRIALS.providerKills });
     // The promise is 3 s at the 99th percentile; the bounded run on a busy CI machine gets a little slack.
     expect(p99).toBeLessThanOrEqual(FULL ? 3000 : 4500);
   }, 60_000);

@@ -7,7 +7,7 @@ import type { ServiceRegistration } from '../../src/bus/service-registry.ts';
 import { AgentbusError, CancelledError, ErrorCode, InvalidInputError, ProviderError, TimeoutError, abortReason, toErrorData } from '../../src/errors.ts';
 import type { ErrorData } from '../../src/errors.ts';
 import type { Logger } from '../../src/logging.ts';
-import { EMBED_TIMEOUT_HEADER, cancelRequestSchema, embedRequestSchema, generateRequestSchema } from '../../src/protocol/index.ts';
+import { EMBED_TIMEOUT_HEADER, PROVIDER_HEARTBEAT_EVENT, PROVIDER_HEARTBEAT_MS, ProviderCallHeader, cancelRequestSchema, embedRequestSchema, generateRequestSchema } from '../../src/protocol/index.ts';
 import type { CancelAck, Codec, EmbedReply, GenerateRequest, Subjects } from '../../src/protocol/index.ts';
 import type { AdapterRequest, ProviderAdapter } from './adapter.ts';
 import type { EmbedAdapter } from './embedders.ts';
@@ -210,11 +210,26 @@ export function createProviderHost(options: ProviderHostOptions): ProviderHost {
     const requestLogger = logger.child({ requestId: request.requestId });
     const controller = new AbortController();
     const started = performance.now();
+    const stopBeats = message.headers?.get(ProviderCallHeader.heartbeat) === '1' ? sendHeartbeats(message.reply, writer) : () => {};
     const done = run(adapter, request, writer, controller, requestLogger)
+      .finally(stopBeats)
       .then((failure) => registration?.record(adapter.name, { durationMs: performance.now() - started, ...(failure === undefined ? {} : { error: failure }) }))
       .catch((err: unknown) => requestLogger.error({ err }, 'provider request handler failed'))
       .finally(() => perProvider.delete(request.requestId));
     perProvider.set(request.requestId, { controller, writer, done });
+  }
+
+  /** Tells the caller this instance still holds its request: now and every second, until the terminal chunk. */
+  function sendHeartbeats(replySubject: string, writer: ChunkWriter): () => void {
+    const beat = () => {
+      if (writer.ended || nc.isClosed()) return;
+      const beatHeaders = msgpackHeaders();
+      beatHeaders.set(ProviderCallHeader.event, PROVIDER_HEARTBEAT_EVENT);
+      nc.publish(replySubject, new Uint8Array(), { headers: beatHeaders });
+    };
+    beat();
+    const timer = setInterval(beat, PROVIDER_HEARTBEAT_MS);
+    return () => clearInterval(timer);
   }
 
   function onCancel(adapter: ProviderAdapter, message: Msg, logger: Logger): void {

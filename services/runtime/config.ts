@@ -37,13 +37,13 @@ export interface RuntimeConfig {
   readonly maxOutputTokens: number;
   readonly providerTimeoutMs: number;
   readonly providerIdleTimeoutMs: number;
-  readonly toolTimeoutMs: number;
   /**
-   * How long a call nobody answers (`no_responders`: a tool worker restarting, or started after the runtime) is
-   * waited for, trying again with backoff, before it fails (`AGENTBUS_WAIT_FOR_SERVICE_MS`). A tool no worker ever
-   * announced fails at once. Default 30 s.
+   * How long a call waits, in all, for a provider or tool worker that nobody serves right now (`no_responders`: it
+   * has not started yet, or it is restarting) before the call fails (`AGENTBUS_WAIT_FOR_SERVICE_MS`, default 30 s).
+   * Each wait is a live `retry` event; a cancel ends it at once. A tool no worker ever announced fails at once.
    */
   readonly waitForServiceMs: number;
+  readonly toolTimeoutMs: number;
   /**
    * How long the worker of a running call may send no heartbeat before the call is given up (`worker_lost`) and,
    * when that is safe, made again on another worker (`AGENTBUS_TOOL_HEARTBEAT_LAPSE_MS`).
@@ -105,8 +105,8 @@ export const DEFAULT_RUNTIME_CONFIG: Omit<RuntimeConfig, 'nodeId'> = {
   maxOutputTokens: 4096,
   providerTimeoutMs: 10 * 60_000,
   providerIdleTimeoutMs: 120_000,
-  toolTimeoutMs: 60_000,
   waitForServiceMs: 30_000,
+  toolTimeoutMs: 60_000,
   toolHeartbeatLapseMs: 3_000,
   ledgerTtlMs: 24 * 60 * 60_000,
   maxToolOutputChars: 100_000,

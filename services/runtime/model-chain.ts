@@ -60,8 +60,10 @@ export function stepChain(stepModel: string, routing: ModelRouting): string[] {
 /**
  * True when a provider failure should move the step to the next model: the provider failed for good
  * (not retryable: `circuit_open`, `unauthorized`, `bad_request`, …; or retryable but already retried by
- * the provider service, as every error that reaches the runtime has been; or `no_responders`). A
- * cancel, and input the runtime itself got wrong, would fail on any model the same way.
+ * the provider service, as every error that reaches the runtime has been; or `no_responders`: a fallback
+ * is tried at once rather than waited for; the step stream waits only when the last model has no responders,
+ * then runs the chain again from its first model). A cancel, and input the runtime itself got wrong, would
+ * fail on any model the same way.
  */
 export function movesToNextModel(error: unknown): boolean {
   const code = error instanceof AgentbusError ? error.code : toErrorData(error).code;

@@ -5,6 +5,8 @@ import type { ToolCall, Usage } from '../../src/protocol/index.ts';
 import { abortReason } from '../../src/errors.ts';
 import type { PlannedCall, StreamInput, StreamOutput } from '../../machines/index.ts';
 import { runModelChain, uniqueModels } from './model-chain.ts';
+import { waitForService } from './service-wait.ts';
+import type { ServiceWaitReport } from './service-wait.ts';
 import { stepTools } from './session-scope.ts';
 import type { StepActorDeps } from './session-scope.ts';
 import type { SessionServices } from './session-services.ts';
@@ -16,23 +18,22 @@ import type { SessionServices } from './session-services.ts';
 export function createStreamActor({ scopeOf, stepScope, progress }: Pick<StepActorDeps, 'scopeOf' | 'stepScope' | 'progress'>) {
   /**
    * Streams one model call; `contentStarted` is called once text or a tool call came out. A stream
-   * interrupted midway (chunks lost across a reconnect, an upstream stream cut after its first token) is
-   * made again from the start, at most twice. Nothing of it is logged yet, and a live `retry` tells clients
-   * to drop the partial text they were shown.
+   * interrupted midway (chunks lost across a reconnect, an upstream stream cut after its first token, the
+   * provider instance killed: its heartbeats stop) is made again from the start, at most twice. Nothing of it
+   * is logged yet, and a live `retry` tells clients to drop the partial text they were shown. After an
+   * interruption the provider may still be restarting: a `no_responders` then waits for it (up to
+   * `waitForServiceMs`) on this same model, whose text the client has already seen.
    */
   async function streamWithRestart(services: SessionServices, input: StreamInput, model: string, contentStarted: () => void, signal: AbortSignal) {
     const delays = [250, 1000];
-    let interrupted = false;
+    const once = () => streamOnce(services, input, model, contentStarted, signal);
     for (let attempt = 1; ; attempt++) {
       try {
-        return await streamOnce(services, input, model, contentStarted, signal);
+        return attempt === 1 ? await once() : await waitForService({ call: once, waitMs: services.config.waitForServiceMs, signal, onWait: reportWait(services, input, model) });
       } catch (error) {
         const data = toErrorData(error);
-        // After an interruption the provider may still be reconnecting: "no responders" is worth a wait too.
-        const again = data.code === ErrorCode.streamInterrupted || (interrupted && data.code === ErrorCode.noResponders);
         const delayMs = delays[attempt - 1];
-        if (!again || delayMs === undefined || signal.aborted) throw error;
-        interrupted = true;
+        if (data.code !== ErrorCode.streamInterrupted || delayMs === undefined || signal.aborted) throw error;
         services.logger.warn({ turnId: input.turnId, step: input.step, model, error: data }, 'provider stream interrupted; calling again');
         services.live.publish('retry', stepScope(services, input), { attempt: attempt + 1, maxAttempts: delays.length + 1, delayMs, error: data, model });
         // Node rejects an aborted delay with a plain AbortError; the turn needs the signal's own reason (a timeout stays a timeout).
@@ -41,6 +42,14 @@ export function createStreamActor({ scopeOf, stepScope, progress }: Pick<StepAct
         });
       }
     }
+  }
+
+  /** Publishes a wait for an absent provider as a live `retry`, and logs it. */
+  function reportWait(services: SessionServices, input: StreamInput, model: string) {
+    return (wait: ServiceWaitReport) => {
+      services.logger.warn({ turnId: input.turnId, step: input.step, model, attempt: wait.attempt, delayMs: wait.delayMs, error: wait.error }, 'no provider serves the model; waiting for one');
+      services.live.publish('retry', stepScope(services, input), { ...wait, model });
+    };
   }
 
   async function streamOnce(services: SessionServices, input: StreamInput, model: string, contentStarted: () => void, signal: AbortSignal) {
@@ -105,21 +114,30 @@ export function createStreamActor({ scopeOf, stepScope, progress }: Pick<StepAct
     const scope = scopeOf(system);
     const { services } = scope;
     const byName = await stepTools(scope, signal);
-    const { value } = await runModelChain({
-      models: uniqueModels([input.request.model, ...(input.request.fallbackModels ?? [])]),
+    const models = uniqueModels([input.request.model, ...(input.request.fallbackModels ?? [])]);
+    // A chain whose last model has no provider serving it (none started yet, or restarting) is run again from
+    // its first model after a wait: fallbacks are tried at once, and the primary is preferred again once it is back.
+    const { value } = await waitForService({
+      waitMs: services.config.waitForServiceMs,
       signal,
-      attempt: ({ model, contentStarted }) => streamWithRestart(services, input, model, contentStarted, signal),
-      onSwitch: (change) => {
-        services.logger.warn({ turnId: input.turnId, step: input.step, from: change.from, to: change.to, error: change.error }, 'provider failed; moving to the next model');
-        services.live.publish('retry', stepScope(services, input), {
-          attempt: change.attempt,
-          maxAttempts: change.maxAttempts,
-          delayMs: 0,
-          error: change.error,
-          model: change.from,
-          nextModel: change.to,
-        });
-      },
+      onWait: reportWait(services, input, models[models.length - 1] ?? input.request.model),
+      call: () =>
+        runModelChain({
+          models,
+          signal,
+          attempt: ({ model, contentStarted }) => streamWithRestart(services, input, model, contentStarted, signal),
+          onSwitch: (change) => {
+            services.logger.warn({ turnId: input.turnId, step: input.step, from: change.from, to: change.to, error: change.error }, 'provider failed; moving to the next model');
+            services.live.publish('retry', stepScope(services, input), {
+              attempt: change.attempt,
+              maxAttempts: change.maxAttempts,
+              delayMs: 0,
+              error: change.error,
+              model: change.from,
+              nextModel: change.to,
+            });
+          },
+        }),
     });
     signal.throwIfAborted();
     const { text, toolCalls, usage, cost, model, finishReason } = value;

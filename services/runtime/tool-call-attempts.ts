@@ -4,7 +4,7 @@ import { ErrorCode, LiveEventType, SafetyTier } from '../../src/protocol/index.t
 import type { ToolCallReply, ToolCallRequest } from '../../src/protocol/index.ts';
 import type { ToolInfo } from './ports.ts';
 import type { SessionServices } from './session-services.ts';
-import { serviceWaits } from './service-waits.ts';
+import { TOOL_WAIT_DELAYS_MS, serviceWaitSchedule } from './service-wait.ts';
 
 /** Attempts of one call whose workers keep falling silent or unavailable, the first included. */
 const MAX_ATTEMPTS = 3;
@@ -73,7 +73,7 @@ export async function callToolWithRecovery(
   const safeTwice = info.tier === SafetyTier.readOnly || info.idempotent;
   const repeatable = safeTwice || info.ledger === true;
   const first = scope.firstAttempt ?? 1;
-  const waits = serviceWaits(services.config.waitForServiceMs);
+  const waits = serviceWaitSchedule(services.config.waitForServiceMs, TOOL_WAIT_DELAYS_MS);
   let attempt = first;
   let busyTries = 0;
   let waited = 0;

@@ -1,3 +1,4 @@
+import { headers as createHeaders } from '@nats-io/nats-core';
 import type { Msg, NatsConnection } from '@nats-io/nats-core';
 import {
   AgentbusError,
@@ -5,14 +6,15 @@ import {
   InvalidInputError,
   NoRespondersError,
   ProviderError,
+  TimeoutError,
   abortReason,
   fromErrorData,
 } from '../errors.ts';
 import type { ErrorData } from '../errors.ts';
 import type { Logger } from '../logging.ts';
-import { generateChunkSchema, isToken } from '../protocol/index.ts';
+import { PROVIDER_HEARTBEAT_EVENT, ProviderCallHeader, generateChunkSchema, isToken } from '../protocol/index.ts';
 import type { CancelRequest, Codec, GenerateChunk, GenerateRequest, Subjects } from '../protocol/index.ts';
-import { request as busRequest } from './request.ts';
+import { request as busRequest, msgpackHeaders } from './request.ts';
 import { createReplyMux } from './reply-mux.ts';
 import type { ReplyMux } from './reply-mux.ts';
 import { streamRequest } from './stream-reply.ts';
@@ -23,6 +25,11 @@ export const DEFAULT_IDLE_TIMEOUT_MS = 120_000;
 export const DEFAULT_GENERATE_TIMEOUT_MS = 600_000;
 /** Default wait for the acknowledgement of a cancel. */
 export const DEFAULT_CANCEL_TIMEOUT_MS = 1_000;
+/**
+ * Default longest silence (no chunk, no heartbeat) of a provider instance that sends heartbeats, before its
+ * stream is taken for broken: three of its heartbeats missed.
+ */
+export const DEFAULT_HEARTBEAT_LAPSE_MS = 3_000;
 
 /** Options of one provider call. */
 export interface GenerateOptions {
@@ -31,6 +38,11 @@ export interface GenerateOptions {
   readonly idleTimeoutMs?: number;
   /** Longest whole call. Default 10 minutes. */
   readonly timeoutMs?: number;
+  /**
+   * Longest silence of a provider instance that has sent a heartbeat of this call: past it the instance is taken
+   * for dead and the call ends `stream_interrupted` (retryable). Default 3 s.
+   */
+  readonly heartbeatLapseMs?: number;
 }
 
 /** The runtime's side of the provider protocol. */
@@ -38,8 +50,10 @@ export interface ProviderClient {
   /**
    * Streams one provider call: yields `text-delta`, `tool-call`, `usage` and `retry` chunks and finally
    * the `done` chunk. Text deltas that arrive together are yielded as one `text-delta` (their texts joined).
-   * An `error` chunk is thrown as the rebuilt error. When the call ends early (abort,
-   * timeout, a broken stream, or the consumer stops iterating) a cancel is sent to the provider first.
+   * An `error` chunk is thrown as the rebuilt error. The request asks for heartbeats: a provider instance that
+   * sends them and then falls silent past the heartbeat lapse (it died holding the call) ends the call
+   * `stream_interrupted`, as a connection drop does. When the call ends early (abort, timeout, a broken stream,
+   * or the consumer stops iterating) a cancel is sent to the provider first.
    */
   generate(request: GenerateRequest, options?: GenerateOptions): AsyncIterable<GenerateChunk>;
 }
@@ -136,17 +150,33 @@ export function createProviderClient(options: ProviderClientOptions): ProviderCl
     const forwardAbort = () => interruption.abort(signal?.reason);
     signal?.addEventListener('abort', forwardAbort, { once: true });
     inFlight.add(interruption);
+    const idleTimeoutMs = callOptions.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS;
+    const watchdog = createHeartbeatWatchdog({
+      lapseMs: callOptions.heartbeatLapseMs ?? DEFAULT_HEARTBEAT_LAPSE_MS,
+      idleTimeoutMs,
+      subject,
+      provider,
+      interrupt: (reason) => interruption.abort(reason),
+    });
     try {
+      const requestHeaders = createHeaders();
+      requestHeaders.set(ProviderCallHeader.heartbeat, '1');
       const stream = streamRequest(nc, subject, codec.encode(request), () => false, {
-        idleTimeoutMs: callOptions.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS,
+        idleTimeoutMs,
         timeoutMs: callOptions.timeoutMs ?? DEFAULT_GENERATE_TIMEOUT_MS,
         replies,
         signal: interruption.signal,
+        headers: msgpackHeaders(requestHeaders),
       });
       for await (const batch of stream) {
         // Text deltas that arrived together go on as one: fewer steps (and live events) for the same text.
         let text: Extract<GenerateChunk, { type: 'text-delta' }> | undefined;
         for (const message of batch) {
+          if (message.headers?.get(ProviderCallHeader.event) === PROVIDER_HEARTBEAT_EVENT) {
+            watchdog.heard(false);
+            continue;
+          }
+          watchdog.heard(true);
           const chunk = decodeChunk(message, provider);
           if (chunk.requestId !== request.requestId || chunk.seq !== expectedSeq) {
             // Chunks were lost (e.g. across a NATS reconnect): the call can be made again from the start.
@@ -184,6 +214,7 @@ export function createProviderClient(options: ProviderClientOptions): ProviderCl
       }
       throw error;
     } finally {
+      watchdog.stop();
       signal?.removeEventListener('abort', forwardAbort);
       inFlight.delete(interruption);
       // Whatever ended the call early, the provider should stop spending tokens on it.
@@ -192,4 +223,47 @@ export function createProviderClient(options: ProviderClientOptions): ProviderCl
   }
 
   return { generate };
+}
+
+/**
+ * Watches a stream whose provider instance sends heartbeats. Once one came, silence past `lapseMs` means the
+ * instance is gone (`stream_interrupted`), and since heartbeats keep the stream's own idle timer from firing, a
+ * stream with heartbeats but no chunk for `idleTimeoutMs` times out here instead. Before the first heartbeat
+ * (a provider that sends none) it does nothing.
+ */
+function createHeartbeatWatchdog(options: {
+  readonly lapseMs: number;
+  readonly idleTimeoutMs: number;
+  readonly subject: string;
+  readonly provider: string;
+  readonly interrupt: (reason: Error) => void;
+}) {
+  let lastHeard = 0;
+  let lastChunk = Date.now();
+  let timer: ReturnType<typeof setInterval> | undefined;
+  const check = () => {
+    const now = Date.now();
+    if (now - lastHeard > options.lapseMs) {
+      options.interrupt(
+        new ProviderError(ErrorCode.streamInterrupted, `provider ${options.provider} stopped sending heartbeats for ${options.lapseMs} ms on ${options.subject}: its instance is gone`, {
+          provider: options.provider,
+          retryable: true,
+        }),
+      );
+    } else if (now - lastChunk > options.idleTimeoutMs) {
+      options.interrupt(new TimeoutError(`stream on ${options.subject} was silent for ${options.idleTimeoutMs} ms`, options.idleTimeoutMs, options.subject));
+    }
+  };
+  return {
+    /** Notes a message: a chunk, or only a heartbeat. */
+    heard(chunk: boolean) {
+      lastHeard = Date.now();
+      if (chunk) lastChunk = lastHeard;
+      // Only a heartbeat arms the watch: a provider that sends none may well be silent between chunks.
+      else timer ??= setInterval(check, Math.max(50, Math.min(options.lapseMs, options.idleTimeoutMs) / 4));
+    },
+    stop() {
+      clearInterval(timer);
+    },
+  };
 }

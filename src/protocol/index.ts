@@ -51,6 +51,7 @@ export type {
   ChunkBody,
 } from './schemas.ts';
 export { ToolCallEventKind, ToolCallHeader, ToolWorkerMetadataKey, toolCallEventSchema } from './tool-call-events.ts';
+export { PROVIDER_HEARTBEAT_EVENT, PROVIDER_HEARTBEAT_MS, ProviderCallHeader } from './provider-heartbeat.ts';
 export type { ToolCallEvent } from './tool-call-events.ts';
 export {
   HookAction,

@@ -54,6 +54,15 @@ export function checkLogs(logs: ReadonlyArray<readonly LogEvent[]>, effectRuns: 
   return { sessions: logs.length, events, promptsWithoutOneEnd, duplicateIds, toolUsesWithoutOneResult, stepGaps, effectsRunTwice };
 }
 
+/** How the turns in `logs` ended: the count of `turn.ended` events by `reason`. */
+export function endReasons(logs: ReadonlyArray<readonly LogEvent[]>): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const log of logs) {
+    for (const event of log) if (event.type === 'turn.ended') counts[event.data.reason] = (counts[event.data.reason] ?? 0) + 1;
+  }
+  return counts;
+}
+
 /** Reads each session's whole log back from `AGENTBUS_LOG`. */
 export async function readLogs(nc: NatsConnection, tenant: string, sessionIds: readonly string[]): Promise<LogEvent[][]> {
   const log = createSessionLog({ nc, js: jetstream(nc), subjects: createSubjects('agentbus'), codec: createCodec(), stream: streamNames().log, logger: silentLogger() });
