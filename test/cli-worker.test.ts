@@ -30,7 +30,8 @@ function cleanEnv(): NodeJS.ProcessEnv {
 
 /** Runs `agentbus` to its end, with no bus picked from this process's environment. */
 function agentbus(args: string[], cwd = ROOT): Promise<AgentbusRun> {
-  return runAgentbus(args, { cwd, env: cleanEnv(), timeoutMs: 15_000 });
+  // Generous: several CLI processes start at once here, each loading TypeScript, on two shared cores.
+  return runAgentbus(args, { cwd, env: cleanEnv(), timeoutMs: 60_000 });
 }
 
 const echo = defineTool({
@@ -129,7 +130,7 @@ describe('agentbus worker', () => {
       expect(run.stderr).toMatch(cases[index]![1]);
       expect(run.stdout).toBe('');
     });
-  });
+  }, 120_000);
 
   it('exits 2 when there is no bus to serve on, and 1 when the module throws while loading', async () => {
     const empty = await mkdtemp(join(tmpdir(), 'agentbus-worker-'));
@@ -143,5 +144,5 @@ describe('agentbus worker', () => {
     const broken = await agentbus(['worker', 'test/fixtures/worker-broken.ts', '--nats', nats.server.url]);
     expect(broken.code).toBe(1);
     expect(broken.stderr).toMatch(/could not load test\/fixtures\/worker-broken\.ts: this module is broken on purpose/);
-  });
+  }, 120_000);
 });
