@@ -9,7 +9,7 @@ import { busOptionsFromEnv, busTlsFromEnv, connectBus, splitServers, tlsConnectO
 import { startNatsServer } from './helpers/nats-server.ts';
 import type { BusConnectOptions } from '../src/bus/connect.ts';
 import { ServiceInboxPrefix, inboxPrefixOf } from '../src/bus/inbox.ts';
-import { cliInboxPrefix, connectCli } from '../src/cli/connect.ts';
+import { cliInboxPrefix, connectCli } from '../cli/connect.ts';
 import { InvalidInputError } from '../src/errors.ts';
 import { createLogger } from '../src/logging.ts';
 import { startServiceProcess } from './helpers/service-process.ts';

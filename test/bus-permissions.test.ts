@@ -9,7 +9,7 @@ import { busOptionsFromEnv, connectBus } from '../src/bus/connect.ts';
 import { createMemoryClient } from '../src/bus/memory-client.ts';
 import { createToolClient } from '../src/bus/tool-client.ts';
 import { ServiceInboxPrefix } from '../src/bus/inbox.ts';
-import { connectCli } from '../src/cli/connect.ts';
+import { connectCli } from '../cli/connect.ts';
 import { createAgentbusClient } from '../src/client/index.ts';
 import { discoverServices } from '../src/bus/service-registry.ts';
 import type { AgentbusClient } from '../src/client/index.ts';

@@ -7,7 +7,7 @@ import { connect } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startMemoryService } from '../services/memory/index.ts';
 import type { MemoryService } from '../services/memory/index.ts';
-import { main } from '../src/cli/main.ts';
+import { main } from '../cli/main.ts';
 import { createAgentbusClient } from '../src/client/index.ts';
 import { silentLogger, startStack } from './helpers/stack.ts';
 import type { TestStack } from './helpers/stack.ts';

@@ -17,7 +17,7 @@ import type { AgentEvent } from '../src/protocol/index.ts';
 import { freePort } from './helpers/nats-server.ts';
 import { PassThrough } from 'node:stream';
 import { createMemoryClient } from '../src/bus/memory-client.ts';
-import { main } from '../src/cli/main.ts';
+import { main } from '../cli/main.ts';
 import { configUsers } from './helpers/shipped-nats.ts';
 import { startServiceProcess } from './helpers/service-process.ts';
 import type { ServiceProcess } from './helpers/service-process.ts';

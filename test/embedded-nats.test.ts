@@ -4,12 +4,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { findBus } from '../src/cli/bus-target.ts';
-import { connectCli } from '../src/cli/connect.ts';
-import { startEmbeddedNats } from '../src/cli/embedded-nats.ts';
-import type { EmbeddedNats } from '../src/cli/embedded-nats.ts';
-import { readStackFile, writeStackFile } from '../src/cli/state-dir.ts';
-import type { CliContext } from '../src/cli/context.ts';
+import { findBus } from '../cli/bus-target.ts';
+import { connectCli } from '../cli/connect.ts';
+import { startEmbeddedNats } from '../cli/embedded-nats.ts';
+import type { EmbeddedNats } from '../cli/embedded-nats.ts';
+import { readStackFile, writeStackFile } from '../cli/state-dir.ts';
+import type { CliContext } from '../cli/context.ts';
 
 // The nats-server `agentbus up` and `agentbus ask` start on loopback: any local user can reach its port, and whoever
 // is on the bus can call `run_command`. It lets in only the holder of its token, which sits in `.agentbus/`.

@@ -3,7 +3,7 @@ import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { Objm } from '@nats-io/obj';
 import { PassThrough } from 'node:stream';
-import { main } from '../src/cli/main.ts';
+import { main } from '../cli/main.ts';
 import { createMemoryClient } from '../src/bus/memory-client.ts';
 import { createCodec } from '../src/protocol/index.ts';
 import type { MemoryRebuildReply } from '../src/protocol/index.ts';

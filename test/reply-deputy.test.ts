@@ -9,7 +9,7 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import { busOptionsFromEnv, connectBus } from '../src/bus/connect.ts';
 import { ServiceInboxPrefix } from '../src/bus/inbox.ts';
 import { msgpackHeaders } from '../src/bus/request.ts';
-import { connectCli } from '../src/cli/connect.ts';
+import { connectCli } from '../cli/connect.ts';
 import { createAgentbusClient } from '../src/client/index.ts';
 import type { AgentbusClient } from '../src/client/index.ts';
 import { createLogger } from '../src/logging.ts';

@@ -1,8 +1,8 @@
 import { spawn } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { useNatsServer } from './helpers/nats-fixture.ts';
-import { startServiceStack } from '../src/cli/service-stack.ts';
-import type { ServiceName } from '../src/cli/service-stack.ts';
+import { startServiceStack } from '../cli/service-stack.ts';
+import type { ServiceName } from '../cli/service-stack.ts';
 
 const nats = useNatsServer();
 
@@ -51,7 +51,7 @@ describe('agentbus up supervision', () => {
   it('stops its services when agentbus up itself dies, even by SIGKILL: no orphans', async () => {
     const parent = spawn(
       process.execPath,
-      ['--import', 'tsx', '-e', `import('./src/cli/service-stack.ts').then((m) => m.startServiceStack({ services: ['tools'], env: { NATS_URL: '${nats.server.url}' }, onLog: (_, line) => console.log(line) }))`],
+      ['--import', 'tsx', '-e', `import('./cli/service-stack.ts').then((m) => m.startServiceStack({ services: ['tools'], env: { NATS_URL: '${nats.server.url}' }, onLog: (_, line) => console.log(line) }))`],
       { stdio: ['ignore', 'pipe', 'inherit'] },
     );
     const lines: string[] = [];

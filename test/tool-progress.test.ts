@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import type { AgentEvent } from '../src/protocol/index.ts';
-import { formatEvent } from '../src/cli/format.ts';
+import { formatEvent } from '../cli/format.ts';
 import { defineTool } from '../src/tool-sdk/index.ts';
 import { collectEvents, requestJson, startStack } from './helpers/stack.ts';
 import type { TestStack } from './helpers/stack.ts';

@@ -1,8 +1,8 @@
 import { parseArgs } from 'node:util';
-import { discoverServices } from '../bus/service-discovery.ts';
-import { isNoResponders } from '../bus/request.ts';
-import { createCodec, createMemorySubjects } from '../protocol/index.ts';
-import type { MemoryRebuildReply } from '../protocol/index.ts';
+import { discoverServices } from '../src/bus/service-discovery.ts';
+import { isNoResponders } from '../src/bus/request.ts';
+import { createCodec, createMemorySubjects } from '../src/protocol/index.ts';
+import type { MemoryRebuildReply } from '../src/protocol/index.ts';
 import { findBus } from './bus-target.ts';
 import { connectCli } from './connect.ts';
 import { UsageError } from './context.ts';

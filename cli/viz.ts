@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util';
 import type { AnyStateMachine } from 'xstate';
-import { sessionMachine, turnMachine } from '../../machines/index.ts';
-import { layoutMachine, machineGraph, toMermaid, toSvg } from '../viz/index.ts';
+import { sessionMachine, turnMachine } from '../machines/index.ts';
+import { layoutMachine, machineGraph, toMermaid, toSvg } from '../src/viz/index.ts';
 import { UsageError } from './context.ts';
 import type { CliContext } from './context.ts';
 

@@ -1,9 +1,9 @@
 import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/nats-core';
-import { busCredentialsFromEnv, busTlsFromEnv, splitServers, tlsConnectOption } from '../bus/connect.ts';
-import { userInboxPrefix } from '../bus/inbox.ts';
-import { replyPolicyFromBus } from '../bus/reply-guard.ts';
-import type { ReplyPolicy } from '../bus/reply-guard.ts';
+import { busCredentialsFromEnv, busTlsFromEnv, splitServers, tlsConnectOption } from '../src/bus/connect.ts';
+import { userInboxPrefix } from '../src/bus/inbox.ts';
+import { replyPolicyFromBus } from '../src/bus/reply-guard.ts';
+import type { ReplyPolicy } from '../src/bus/reply-guard.ts';
 
 /**
  * The inbox prefix of a CLI connection: `AGENTBUS_INBOX_PREFIX`, or else the one of the NATS user it logs in as

@@ -1,13 +1,13 @@
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { describeDefaultModel } from '../default-model.ts';
+import { describeDefaultModel } from '../src/default-model.ts';
 import { embeddedBusEnv, startEmbeddedNats } from './embedded-nats.ts';
 import type { EmbeddedNats } from './embedded-nats.ts';
 import { startServiceStack } from './service-stack.ts';
 import type { ServiceName, ServiceStack } from './service-stack.ts';
 
 /** The demo script that ships with agentbus; the scripted provider plays it when no other is given. */
-export const DEMO_SCRIPT = fileURLToPath(new URL('../../examples/demo-script.json', import.meta.url));
+export const DEMO_SCRIPT = fileURLToPath(new URL('../examples/demo-script.json', import.meta.url));
 
 /** A bus (embedded or given) with agentbus services on it. */
 export interface LocalStack {

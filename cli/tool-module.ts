@@ -1,8 +1,8 @@
 import { stat } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { isToolDefinition } from '../tool-sdk/index.ts';
-import type { AnyToolDefinition } from '../tool-sdk/index.ts';
+import { isToolDefinition } from '../src/tool-sdk/index.ts';
+import type { AnyToolDefinition } from '../src/tool-sdk/index.ts';
 import { UsageError } from './context.ts';
 
 /** A module that failed while it was being imported (a syntax error, a throw at its top level). */

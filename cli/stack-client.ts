@@ -1,8 +1,8 @@
 import type { NatsConnection } from '@nats-io/nats-core';
-import { createAgentbusClient } from '../client/index.ts';
-import type { AgentbusClient } from '../client/index.ts';
-import { AgentbusError, ErrorCode } from '../errors.ts';
-import { TOKEN_PATTERN, isToken } from '../protocol/index.ts';
+import { createAgentbusClient } from '../src/client/index.ts';
+import type { AgentbusClient } from '../src/client/index.ts';
+import { AgentbusError, ErrorCode } from '../src/errors.ts';
+import { TOKEN_PATTERN, isToken } from '../src/protocol/index.ts';
 import { findBus } from './bus-target.ts';
 import { connectCli } from './connect.ts';
 import { UsageError } from './context.ts';

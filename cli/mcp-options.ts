@@ -1,7 +1,7 @@
 import { isAbsolute } from 'node:path';
 import { parseArgs } from 'node:util';
-import { MAX_MCP_TIMEOUT_MS } from '../mcp/index.ts';
-import { SafetyTier } from '../protocol/index.ts';
+import { MAX_MCP_TIMEOUT_MS } from '../src/mcp/index.ts';
+import { SafetyTier } from '../src/protocol/index.ts';
 import { UsageError } from './context.ts';
 import { concurrencyFlag, serviceNameFlag } from './serving-command.ts';
 

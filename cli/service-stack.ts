@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { isReadyMessage } from '../ready.ts';
+import { isReadyMessage } from '../src/ready.ts';
 
 /** The services `agentbus up` can run, each its own process. */
 export const ServiceName = {
@@ -13,7 +13,7 @@ export const ServiceName = {
 } as const;
 export type ServiceName = (typeof ServiceName)[keyof typeof ServiceName];
 
-const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
 /** A running set of service processes. */
 export interface ServiceStack {

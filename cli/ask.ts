@@ -1,10 +1,10 @@
 import { parseArgs } from 'node:util';
 import { nuid } from '@nats-io/nats-core';
 import type { NatsConnection } from '@nats-io/nats-core';
-import { createAgentbusClient } from '../client/index.ts';
-import { AgentbusError, ErrorCode, toErrorData } from '../errors.ts';
-import { MODEL_PATTERN, isToken } from '../protocol/index.ts';
-import type { AgentEvent, Prompt } from '../protocol/index.ts';
+import { createAgentbusClient } from '../src/client/index.ts';
+import { AgentbusError, ErrorCode, toErrorData } from '../src/errors.ts';
+import { MODEL_PATTERN, isToken } from '../src/protocol/index.ts';
+import type { AgentEvent, Prompt } from '../src/protocol/index.ts';
 import { findBus } from './bus-target.ts';
 import { connectCli } from './connect.ts';
 import { UsageError } from './context.ts';

@@ -1,10 +1,10 @@
 import { basename, extname } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { DestinationStream } from 'pino';
-import { createLogger } from '../logging.ts';
-import { createScrubber, secretsFromEnv } from '../scrub/index.ts';
-import { createCodec, createSubjects } from '../protocol/index.ts';
-import { DEFAULT_TOOL_SERVICE_NAME, createToolWorker } from '../tool-sdk/index.ts';
+import { createLogger } from '../src/logging.ts';
+import { createScrubber, secretsFromEnv } from '../src/scrub/index.ts';
+import { createCodec, createSubjects } from '../src/protocol/index.ts';
+import { DEFAULT_TOOL_SERVICE_NAME, createToolWorker } from '../src/tool-sdk/index.ts';
 import { findBus } from './bus-target.ts';
 import { cliReplyPolicy, connectCli } from './connect.ts';
 import { UsageError } from './context.ts';

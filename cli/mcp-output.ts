@@ -1,4 +1,4 @@
-import type { Scrubber } from '../scrub/index.ts';
+import type { Scrubber } from '../src/scrub/index.ts';
 import type { CliContext } from './context.ts';
 
 /** What `agentbus mcp` writes for the person running it, every line through the scrubber first. */

@@ -1,6 +1,6 @@
 import { parseArgs } from 'node:util';
-import { AgentbusError, ErrorCode } from '../errors.ts';
-import type { LogEvent } from '../protocol/index.ts';
+import { AgentbusError, ErrorCode } from '../src/errors.ts';
+import type { LogEvent } from '../src/protocol/index.ts';
 import { UsageError } from './context.ts';
 import type { CliContext } from './context.ts';
 import { describeBusError, tokenArgument, withStackClient } from './stack-client.ts';

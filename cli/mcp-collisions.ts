@@ -1,10 +1,10 @@
 import type { NatsConnection } from '@nats-io/nats-core';
-import { discoverServices } from '../bus/service-discovery.ts';
-import type { ServiceInfo } from '../bus/service-info.ts';
-import type { Logger } from '../logging.ts';
-import { toolCollisions } from '../mcp/index.ts';
-import type { Codec, Subjects } from '../protocol/index.ts';
-import type { AnyToolDefinition } from '../tool-sdk/index.ts';
+import { discoverServices } from '../src/bus/service-discovery.ts';
+import type { ServiceInfo } from '../src/bus/service-info.ts';
+import type { Logger } from '../src/logging.ts';
+import { toolCollisions } from '../src/mcp/index.ts';
+import type { Codec, Subjects } from '../src/protocol/index.ts';
+import type { AnyToolDefinition } from '../src/tool-sdk/index.ts';
 
 /** Options of {@link createCollisionWarnings}. */
 export interface CollisionWarningsOptions {

@@ -1,6 +1,6 @@
 import { createInterface } from 'node:readline/promises';
 import { parseArgs } from 'node:util';
-import { AgentbusError, ErrorCode } from '../errors.ts';
+import { AgentbusError, ErrorCode } from '../src/errors.ts';
 import { UsageError } from './context.ts';
 import type { CliContext } from './context.ts';
 import { describeBusError, tokenArgument, withStackClient } from './stack-client.ts';

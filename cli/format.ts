@@ -1,4 +1,4 @@
-import type { AgentEvent } from '../protocol/index.ts';
+import type { AgentEvent } from '../src/protocol/index.ts';
 
 function short(value: unknown, max = 80): string {
   const text = typeof value === 'string' ? value : JSON.stringify(value);

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
-import { hasNatsServer, startNatsServerProcess } from '../nats-server.ts';
+import { hasNatsServer, startNatsServerProcess } from '../src/nats-server.ts';
 import { makePrivateDir } from './state-dir.ts';
 
 /**

@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util';
-import type { SessionSummary } from '../protocol/index.ts';
+import type { SessionSummary } from '../src/protocol/index.ts';
 import { UsageError } from './context.ts';
 import type { CliContext } from './context.ts';
 import { describeBusError, tokenArgument, withStackClient } from './stack-client.ts';

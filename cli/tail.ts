@@ -1,6 +1,6 @@
 import { parseArgs } from 'node:util';
-import { createCodec, createSubjects, decodeSessionEvent, isToken } from '../protocol/index.ts';
-import type { AgentEvent } from '../protocol/index.ts';
+import { createCodec, createSubjects, decodeSessionEvent, isToken } from '../src/protocol/index.ts';
+import type { AgentEvent } from '../src/protocol/index.ts';
 import { findBus } from './bus-target.ts';
 import { connectCli } from './connect.ts';
 import { UsageError } from './context.ts';
