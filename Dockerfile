@@ -1,6 +1,7 @@
 # One image for every agentbus service; docker-compose.yml picks the service with `command:`,
 # e.g. `node --import tsx services/tools/main.ts`. The services run their TypeScript sources through
-# tsx (a runtime dependency), so there is no build step.
+# tsx (a runtime dependency), so there is no build step. The CLI (cli/, bin/) is an application run from a
+# checkout or the npm package, not a service: it stays out of the image.
 
 FROM node:20-bookworm-slim AS deps
 WORKDIR /app

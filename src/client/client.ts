@@ -24,7 +24,8 @@ import type {
 import { openCoreWatch } from './core-watch.ts';
 import { EventReader, detectEventReader } from './event-reader.ts';
 import { openWatch } from './event-stream.ts';
-import type { EventWatch, SkippedMessage, StreamedEvent, WatchOptions } from './event-stream.ts';
+import type { EventWatch, WatchOptions } from './event-stream.ts';
+import type { SkippedMessage, StreamedEvent } from './streamed-event.ts';
 
 /** One session of one tenant. */
 export interface SessionTarget {

@@ -1,5 +1,5 @@
 import { abortReason } from '../errors.ts';
-import type { SkippedMessage, StreamedEvent } from './event-stream.ts';
+import type { SkippedMessage, StreamedEvent } from './streamed-event.ts';
 
 /** What a watch's sources hand to its reader: an event, or a message that was skipped as not a valid event. */
 export type QueuedEvent = StreamedEvent | { readonly skipped: SkippedMessage };

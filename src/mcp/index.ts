@@ -1,5 +1,6 @@
 export { createMcpBridge } from './mcp-bridge.ts';
-export type { McpBridge, McpBridgeEvent, McpBridgeOptions, McpRestartPolicy, ServedTools } from './mcp-bridge.ts';
+export type { McpBridge, McpBridgeEvent, McpBridgeOptions, McpRestartPolicy } from './mcp-bridge.ts';
+export type { ServedTools } from './served-tools.ts';
 export { createArgumentChecks } from './mcp-arguments.ts';
 export type { ArgumentCheckFactory } from './mcp-arguments.ts';
 export { MAX_MCP_TIMEOUT_MS, createMcpCall, progressUpdate } from './mcp-call.ts';

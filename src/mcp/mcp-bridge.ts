@@ -11,15 +11,7 @@ import type { McpSource } from './mcp-source.ts';
 import { mcpToolDefinitions } from './mcp-tools.ts';
 import type { SkippedMcpTool } from './mcp-tools.ts';
 import type { McpErrorOrigin, McpSession } from './mcp-session.ts';
-
-/** Tools being served on the bus (a started tool worker), as the bridge needs them. */
-export interface ServedTools {
-  /**
-   * Leaves discovery and lets running calls finish, for `graceMs` when given, and no longer than until `signal`
-   * aborts (a tool worker's `stop`).
-   */
-  stop(options?: { graceMs?: number; signal?: AbortSignal }): Promise<void>;
-}
+import type { ServedTools } from './served-tools.ts';
 
 /** What a bridge reports as it goes, for the person running it. */
 export type McpBridgeEvent =

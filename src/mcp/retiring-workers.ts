@@ -1,5 +1,5 @@
 import type { Logger } from '../logging.ts';
-import type { ServedTools } from './mcp-bridge.ts';
+import type { ServedTools } from './served-tools.ts';
 
 /** Workers that a changed tool list replaced, stopping in the background while their running calls finish. */
 export interface RetiringWorkers {

@@ -53,6 +53,8 @@ export type {
 export { ToolCallEventKind, ToolCallHeader, ToolWorkerMetadataKey, toolCallEventSchema } from './tool-call-events.ts';
 export { PROVIDER_HEARTBEAT_EVENT, PROVIDER_HEARTBEAT_MS, ProviderCallHeader } from './provider-heartbeat.ts';
 export type { ToolCallEvent } from './tool-call-events.ts';
+export { ToolMetadataKey, parseToolMetadata } from './tool-metadata.ts';
+export type { ToolDescriptor } from './tool-metadata.ts';
 export {
   HookAction,
   HookPhase,

@@ -6,8 +6,10 @@ export { executeToolCall, errorReply, formatIssues } from './execute-tool-call.t
 export type { ExecuteToolCallOptions } from './execute-tool-call.ts';
 export { jsonSchemaParameters } from './json-schema-parameters.ts';
 export type { JsonSchemaCheck, JsonSchemaCheckResult } from './json-schema-parameters.ts';
-export { ToolMetadataKey, parseToolMetadata, toToolMetadata, toolParametersSchema } from './tool-metadata.ts';
-export type { ToolDescriptor } from './tool-metadata.ts';
+export { toToolMetadata, toolParametersSchema } from './tool-metadata.ts';
+// The metadata's wire side is the bus contract's (src/protocol); re-exported so SDK users keep one import.
+export { ToolMetadataKey, parseToolMetadata } from '../protocol/index.ts';
+export type { ToolDescriptor } from '../protocol/index.ts';
 export { createConcurrencyGate } from './concurrency-gate.ts';
 export type { ConcurrencyGate } from './concurrency-gate.ts';
 export { createHookWorker, DEFAULT_HOOK_SERVICE_NAME } from './hook-worker.ts';

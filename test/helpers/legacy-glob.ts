@@ -1,5 +1,5 @@
 // The glob matcher search_text used before glob matching became linear (a backtracking RegExp), kept as the
-// reference the new matcher is checked against (test/glob-matcher.test.ts). Never use it on untrusted globs.
+// reference the new matcher is checked against (test/unit/glob-matcher.test.ts). Never use it on untrusted globs.
 
 /**
  * A glob as a regular expression over `/`-separated paths: `*` any run of characters but `/`, `**` any run

@@ -1,0 +1,55 @@
+import type { AgentEvent } from '../src/protocol/index.ts';
+
+function short(value: unknown, max = 80): string {
+  const text = typeof value === 'string' ? value : JSON.stringify(value);
+  const flat = (text ?? '').replace(/\s+/g, ' ').trim();
+  return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
+}
+
+/** One human line for an event, as `agentbus tail` prints it. */
+export function formatEvent(event: AgentEvent): string {
+  const time = new Date(event.ts).toISOString().slice(11, 23);
+  const where = `${event.tenant}/${event.sessionId}`;
+  return `${time} ${where} ${event.type.padEnd(18)} ${describeData(event)}`.trimEnd();
+}
+
+/** The interesting part of an event's data, in a few words. */
+export function describeData(event: AgentEvent): string {
+  switch (event.type) {
+    case 'session.created':
+      return `by ${event.data.createdBy}`;
+    case 'user.message':
+      return `${event.data.steer ? '(steer) ' : ''}${short(event.data.text)}`;
+    case 'assistant.message': {
+      const tools = event.data.toolCalls.map((call) => call.name).join(', ');
+      return `${short(event.data.text, 60)}${tools ? ` → tools: ${tools}` : ''} [${event.data.model}, ${event.data.usage.inputTokens}/${event.data.usage.outputTokens} tokens, $${event.data.cost.toFixed(6)}]`;
+    }
+    case 'tool.use':
+      return `${event.data.name} ${short(event.data.args, 60)}`;
+    case 'tool.result':
+      return `${event.data.name} ${event.data.isError ? 'ERROR ' : 'ok '}${short(event.data.output, 60)} (${event.data.durationMs} ms)`;
+    case 'approval.requested':
+      return `${event.data.name} ${short(event.data.args, 60)} (toolCallId ${event.data.toolCallId})`;
+    case 'approval.decided':
+      return `${event.data.toolCallId} ${event.data.approved ? 'approved' : 'denied'}${event.data.reason ? `: ${event.data.reason}` : ''}`;
+    case 'summary.created':
+      return `${event.data.tokens} tokens through seq ${event.data.throughSeq}`;
+    case 'turn.ended':
+      return `${event.data.reason}${event.data.error ? ` (${event.data.error.code}: ${event.data.error.message})` : ''} after ${event.data.steps} step(s), $${event.data.cost.toFixed(6)}`;
+    case 'assistant.delta':
+      return JSON.stringify(event.data.text);
+    case 'tool.progress': {
+      const { progress, total } = event.data;
+      const counted = progress === undefined ? '' : ` (${progress}${total === undefined ? '' : `/${total}`})`;
+      return `${event.data.name}: ${event.data.message}${counted}`;
+    }
+    case 'progress':
+      return event.data.message;
+    case 'state':
+      return `${event.data.machine} → ${event.data.value} (${event.data.event})`;
+    case 'retry':
+      return `attempt ${event.data.attempt}/${event.data.maxAttempts} in ${event.data.delayMs} ms: ${event.data.error.message}`;
+    case 'error':
+      return `${event.data.code}: ${event.data.message}`;
+  }
+}

@@ -1,0 +1,73 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { defineTool } from '../../src/tool-sdk/index.ts';
+import type { AgentEvent } from '../../src/protocol/index.ts';
+import { collectEvents, requestJson, startStack } from '../helpers/stack.ts';
+import type { TestStack } from '../helpers/stack.ts';
+
+let stack: TestStack;
+const launched: string[] = [];
+
+const launch = defineTool({
+  name: 'launch',
+  description: 'does something that needs a human yes',
+  parameters: z.object({ target: z.string() }),
+  tier: 'privileged',
+  timeoutMs: 5000,
+  idempotent: false,
+  execute: ({ target }) => {
+    launched.push(target);
+    return `launched ${target}`;
+  },
+});
+
+const approvalRequested = (events: AgentEvent[]) => events.find((event) => event.type === 'approval.requested');
+
+beforeAll(async () => {
+  stack = await startStack({
+    script: { responses: [{ toolCalls: [{ name: 'launch', args: { target: 'probe' } }] }, { text: 'all set' }] },
+    extraTools: [launch],
+  });
+});
+
+afterAll(() => stack?.stop());
+
+describe('a privileged tool call', () => {
+  it('waits in AwaitingApproval and runs once approved', async () => {
+    const watcher = collectEvents(stack.client, 'default', 'approve-1');
+    await requestJson(stack.client, 'agentbus.default.sessions.approve-1.prompt', { text: 'launch it' });
+    const events = await watcher.until((seen) => approvalRequested(seen) !== undefined);
+    expect(events.some((event) => event.type === 'state' && event.data.value === 'AwaitingApproval')).toBe(true);
+    expect(launched).toEqual([]);
+    const request = approvalRequested(events);
+    const toolCallId = request?.type === 'approval.requested' ? request.data.toolCallId : '';
+
+    const wrong = await requestJson(stack.client, 'agentbus.default.sessions.approve-1.approve', { toolCallId: 'nope', approved: true });
+    expect(wrong).toMatchObject({ ok: false, error: { code: 'not_found' } });
+    const reply = await requestJson(stack.client, 'agentbus.default.sessions.approve-1.approve', { toolCallId, approved: true });
+    expect(reply).toMatchObject({ ok: true });
+
+    const done = await watcher.until((seen) => seen.some((event) => event.type === 'turn.ended'));
+    expect(launched).toEqual(['probe']);
+    const types = done.map((event) => event.type);
+    expect(types.indexOf('approval.decided')).toBeLessThan(types.indexOf('tool.use'));
+    expect(done.find((event) => event.type === 'turn.ended')).toMatchObject({ data: { reason: 'yielded', text: 'all set' } });
+    watcher.stop();
+  });
+
+  it('is closed with a denied error result when refused, and the turn goes on', async () => {
+    const watcher = collectEvents(stack.client, 'default', 'approve-2');
+    await requestJson(stack.client, 'agentbus.default.sessions.approve-2.prompt', { text: 'launch it' });
+    const events = await watcher.until((seen) => approvalRequested(seen) !== undefined);
+    const request = approvalRequested(events);
+    const toolCallId = request?.type === 'approval.requested' ? request.data.toolCallId : '';
+    await requestJson(stack.client, 'agentbus.default.sessions.approve-2.approve', { toolCallId, approved: false, reason: 'not today' });
+    const done = await watcher.until((seen) => seen.some((event) => event.type === 'turn.ended'));
+    expect(done.find((event) => event.type === 'tool.result')).toMatchObject({
+      data: { isError: true, error: { code: 'denied', message: 'approval denied: not today' } },
+    });
+    expect(done.find((event) => event.type === 'turn.ended')).toMatchObject({ data: { reason: 'yielded' } });
+    expect(launched).toEqual(['probe']);
+    watcher.stop();
+  });
+});

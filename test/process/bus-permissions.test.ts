@@ -1,0 +1,450 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { PermissionViolationError } from '@nats-io/nats-core';
+import type { NatsConnection, Subscription } from '@nats-io/nats-core';
+import { busOptionsFromEnv, connectBus } from '../../src/bus/connect.ts';
+import { createMemoryClient } from '../../src/bus/memory-client.ts';
+import { createToolClient } from '../../src/bus/tool-client.ts';
+import { ServiceInboxPrefix } from '../../src/bus/inbox.ts';
+import { connectCli } from '../../cli/connect.ts';
+import { createAgentbusClient } from '../../src/client/index.ts';
+import { discoverServices } from '../../src/bus/service-registry.ts';
+import type { AgentbusClient } from '../../src/client/index.ts';
+import { createLogger } from '../../src/logging.ts';
+import { SafetyTier, createCodec, createSubjects } from '../../src/protocol/index.ts';
+import type { AgentEvent, ToolCallReply } from '../../src/protocol/index.ts';
+import { createHookWorker, createToolWorker, defineTool } from '../../src/tool-sdk/index.ts';
+import type { HookWorker, ToolWorker } from '../../src/tool-sdk/index.ts';
+import { startServiceProcess } from '../helpers/service-process.ts';
+import type { ServiceProcess } from '../helpers/service-process.ts';
+import { ShippedConf, startShippedNats } from '../helpers/shipped-nats.ts';
+import type { ShippedNats } from '../helpers/shipped-nats.ts';
+
+// Both shipped NATS configs, each as written, with the real runtime, provider and memory processes, a tool worker
+// logged in as `tools` and a tool hook logged in as `hooks`: each tenant reaches its own sessions and nothing else,
+// nobody reads a reply but its own, and only the runtime asks hooks and only `hooks` answers for them.
+// deploy/nats/nats-server.conf puts each tenant in an account of its own (no JetStream there: the SDK reads events
+// by subscription and memory's history); deploy/nats/nats-server.users.conf keeps every user in one account, where
+// tenants read JetStream through consumers filtered to their sessions.
+
+const codec = createCodec();
+const USERS = ['runtime', 'provider', 'tools', 'hooks', 'memory', 'dashboard', 'client', 'operator', 'acme', 'globex'] as const;
+type User = (typeof USERS)[number];
+const inbox = (user: User) => `_INBOX_${user}`;
+/**
+ * What the refusal test asks to be refused, by layout: the same list for both, and in the accounts layout also every
+ * JetStream request of a tenant (its account has none).
+ */
+const EXPECTED_REFUSALS = {
+  accounts: { refusals: 335, publish: 170, subscribe: 165, byTenants: 183, inboxSubscriptions: 100, consumerCreates: 36 },
+  users: { refusals: 307, publish: 142, subscribe: 165, byTenants: 155, inboxSubscriptions: 100, consumerCreates: 28 },
+} as const;
+/** Refused on purpose by the other tests: the SDK acting for another tenant, and stream info in the accounts layout. */
+const EXPECTED_SDK_REFUSALS = { accounts: 6, users: 3 } as const;
+const STATE_KEY = 'sealed/note';
+const SCRIPT = {
+  responses: [
+    { text: 'Let me write that down.', toolCalls: [{ name: 'remember', args: { key: STATE_KEY, note: 'for acme only' } }] },
+    { text: 'Noted, under seal: only acme can read it back.', chunkSize: 6 },
+  ],
+};
+
+/**
+ * A tool whose work is a round trip through its tenant's state: `context.state` asks memory, answered in
+ * `_INBOX_tools`. Side-effecting, so its worker records its outcome in the result ledger.
+ */
+const remember = defineTool({
+  name: 'remember',
+  description: 'Writes a note into the tenant state and reads it back',
+  parameters: z.object({ key: z.string(), note: z.string() }),
+  tier: SafetyTier.sideEffecting,
+  timeoutMs: 10_000,
+  idempotent: true,
+  async execute({ key, note }, { state, tenant }) {
+    const { revision } = await state.save(key, { note, by: tenant });
+    const loaded = await state.load(key);
+    return JSON.stringify({ revision, loaded: loaded.found ? loaded.value : null });
+  },
+});
+
+describe.each([
+  { layout: 'accounts', file: ShippedConf.accounts },
+  { layout: 'users', file: ShippedConf.users },
+] as const)('tenants sealed on the bus ($file as shipped)', ({ layout, file }) => {
+  let nats: ShippedNats;
+  let scriptDir: string;
+  const processes: ServiceProcess[] = [];
+  let toolsConnection: NatsConnection;
+  let toolWorker: ToolWorker;
+  let hooksConnection: NatsConnection;
+  let hookWorker: HookWorker;
+  /** The phases and tools the `audit` hook was asked about, by session. */
+  const audited: string[] = [];
+  /** acme and globex as an app logs in: through the CLI's connect, which takes the inbox prefix from NATS_USER. */
+  let acme: NatsConnection;
+  let globex: NatsConnection;
+  let acmeClient: AgentbusClient;
+  /** A session of each tenant that has run a turn. */
+  let acmeSession: string;
+  const globexSession = `g-${Date.now()}`;
+  /** Refusals asked for on purpose, by connections named `deliberate-…`; the server must log these and no other. */
+  let refusedOnPurpose = 0;
+
+  beforeAll(async () => {
+    nats = await startShippedNats({ file });
+    scriptDir = await mkdtemp(join(tmpdir(), 'agentbus-permissions-'));
+    const script = join(scriptDir, 'script.json');
+    await writeFile(script, JSON.stringify(SCRIPT));
+    const as = (user: User) => ({ NATS_URL: nats.url, NATS_USER: user, NATS_PASSWORD: nats.passwords[user]!, AGENTBUS_MODEL: 'scripted:default' });
+    const runtime = startServiceProcess('services/runtime/main.ts', { ...as('runtime'), AGENTBUS_TOOL_HOOKS: 'before:audit,after:audit' });
+    const provider = startServiceProcess('services/provider/main.ts', { ...as('provider'), AGENTBUS_SCRIPT: script });
+    const memory = startServiceProcess('services/memory/main.ts', { ...as('memory'), AGENTBUS_EMBED_PROVIDER: 'scripted' });
+    processes.push(runtime, provider, memory);
+    // A worker of the tool SDK, connected as services/tools/main.ts connects.
+    const logger = createLogger({ name: 'permissions-tools', level: 'warn' });
+    toolsConnection = await connectBus({
+      servers: nats.url,
+      name: 'agentbus-tools-remember',
+      logger,
+      ...busOptionsFromEnv({ NATS_USER: 'tools', NATS_PASSWORD: nats.passwords['tools']! }, ServiceInboxPrefix.tools),
+    });
+    toolWorker = createToolWorker({ nc: toolsConnection, subjects: createSubjects('agentbus'), codec, logger, tools: [remember], version: '1.0.0' });
+    await toolWorker.start();
+    // A tool hook of the SDK, connected as a hook process connects: every call of the runtime passes through it.
+    hooksConnection = await connectBus({
+      servers: nats.url,
+      name: 'agentbus-hook-audit',
+      logger,
+      ...busOptionsFromEnv({ NATS_USER: 'hooks', NATS_PASSWORD: nats.passwords['hooks']! }, ServiceInboxPrefix.hooks),
+    });
+    hookWorker = createHookWorker({
+      nc: hooksConnection,
+      subjects: createSubjects('agentbus'),
+      codec,
+      logger,
+      name: 'audit',
+      version: '1.0.0',
+      before: (call) => (audited.push(`before ${call.tenant}/${call.sessionId} ${call.name}`), { action: 'continue' }),
+      after: (call) => (audited.push(`after ${call.tenant}/${call.sessionId} ${call.name} isError=${call.isError}`), { action: 'continue' }),
+    });
+    await hookWorker.start();
+    await Promise.all([runtime.waitFor('runtime started'), provider.waitFor('provider service started'), memory.waitFor('memory caught up with the log')]);
+    acme = await connectCli(nats.url, 'acme-app', { NATS_USER: 'acme', NATS_PASSWORD: nats.passwords['acme']! });
+    globex = await connectCli(nats.url, 'globex-app', { NATS_USER: 'globex', NATS_PASSWORD: nats.passwords['globex']! });
+    acmeClient = createAgentbusClient({ nc: acme });
+  }, 45_000);
+
+  afterAll(async () => {
+    await acme?.close().catch(() => undefined);
+    await globex?.close().catch(() => undefined);
+    await toolWorker?.stop().catch(() => undefined);
+    await toolsConnection?.close().catch(() => undefined);
+    await hookWorker?.stop().catch(() => undefined);
+    await hooksConnection?.close().catch(() => undefined);
+    await Promise.all(processes.map((process) => process.stop('SIGTERM')));
+    await nats?.stop();
+    if (scriptDir) await rm(scriptDir, { recursive: true, force: true });
+  });
+
+  /** A repeat of a logged tool call, made as a resumed turn makes it: from a connection of the runtime user. */
+  async function repeatAsRuntime(use: Extract<AgentEvent, { type: 'tool.use' }>, sessionId: string): Promise<ToolCallReply> {
+    const logger = createLogger({ name: 'runtime-repeat', level: 'silent' });
+    const asRuntime = await connectBus({
+      servers: nats.url,
+      name: 'runtime-repeat',
+      logger,
+      ...busOptionsFromEnv({ NATS_USER: 'runtime', NATS_PASSWORD: nats.passwords['runtime']! }, ServiceInboxPrefix.runtime),
+    });
+    try {
+      const tools = createToolClient({ nc: asRuntime, subjects: createSubjects('agentbus'), codec, logger });
+      const request = { v: 1 as const, callId: `repeat-${sessionId}`, effectId: use.data.effectId, name: use.data.name, args: use.data.args, tenant: 'acme', sessionId, turnId: use.turnId!, deadline: Date.now() + 10_000 };
+      return await tools.call(request, { timeoutMs: 10_000, attempt: 2 });
+    } finally {
+      await asRuntime.close();
+    }
+  }
+
+  /** Every permission violation the server reports to a connection, as it comes. */
+  function recordViolations(connection: NatsConnection): PermissionViolationError[] {
+    const seen: PermissionViolationError[] = [];
+    void (async () => {
+      for await (const status of connection.status()) {
+        if (status.type === 'error' && status.error instanceof PermissionViolationError) seen.push(status.error);
+      }
+    })();
+    return seen;
+  }
+
+    it('lets acme prompt its session through the runtime and get its answer streamed back; its tool keeps state through memory', async () => {
+      acmeSession = `a-${Date.now()}`;
+      const events: AgentEvent[] = [];
+      const ended = await acmeClient.ask({ tenant: 'acme', sessionId: acmeSession }, { text: 'Remember this for me.' }, {
+        onEvent: ({ event }) => events.push(event),
+        timeoutMs: 20_000,
+        readyTimeoutMs: 10_000,
+      });
+      expect(ended.reason, events.map((event) => event.type).join(', ')).toBe('yielded');
+      const streamed = events.filter((event) => event.type === 'assistant.delta').map((event) => (event.data as { text: string }).text);
+      expect(streamed.length).toBeGreaterThan(1);
+      expect(streamed.join('')).toContain(SCRIPT.responses[1]!.text);
+      // The tool's context.state asked memory twice, and both answers reached the worker in _INBOX_tools.
+      const result = events.find((event): event is Extract<AgentEvent, { type: 'tool.result' }> => event.type === 'tool.result');
+      expect(result?.data).toMatchObject({ name: 'remember', isError: false });
+      expect(JSON.parse(result!.data.output)).toMatchObject({ revision: expect.any(Number), loaded: { note: 'for acme only', by: 'acme' } });
+      // What the tool saved is acme's: acme reads it back, globex under the same key finds nothing.
+      expect(await acmeClient.state('acme').load(STATE_KEY)).toMatchObject({ found: true, value: { note: 'for acme only', by: 'acme' } });
+      expect(await createAgentbusClient({ nc: globex }).state('globex').load(STATE_KEY)).toMatchObject({ found: false });
+
+      // The worker recorded the outcome in the result ledger: a repeat of the call, as a resumed turn makes it
+      // from the runtime's connection, is answered from the record (the worker's direct get) without running.
+      const use = events.find((event): event is Extract<AgentEvent, { type: 'tool.use' }> => event.type === 'tool.use');
+      const repeat = await repeatAsRuntime(use!, acmeSession);
+      expect(repeat).toMatchObject({ ok: true, output: result!.data.output });
+      // Not run again: the state entry kept the revision the one run wrote.
+      const { revision } = JSON.parse(result!.data.output) as { revision: number };
+      expect(await acmeClient.state('acme').load(STATE_KEY)).toMatchObject({ revision });
+      // The call went through the tool hook, logged in as `hooks`, before and after: the runtime asked, the hook answered.
+      expect(audited).toEqual([`before acme/${acmeSession} remember`, `after acme/${acmeSession} remember isError=false`]);
+    });
+
+    it('lets a tool worker discover every service, as agentbus mcp does to warn of a tool served twice, and each answers it', async () => {
+      const instances = await discoverServices(toolsConnection, undefined, { timeoutMs: 2000, codec, logger: createLogger({ name: 'discover', level: 'silent' }) });
+      expect(new Set(instances.map((instance) => instance.name))).toEqual(new Set(['agentbus-runtime', 'agentbus-provider', 'agentbus-memory', 'agentbus-memory-tools', 'agentbus-tools', 'agentbus-hooks']));
+    });
+
+    it('lets acme delete a session; the tool outcomes recorded for it are purged with its log', async () => {
+      const sessionId = `a-del-${Date.now()}`;
+      const events: AgentEvent[] = [];
+      const ended = await acmeClient.ask({ tenant: 'acme', sessionId }, { text: 'Remember this for me.' }, { onEvent: ({ event }) => events.push(event), timeoutMs: 20_000 });
+      expect(ended.reason).toBe('yielded');
+      const use = events.find((event): event is Extract<AgentEvent, { type: 'tool.use' }> => event.type === 'tool.use');
+      const result = events.find((event): event is Extract<AgentEvent, { type: 'tool.result' }> => event.type === 'tool.result');
+      const { revision } = JSON.parse(result!.data.output) as { revision: number };
+      expect(await acmeClient.deleteSession({ tenant: 'acme', sessionId })).toMatchObject({ alreadyDeleted: false });
+      // No record left (the runtime purged `$KV.AGENTBUS_LEDGER.acme.<session>.>`): the idempotent tool runs again.
+      const repeat = await repeatAsRuntime(use!, sessionId);
+      expect(repeat.ok).toBe(true);
+      expect((JSON.parse((repeat as { output: string }).output) as { revision: number }).revision).toBeGreaterThan(revision);
+    });
+
+    it('lets acme read its history, resume its events from the log, list and search its sessions', async () => {
+      const history = await acmeClient.history({ tenant: 'acme', sessionId: acmeSession }, { limit: 500 });
+      expect(history.events.map((event) => event.type)).toEqual(expect.arrayContaining(['user.message', 'tool.use', 'tool.result', 'turn.ended']));
+      // A client that restarts resumes from the log: an ordered consumer filtered to this session, from its start.
+      const watch = await acmeClient.watch({ tenant: 'acme', sessionId: acmeSession }, { from: { log: 0 } });
+      const replayed: string[] = [];
+      for await (const streamed of watch) {
+        if (streamed.stream === 'log') replayed.push(streamed.event.type);
+        if (streamed.event.type === 'turn.ended') break;
+      }
+      expect(replayed).toEqual(history.events.map((event) => event.type));
+      await expect
+        .poll(async () => (await acmeClient.listSessions('acme', { limit: 500 })).sessions.map((session) => session.sessionId), { timeout: 10_000 })
+        .toContain(acmeSession);
+      const memory = createMemoryClient({ nc: acme, codec });
+      await expect.poll(async () => (await memory.search('acme', { query: 'remember' })).hits.map((hit) => hit.sessionId), { timeout: 10_000 }).toContain(acmeSession);
+      // globex runs a turn of its own, so that there is something of globex's to be refused below.
+      const globexEnded = await createAgentbusClient({ nc: globex }).ask({ tenant: 'globex', sessionId: globexSession }, { text: 'globex only' }, { timeoutMs: 20_000 });
+      expect(globexEnded.reason).toBe('yielded');
+    });
+
+    it('refuses every forbidden publish, subscribe and consumer, each with a permission violation', async () => {
+      const connections = new Map<User, { nc: NatsConnection; violations: PermissionViolationError[] }>();
+      for (const user of USERS) {
+        const nc = await connectBus({
+          servers: nats.url,
+          name: `deliberate-${user}`,
+          logger: createLogger({ name: 'deliberate', level: 'silent' }),
+          user,
+          pass: nats.passwords[user]!,
+          inboxPrefix: inbox(user),
+        });
+        connections.set(user, { nc, violations: recordViolations(nc) });
+      }
+      const attempts: Array<{ user: User; operation: 'publish' | 'subscription'; subject: string }> = [];
+      const publish = (user: User, ...subjects: string[]) => subjects.forEach((subject) => attempts.push({ user, operation: 'publish', subject }));
+      const subscribe = (user: User, ...subjects: string[]) => subjects.forEach((subject) => attempts.push({ user, operation: 'subscription', subject }));
+
+      // Nobody reads nats.js' default inbox, or anyone's inbox but its own; nobody writes into an inbox unasked
+      // (the provider and the tools may answer only a reply subject a request handed them).
+      for (const user of USERS) {
+        subscribe(user, '_INBOX.>', ...USERS.filter((other) => other !== user).map((other) => `${inbox(other)}.>`));
+        publish(user, '_INBOX.forged');
+      }
+      publish('provider', '_INBOX_runtime.forged.chunk', '_INBOX_acme.forged');
+      publish('tools', '_INBOX_runtime.forged.result', '_INBOX_acme.forged');
+      publish('hooks', '_INBOX_runtime.forged.decision', '_INBOX_acme.forged');
+      publish('client', '_INBOX_acme.forged');
+
+      // Only the runtime asks a tool hook, and only `hooks` answers for one; a hook reaches nothing else.
+      for (const user of USERS) {
+        if (user !== 'hooks') subscribe(user, 'agentbus.hooks.audit.before', 'agentbus.hooks.audit.after');
+        if (user !== 'hooks' && user !== 'runtime') publish(user, 'agentbus.hooks.audit.before', 'agentbus.hooks.audit.after');
+      }
+      // A tool or hook named `sessions` has subjects that a grant of `agentbus.*.sessions.>` would take in: those who
+      // follow sessions hold `agentbus.*.sessions.*.>` only, so none of them hears (or answers) its calls.
+      for (const user of ['client', 'dashboard', 'acme', 'globex'] as const) {
+        const tenant = user === 'acme' || user === 'globex' ? user : '*';
+        subscribe(user, 'agentbus.hooks.sessions.before', 'agentbus.hooks.sessions.after', 'agentbus.tools.sessions.call', 'agentbus.tools.sessions.cancel', `agentbus.${tenant}.sessions.>`);
+      }
+      publish('hooks', 'agentbus.hooks.audit.before', 'agentbus.tools.remember.call', 'agentbus.provider.scripted.generate', `agentbus.acme.sessions.${acmeSession}.prompt`);
+      publish('hooks', `agentbus.acme.sessions.${acmeSession}.log`, 'agentbus.acme.state.load', '$JS.API.INFO', '$SRV.INFO');
+      subscribe('hooks', 'agentbus.hooks.>', 'agentbus.tools.>', 'agentbus.*.sessions.>', 'agentbus.provider.>', '$JS.>');
+
+      // A tenant reaches nothing of another tenant's: session verbs, history, sessions list, memory, state, events.
+      const tenantRefusals = (tenant: 'acme' | 'globex', other: 'acme' | 'globex', otherSession: string) => {
+        const session = `agentbus.${other}.sessions.${otherSession}`;
+        publish(tenant, ...['prompt', 'cancel', 'steer', 'approve', 'delete', 'history'].map((verb) => `${session}.${verb}`));
+        publish(tenant, `agentbus.${other}.sessions.list`, `agentbus.${other}.memory.search`);
+        publish(tenant, ...['save', 'load', 'delete'].map((verb) => `agentbus.${other}.state.${verb}`));
+        subscribe(tenant, `agentbus.${other}.sessions.>`, `${session}.live.>`, `${session}.log`, 'agentbus.*.sessions.>', 'agentbus.>', '>');
+        // Nor its JetStream consumers: only a create whose subject filters to its own sessions is let through.
+        for (const stream of ['AGENTBUS_LOG', 'AGENTBUS_LIVE']) {
+          publish(tenant, `$JS.API.CONSUMER.CREATE.${stream}.spy.agentbus.${other}.sessions.>`, `$JS.API.CONSUMER.CREATE.${stream}.spy.${session}.log`);
+          publish(tenant, `$JS.API.CONSUMER.CREATE.${stream}.spy.agentbus.*.sessions.>`, `$JS.API.CONSUMER.CREATE.${stream}.spy.>`);
+          publish(tenant, `$JS.API.CONSUMER.CREATE.${stream}`, `$JS.API.CONSUMER.CREATE.${stream}.spy`, `$JS.API.CONSUMER.DURABLE.CREATE.${stream}.spy`);
+          publish(tenant, `$JS.API.CONSUMER.LIST.${stream}`, `$JS.API.CONSUMER.NAMES.${stream}`);
+          publish(tenant, `$JS.API.DIRECT.GET.${stream}`, `$JS.API.DIRECT.GET.${stream}.${session}.log`, `$JS.API.STREAM.MSG.GET.${stream}`);
+        }
+      };
+      tenantRefusals('acme', 'globex', globexSession);
+      tenantRefusals('globex', 'acme', acmeSession);
+      // In an account of its own, a tenant has no JetStream at all: not the streams' info (whose subjects filter would
+      // list every session), not even a consumer of its own sessions, nor a consumer's info, next messages, acks or
+      // deletion by name, nor a push consumer delivering anywhere.
+      if (layout === 'accounts') {
+        for (const tenant of ['acme', 'globex'] as const) {
+          for (const stream of ['AGENTBUS_LOG', 'AGENTBUS_LIVE']) {
+            publish(tenant, `$JS.API.STREAM.INFO.${stream}`, `$JS.API.CONSUMER.CREATE.${stream}.mine.agentbus.${tenant}.sessions.>`, `$JS.API.CONSUMER.DURABLE.CREATE.${stream}.push`);
+            publish(tenant, `$JS.API.CONSUMER.INFO.${stream}.mine`, `$JS.API.CONSUMER.DELETE.${stream}.mine`, `$JS.API.CONSUMER.MSG.NEXT.${stream}.mine`, `$JS.ACK.${stream}.mine.1.1.1.1.0`);
+          }
+        }
+      }
+
+      // Nor may a tenant write events itself, answer for memory, call providers or tools, or touch the streams and buckets.
+      const own = `agentbus.acme.sessions.${acmeSession}`;
+      publish('acme', `${own}.log`, `${own}.live.assistant.delta`, `agentbus.globex.sessions.${globexSession}.log`);
+      subscribe('acme', 'agentbus.acme.sessions.list', `${own}.history`, `${own}.delete`, 'agentbus.acme.memory.search', 'agentbus.acme.state.save');
+      publish('acme', 'agentbus.provider.scripted.generate', 'agentbus.provider.scripted.embed', 'agentbus.provider.scripted.cancel');
+      publish('acme', 'agentbus.tools.remember.call', 'agentbus.tools.remember.cancel', 'agentbus.tools.read_file.call', 'agentbus.memory.rebuild');
+      subscribe('acme', 'agentbus.provider.>', 'agentbus.tools.>', '$SRV.>', '$JS.>', '$KV.>');
+      publish('acme', '$SRV.PING', '$SRV.INFO.agentbus-tools', '$JS.API.STREAM.PURGE.AGENTBUS_LOG', '$JS.API.STREAM.DELETE.AGENTBUS_LOG');
+      publish('acme', '$JS.API.STREAM.CREATE.AGENTBUS_LOG', '$JS.API.STREAM.UPDATE.AGENTBUS_LOG', `$KV.AGENTBUS_STATE.acme.${STATE_KEY}`, '$KV.AGENTBUS_LEASES.acme.x');
+      publish('acme', '$JS.API.DIRECT.GET.KV_AGENTBUS_STATE', `$JS.API.DIRECT.GET.KV_AGENTBUS_STATE.$KV.AGENTBUS_STATE.globex.${STATE_KEY}`);
+      // The result ledger is the tool workers' alone: no tenant, and no other service, reads or forges an outcome.
+      publish('acme', '$KV.AGENTBUS_LEDGER.acme.forged', '$JS.API.DIRECT.GET.KV_AGENTBUS_LEDGER.$KV.AGENTBUS_LEDGER.globex.x', '$JS.API.STREAM.PURGE.KV_AGENTBUS_LEDGER');
+      for (const user of ['provider', 'memory', 'dashboard', 'client', 'operator', 'hooks'] as const) publish(user, '$KV.AGENTBUS_LEDGER.acme.forged');
+      publish('runtime', '$KV.AGENTBUS_LEDGER.acme.forged', '$JS.API.DIRECT.GET.KV_AGENTBUS_LEDGER.$KV.AGENTBUS_LEDGER.acme.x');
+
+      const subscriptions: Array<{ attempt: (typeof attempts)[number]; subscription: Subscription }> = [];
+      for (const attempt of attempts) {
+        const { nc } = connections.get(attempt.user)!;
+        if (attempt.operation === 'publish') nc.publish(attempt.subject, codec.encode({ text: 'forged', filter: 'agentbus.>' }));
+        else subscriptions.push({ attempt, subscription: nc.subscribe(attempt.subject) });
+      }
+      const key = (operation: string, subject: string) => `${operation} ${subject}`;
+      const expected = (user: User) => attempts.filter((attempt) => attempt.user === user).map((attempt) => key(attempt.operation, attempt.subject)).sort();
+      const seen = (user: User) => connections.get(user)!.violations.map((violation) => key(violation.operation, violation.subject)).sort();
+      try {
+        await expect.poll(() => USERS.reduce((count, user) => count + seen(user).length, 0), { timeout: 10_000 }).toBeGreaterThanOrEqual(attempts.length);
+        // Exactly the refusals asked for, each once, on the connection that tried.
+        for (const user of USERS) expect(seen(user), user).toEqual(expected(user));
+        // A refused subscription is closed by nats.js with the violation: nothing ever arrives on it.
+        for (const { attempt, subscription } of subscriptions) {
+          const closed = await subscription.closed;
+          expect(closed, attempt.subject).toBeInstanceOf(PermissionViolationError);
+          expect(closed).toMatchObject({ operation: 'subscription', subject: attempt.subject });
+        }
+        const count = (operation: string, users: readonly User[] = USERS) => attempts.filter((attempt) => attempt.operation === operation && users.includes(attempt.user)).length;
+        const summary = {
+          refusals: attempts.length,
+          publish: count('publish'),
+          subscribe: count('subscription'),
+          byTenants: count('publish', ['acme', 'globex']) + count('subscription', ['acme', 'globex']),
+          inboxSubscriptions: attempts.filter((attempt) => attempt.operation === 'subscription' && attempt.subject.startsWith('_INBOX')).length,
+          consumerCreates: attempts.filter((attempt) => attempt.subject.includes('.CONSUMER.') && attempt.subject.includes('CREATE')).length,
+        };
+        console.log(`bus permissions: ${JSON.stringify(summary)}`);
+        expect(summary).toEqual(EXPECTED_REFUSALS[layout]);
+        refusedOnPurpose += attempts.length;
+      } finally {
+        await Promise.all([...connections.values()].map(({ nc }) => nc.close()));
+      }
+    });
+
+    it("refuses what the SDK would do for another tenant: watching or resuming globex's session as acme", async () => {
+      const intruder = await connectCli(nats.url, 'deliberate-acme-sdk', { NATS_USER: 'acme', NATS_PASSWORD: nats.passwords['acme']! });
+      const violations = recordViolations(intruder);
+      try {
+        const sdk = createAgentbusClient({ nc: intruder });
+        // With JetStream, nats.js rejects the consumer's create request with a RequestError caused by the violation;
+        // without (its own account), the watch's subscriptions are refused and it throws `denied`, caused by the violation.
+        expect(await sdk.eventReader()).toBe(layout === 'accounts' ? 'core' : 'jetstream');
+        const refused = { cause: expect.any(PermissionViolationError) };
+        await expect(sdk.watch({ tenant: 'globex', sessionId: globexSession }, { from: { log: 0 } })).rejects.toMatchObject(refused);
+        await expect(sdk.watch({ tenant: 'globex', sessionId: '*' })).rejects.toMatchObject(refused);
+        await expect(sdk.history({ tenant: 'globex', sessionId: globexSession }, {}, { timeoutMs: 2000 })).rejects.toThrow();
+        const watched = (session: string) =>
+          layout === 'accounts'
+            ? [`agentbus.globex.sessions.${session}.log`, `agentbus.globex.sessions.${session}.live.>`]
+            : [expect.stringMatching(new RegExp(`^\\$JS\\.API\\.CONSUMER\\.CREATE\\.AGENTBUS_LOG\\.[A-Za-z0-9_]+\\.agentbus\\.globex\\.sessions\\.${session.replace('*', '\\*')}\\.log$`))];
+        expect(violations.map((violation) => violation.subject)).toEqual([...watched(globexSession), ...watched('*'), `agentbus.globex.sessions.${globexSession}.history`]);
+        refusedOnPurpose += violations.length;
+      } finally {
+        await intruder.close();
+      }
+    });
+
+    it("refuses a tenant the streams' info, which would list another tenant's sessions", async () => {
+      const intruder = await connectCli(nats.url, 'deliberate-acme-stream-info', { NATS_USER: 'acme', NATS_PASSWORD: nats.passwords['acme']! });
+      const violations = recordViolations(intruder);
+      try {
+        const request = intruder.request('$JS.API.STREAM.INFO.AGENTBUS_LOG', JSON.stringify({ subjects_filter: 'agentbus.*.sessions.*.log' }), { timeout: 5000 });
+        if (layout === 'accounts') {
+          await expect(request).rejects.toMatchObject({ cause: expect.any(PermissionViolationError) });
+          expect(violations.map((violation) => violation.subject)).toEqual(['$JS.API.STREAM.INFO.AGENTBUS_LOG']);
+          refusedOnPurpose += violations.length;
+        } else {
+          // The gap of one shared account (docs/operations.md): stream info is not per tenant, and names globex's sessions.
+          const info = JSON.parse(new TextDecoder().decode((await request).data)) as { state: { subjects?: Record<string, number> } };
+          expect(Object.keys(info.state.subjects ?? {})).toContain(`agentbus.globex.sessions.${globexSession}.log`);
+          expect(violations).toEqual([]);
+        }
+      } finally {
+        await intruder.close();
+      }
+    });
+
+    it.runIf(layout === 'users')("refuses a consumer whose subject names acme's sessions but whose filter is globex's (JetStream checks they agree)", async () => {
+      const intruder = await connectCli(nats.url, 'deliberate-acme-mismatch', { NATS_USER: 'acme', NATS_PASSWORD: nats.passwords['acme']! });
+      const violations = recordViolations(intruder);
+      try {
+        const subject = `$JS.API.CONSUMER.CREATE.AGENTBUS_LOG.spy.agentbus.acme.sessions.${acmeSession}.log`;
+        const body = { stream_name: 'AGENTBUS_LOG', config: { name: 'spy', filter_subject: `agentbus.globex.sessions.${globexSession}.log`, ack_policy: 'none', deliver_policy: 'all' } };
+        const reply = await intruder.request(subject, JSON.stringify(body), { timeout: 5000 });
+        expect(JSON.parse(new TextDecoder().decode(reply.data))).toMatchObject({ error: { err_code: 10131 } });
+        // The same request filtered to acme's own session is served: the grant is what decides.
+        const allowed = { ...body, config: { ...body.config, filter_subject: `agentbus.acme.sessions.${acmeSession}.log` } };
+        const created = JSON.parse(new TextDecoder().decode((await intruder.request(subject, JSON.stringify(allowed), { timeout: 5000 })).data)) as { name?: string; error?: unknown };
+        expect(created).toMatchObject({ name: 'spy' });
+        expect(created.error).toBeUndefined();
+        await intruder.request('$JS.API.CONSUMER.DELETE.AGENTBUS_LOG.spy', '', { timeout: 5000 });
+        expect(violations).toEqual([]);
+      } finally {
+        await intruder.close();
+      }
+    });
+
+    it('caused no refusal but the deliberate ones: the services, the tool worker, the tool hook and the tenants’ apps had every permission they used', async () => {
+      const lines = () => nats.output().split('\n').filter((line) => /Violation/.test(line));
+      // The server logs a refusal a moment after it sends it.
+      expect(refusedOnPurpose).toBe(EXPECTED_REFUSALS[layout].refusals + EXPECTED_SDK_REFUSALS[layout]);
+      await expect.poll(() => lines().length, { timeout: 5000 }).toBeGreaterThanOrEqual(refusedOnPurpose);
+      expect(lines().filter((line) => !line.includes('deliberate-'))).toEqual([]);
+      expect(lines()).toHaveLength(refusedOnPurpose);
+    });
+
+});

@@ -1,0 +1,160 @@
+import { describe, expect, it } from 'vitest';
+import type { SessionLog, SessionLogRead } from '../../src/bus/session-log.ts';
+import { LogConflictError } from '../../src/errors.ts';
+import { LogEventType, createEnvelopeFactory } from '../../src/protocol/index.ts';
+import type { LogEvent } from '../../src/protocol/index.ts';
+import { MAX_JUNK_RETRIES, createSessionWriter } from '../../services/runtime/session-writer.ts';
+import { createTranscript } from '../../services/runtime/transcript.ts';
+
+/**
+ * A session log in memory whose subject also holds messages the test stores as anyone could: junk (not a
+ * valid event: the real log skips it on read) or a valid event of the session (another writer's). Appends
+ * check the expected sequence as JetStream does; `read` reports what each call was asked for.
+ */
+function fakeLog() {
+  type Stored = { seq: number; event?: LogEvent };
+  const stored: Stored[] = [];
+  let seq = 0;
+  const appends: Array<{ ids: string[]; expectedSeq: number }> = [];
+  const reads: number[] = [];
+  const last = () => stored.at(-1)?.seq ?? 0;
+  const publish = (event: LogEvent, expectedSeq: number | undefined): number => {
+    if (expectedSeq !== undefined && expectedSeq !== last()) throw new LogConflictError(event.sessionId, expectedSeq);
+    stored.push({ seq: ++seq, event });
+    return seq;
+  };
+  const log: SessionLog = {
+    async append(event, expectedSeq) {
+      appends.push({ ids: [event.id], expectedSeq });
+      return publish(event, expectedSeq);
+    },
+    async appendGroup(events, expectedSeq, onStored) {
+      appends.push({ ids: events.map((event) => event.id), expectedSeq });
+      // As JetStream: only the first carries the expected sequence, the rest are stored whatever happened to it.
+      let failure: unknown;
+      events.forEach((event, index) => {
+        try {
+          const at = publish(event, index === 0 ? expectedSeq : undefined);
+          if (failure === undefined) onStored(index, at);
+        } catch (error) {
+          failure ??= error;
+        }
+      });
+      if (failure !== undefined) throw failure;
+    },
+    async read(_tenant, _sessionId, options = {}): Promise<SessionLogRead> {
+      const after = options.after ?? 0;
+      reads.push(after);
+      const past = stored.filter((message) => message.seq > after);
+      return {
+        events: past.flatMap((message) => (message.event ? [{ ...message.event, seq: message.seq }] : [])),
+        lastSeq: past.at(-1)?.seq ?? after,
+        more: false,
+      };
+    },
+    lastSeq: async () => last(),
+  };
+  return {
+    log,
+    appends,
+    reads,
+    /** Stores a message that is not a valid event; its sequence. */
+    junk: () => (stored.push({ seq: ++seq }), seq),
+    /** Stores a valid event of the session written by someone else; its sequence. */
+    foreign: (event: LogEvent) => (stored.push({ seq: ++seq, event }), seq),
+    /** The valid events in the log, in order. */
+    events: () => stored.flatMap((message) => (message.event ? [message.event] : [])),
+  };
+}
+
+function setup() {
+  const fake = fakeLog();
+  let id = 0;
+  const envelopes = createEnvelopeFactory({ newId: () => `e${++id}`, now: () => 1 });
+  const transcript = createTranscript();
+  const writer = createSessionWriter({ tenant: 't', sessionId: 's', log: fake.log, envelopes, transcript });
+  const prompt = (text: string) => writer.append(LogEventType.userMessage, { turnId: 'turn-1' }, { text });
+  const foreignEvent = () => envelopes.create(LogEventType.userMessage, { tenant: 't', sessionId: 's', turnId: 'other' }, { text: 'second writer' }) as LogEvent;
+  return { ...fake, writer, transcript, prompt, foreignEvent };
+}
+
+describe('session writer, when its append is refused because the log moved', () => {
+  it('steps over junk stored on the log subject and appends again, expecting the junk', async () => {
+    const log = setup();
+    const first = await log.prompt('one');
+    const junk = [log.junk(), log.junk()];
+    const second = await log.prompt('two');
+    expect(second.seq).toBe(junk[1]! + 1);
+    expect(log.reads).toEqual([first.seq]);
+    expect(log.appends.map((append) => append.expectedSeq)).toEqual([0, first.seq, junk[1]]);
+    expect(log.transcript.events.map((event) => event.seq)).toEqual([first.seq, second.seq]);
+    // The writer now expects the new event, not the junk.
+    expect((await log.prompt('three')).seq).toBe(second.seq! + 1);
+  });
+
+  it('does not retry when a valid event of the session is there: another writer holds the log', async () => {
+    const log = setup();
+    const first = await log.prompt('one');
+    log.junk();
+    log.foreign(log.foreignEvent());
+    await expect(log.prompt('two')).rejects.toBeInstanceOf(LogConflictError);
+    expect(log.appends).toHaveLength(2);
+    expect(log.transcript.events.map((event) => event.seq)).toEqual([first.seq]);
+    // Later appends are refused too: the writer never writes past another writer's event.
+    await expect(log.prompt('three')).rejects.toBeInstanceOf(LogConflictError);
+    expect(log.events().map((event) => event.type === 'user.message' && event.data.text)).toEqual(['one', 'second writer']);
+  });
+
+  it(`gives up after ${MAX_JUNK_RETRIES} retries when junk keeps coming`, async () => {
+    const log = setup();
+    await log.prompt('one');
+    const original = log.log.append;
+    // Junk lands before each append: a flood that would keep the writer spinning.
+    log.log.append = (event, expectedSeq) => {
+      log.junk();
+      return original(event, expectedSeq);
+    };
+    await expect(log.prompt('two')).rejects.toBeInstanceOf(LogConflictError);
+    expect(log.appends).toHaveLength(1 + 1 + MAX_JUNK_RETRIES);
+    expect(log.reads).toHaveLength(MAX_JUNK_RETRIES);
+    // Once the flood stops, the next append goes through past all of it.
+    log.log.append = original;
+    await expect(log.prompt('three')).resolves.toMatchObject({ data: { text: 'three' } });
+  });
+
+  it('recovers a group whose first append met junk: its later events, stored after the junk, keep their place', async () => {
+    const log = setup();
+    await log.prompt('one');
+    const junk = log.junk();
+    const [a, b, c] = await Promise.all([log.prompt('a'), log.prompt('b'), log.prompt('c')]);
+    // b and c went in without an expected sequence right after the refused a; a is appended again after them.
+    expect([b!.seq, c!.seq, a!.seq]).toEqual([junk + 1, junk + 2, junk + 3]);
+    expect(log.events().map((event) => event.type === 'user.message' && event.data.text)).toEqual(['one', 'b', 'c', 'a']);
+    expect(log.transcript.events.map((event) => event.seq)).toEqual([1, junk + 1, junk + 2, junk + 3]);
+    expect(log.appends.at(-1)).toEqual({ ids: [a!.id], expectedSeq: junk + 2 });
+  });
+
+  it('refuses a group whose first append met another writer, though its own later events landed', async () => {
+    const log = setup();
+    await log.prompt('one');
+    log.foreign(log.foreignEvent());
+    const results = await Promise.allSettled([log.prompt('a'), log.prompt('b')]);
+    expect(results.map((result) => result.status)).toEqual(['rejected', 'rejected']);
+    expect(log.appends).toHaveLength(2);
+  });
+
+  it('starts past the messages skipped when the session was read', async () => {
+    const fake = fakeLog();
+    const junk = fake.junk();
+    const writer = createSessionWriter({
+      tenant: 't',
+      sessionId: 's',
+      log: fake.log,
+      envelopes: createEnvelopeFactory({ newId: () => 'x', now: () => 1 }),
+      transcript: createTranscript(),
+      readSeq: junk,
+    });
+    await expect(writer.append(LogEventType.sessionCreated, {}, { createdBy: 'n' })).resolves.toMatchObject({ seq: junk + 1 });
+    expect(fake.reads).toEqual([]);
+  });
+});

@@ -1,0 +1,198 @@
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { getEncoding } from 'js-tiktoken';
+import { ALWAYS_EXACT_CHARS, EXACT_COUNT_CHARS, countLinear, createTokenCounter } from '../../src/tokens.ts';
+import type { ChatMessage } from '../../src/protocol/index.ts';
+import { createRandom, randomText } from '../helpers/random-log.ts';
+import type { Random } from '../helpers/random-log.ts';
+
+const ENCODINGS = ['o200k_base', 'cl100k_base'] as const;
+
+/** Any UTF-16 string, lone surrogates included. */
+function randomCodeUnits(random: Random): string {
+  const units = Array.from({ length: random.int(64) }, () => (random.chance(0.5) ? random.int(0x80) : random.chance(0.3) ? 0xd800 + random.int(0x800) : random.int(0x10000)));
+  return String.fromCharCode(...units);
+}
+
+function randomMessage(random: Random, text: (random: Random) => string): ChatMessage {
+  const roll = random.int(4);
+  if (roll === 0) return { role: 'system', content: text(random) };
+  if (roll === 1) return { role: 'user', content: text(random) };
+  if (roll === 2) return { role: 'tool', toolCallId: text(random), name: text(random), content: text(random), isError: random.chance(0.2) };
+  const toolCalls = Array.from({ length: random.int(3) }, (_, index) => ({ id: `c${index}`, name: text(random), args: { [text(random)]: text(random), n: random.int(1e6), list: [text(random)] } }));
+  return { role: 'assistant', content: text(random), toolCalls };
+}
+
+describe('token counter', () => {
+  it('counts text that spells a special token as text instead of throwing', () => {
+    for (const encoding of ENCODINGS) {
+      const tokens = createTokenCounter(encoding);
+      const text = 'ignore this <|endoftext|> and <|im_start|>system';
+      expect(tokens.count(text)).toBeGreaterThan(tokens.count('ignore this  and system'));
+      expect(tokens.countMessage({ role: 'user', content: text })).toBe(4 + tokens.count(text));
+    }
+  });
+
+  it('bounds a message from above by its UTF-8 length: never under the count, over text of every script and any code units', () => {
+    for (const [seed, encoding] of ENCODINGS.entries()) {
+      const tokens = createTokenCounter(encoding);
+      const random = createRandom(seed + 1);
+      for (let sample = 0; sample < 1_500; sample++) {
+        const text = sample % 2 === 0 ? randomText : randomCodeUnits;
+        const piece = text(random);
+        expect(tokens.count(piece), `${encoding}: ${JSON.stringify(piece)}`).toBeLessThanOrEqual(Buffer.byteLength(piece, 'utf8'));
+        const message = randomMessage(random, text);
+        expect(tokens.boundMessage!(message), `${encoding}: ${JSON.stringify(message)}`).toBeGreaterThanOrEqual(tokens.countMessage(message));
+      }
+    }
+  });
+
+  it('bounds a message from above over real prose and code, by about four times its count (2.5 for JSON)', () => {
+    const files = ['README.md', '../shared/DESIGN.md', 'services/runtime/conversation.ts', 'package-lock.json'].flatMap((path) => {
+      try {
+        return [readFileSync(path, 'utf8')];
+      } catch {
+        return [];
+      }
+    });
+    expect(files.length).toBeGreaterThan(1);
+    for (const encoding of ENCODINGS) {
+      const tokens = createTokenCounter(encoding);
+      for (const file of files) {
+        const message: ChatMessage = { role: 'tool', toolCallId: 'c', name: 'read_file', content: file.slice(0, 50_000) };
+        const count = tokens.countMessage(message);
+        const bound = tokens.boundMessage!(message);
+        expect(bound).toBeGreaterThanOrEqual(count);
+        expect(bound).toBeLessThan(count * 5);
+      }
+    }
+  });
+
+  it('bounds an assistant message with its tool calls’ names and arguments, as it counts them', () => {
+    const tokens = createTokenCounter();
+    const message: ChatMessage = { role: 'assistant', content: 'hi', toolCalls: [{ id: 'c1', name: 'read_file', args: { path: 'é.txt' } }] };
+    expect(tokens.boundMessage!(message)).toBe(4 + 2 + 'read_file'.length + Buffer.byteLength('{"path":"é.txt"}'));
+    expect(tokens.boundMessage!({ role: 'tool', toolCallId: 'c1', name: 'read_file', content: '' })).toBe(4);
+  });
+});
+
+/** The inputs that froze a runtime node: one pre-tokenizer piece each, or close to it, up to 1 MiB. */
+function pathologicalInputs(size: number): Record<string, string> {
+  const random = createRandom(7);
+  const letters = 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ';
+  const noSpace = Array.from({ length: size }, () => letters[random.int(letters.length)]).join('');
+  const bytes = Buffer.from(Array.from({ length: Math.ceil((size * 3) / 4) }, () => random.int(256)));
+  return {
+    'one letter': 'A'.repeat(size),
+    'two alternating letters': 'ab'.repeat(size / 2),
+    digits: '7'.repeat(size),
+    'one CJK character': '中'.repeat(Math.floor(size / 3)),
+    'a base64 blob': bytes.toString('base64').slice(0, size),
+    'letters without a space': noSpace,
+    spaces: ' '.repeat(size),
+    punctuation: '=-'.repeat(size / 2),
+  };
+}
+
+describe('token counting on pathological input', () => {
+  it('hands the encoder no long run of one character class and at most EXACT_COUNT_CHARS characters in all, for 1 MiB of anything', () => {
+    for (const [name, text] of Object.entries(pathologicalInputs(1024 * 1024))) {
+      const seen: string[] = [];
+      countLinear(text, (piece) => {
+        seen.push(piece);
+        return 1;
+      });
+      const handed = seen.reduce((sum, piece) => sum + piece.length, 0);
+      expect(handed, name).toBeLessThanOrEqual(EXACT_COUNT_CHARS + 1);
+      for (const piece of seen) expect(/[\p{L}\p{M}]{33,}|[^\s\p{L}\p{M}\p{N}]{33,}|\s{33,}/u.test(piece), `${name}: a run reached the encoder`).toBe(false);
+    }
+  });
+
+  it('counts 1 MiB of each in well under a second (minutes before, as one piece was merged whole)', () => {
+    const tokens = createTokenCounter();
+    tokens.count('warm up');
+    for (const [name, text] of Object.entries(pathologicalInputs(1024 * 1024))) {
+      const started = performance.now();
+      const count = tokens.count(text);
+      // The bench and the note give the real figures (tens of ms); this only catches a return of the quadratic path.
+      expect(performance.now() - started, name).toBeLessThan(1000);
+      expect(count, name).toBeGreaterThan(0);
+      expect(count, name).toBeLessThanOrEqual(Buffer.byteLength(text, 'utf8'));
+    }
+  });
+
+  it('never counts fewer tokens than the exact count, where the exact count can be taken (js-tiktoken as reference)', () => {
+    for (const encoding of ENCODINGS) {
+      const reference = getEncoding(encoding);
+      const tokens = createTokenCounter(encoding);
+      // The reference itself is quadratic on these inputs (the bug this counter avoids): 1,000 chars keeps it to seconds.
+      for (const size of [40, 333, 1_000]) {
+        const random = createRandom(size);
+        for (const [name, text] of Object.entries(pathologicalInputs(size))) {
+          const mixed = `see: ${text} and ${text.slice(0, size / 2)}!`;
+          const spliced = Array.from({ length: 6 }, () => `${randomText(random, 3)}${text.slice(0, random.int(size))}`).join('');
+          for (const sample of [text, mixed, spliced]) {
+            expect(tokens.count(sample), `${encoding} ${name} ${size}`).toBeGreaterThanOrEqual(reference.encode(sample, [], []).length);
+          }
+        }
+      }
+    }
+  }, 120_000);
+
+  it('counts ordinary text exactly, as js-tiktoken does: prose, code and text of every script', () => {
+    const files = ['README.md', 'docs/architecture.md', 'services/runtime/conversation.ts', 'package-lock.json'].map((path) => readFileSync(path, 'utf8').slice(0, EXACT_COUNT_CHARS));
+    for (const encoding of ENCODINGS) {
+      const reference = getEncoding(encoding);
+      const tokens = createTokenCounter({ encoding, exactMsPerWindow: Infinity });
+      for (const file of files) {
+        // Markdown rules and indentation are runs, and long files are counted in slices: a few tokens over, never under.
+        const exact = reference.encode(file, [], []).length;
+        expect(tokens.count(file)).toBeGreaterThanOrEqual(exact);
+        expect(tokens.count(file)).toBeLessThanOrEqual(exact * 1.01);
+      }
+      const random = createRandom(3);
+      for (let sample = 0; sample < 500; sample++) {
+        const text = randomText(random);
+        if (/[\p{L}\p{M}]{32,}|[^\s\p{L}\p{M}\p{N}]{32,}|\s{32,}/u.test(text)) continue;
+        // JavaScript's \s holds U+FEFF and not U+0085, tiktoken's regex the other way round, so around those two a
+        // count may differ by a token (either way); a lone surrogate may take a token more here than in js-tiktoken.
+        if (/[\ufeff\u0085]/.test(text)) continue;
+        const exact = reference.encode(text, [], []).length;
+        if (!/[\ud800-\udfff]/.test(text.replace(/[\ud800-\udbff][\udc00-\udfff]/g, ""))) expect(tokens.count(text), JSON.stringify(text)).toBe(exact);
+        else expect(tokens.count(text), JSON.stringify(text)).toBeGreaterThanOrEqual(exact);
+      }
+    }
+  });
+
+  it('counts text past EXACT_COUNT_CHARS by its UTF-8 length from there on: an upper bound', () => {
+    const tokens = createTokenCounter({ exactMsPerWindow: Infinity });
+    const reference = getEncoding('o200k_base');
+    const prose = 'The quick brown fox jumps over the lazy dog. '.repeat(4_000);
+    const rest = prose.length - EXACT_COUNT_CHARS;
+    expect(rest).toBeGreaterThan(0);
+    const count = tokens.count(prose);
+    expect(count).toBeGreaterThanOrEqual(reference.encode(prose, [], []).length);
+    // The head exactly (give or take a token per 4 Ki slice), the rest by bytes.
+    expect(count).toBeGreaterThanOrEqual(rest + reference.encode(prose.slice(0, EXACT_COUNT_CHARS - 64), [], []).length);
+    expect(count).toBeLessThanOrEqual(rest + reference.encode(prose.slice(0, EXACT_COUNT_CHARS), [], []).length + 20);
+  });
+
+  it('stops counting exactly once its time budget of the window is spent, past the first 4 Ki characters, and counts again in the next window', () => {
+    let clock = 0;
+    const tokens = createTokenCounter({ exactMsPerWindow: 25, windowMs: 100, now: () => clock });
+    tokens.warmUp!();
+    const reference = getEncoding('o200k_base');
+    const prose = 'Every count of a long text takes time; a budget stops it between slices. '.repeat(800);
+    // Each slice handed to the encoder "takes" 10 ms of the fake clock.
+    const slow = createTokenCounter({ exactMsPerWindow: 25, windowMs: 100, now: () => (clock += 5) });
+    const bounded = slow.count(prose);
+    const exact = reference.encode(prose, [], []).length;
+    expect(bounded).toBeGreaterThan(exact * 2);
+    expect(bounded).toBeLessThanOrEqual(Buffer.byteLength(prose));
+    // The first 4 Ki characters are always exact: a short text costs no more than its count, whatever the budget.
+    expect(slow.count(prose.slice(0, ALWAYS_EXACT_CHARS))).toBe(reference.encode(prose.slice(0, ALWAYS_EXACT_CHARS), [], []).length);
+    // With time to spare, the same text is counted exactly but for the slices' cuts.
+    clock = 1_000;
+    expect(tokens.count(prose)).toBeLessThan(exact + 20);
+  });
+});

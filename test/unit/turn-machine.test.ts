@@ -1,0 +1,544 @@
+import { describe, expect, it, vi } from 'vitest';
+import { SimulatedClock, createActor, toPromise, waitFor } from 'xstate';
+import { turnMachine } from '../../machines/turn.ts';
+import type { TurnInput, TurnOutput } from '../../machines/turn.ts';
+import { AgentbusError, ProviderError, TimeoutError } from '../../src/errors.ts';
+import { ErrorCode, RunState, TurnEndReason } from '../../src/protocol/index.ts';
+import {
+  answer,
+  createTurnFakes,
+  deferred,
+  privileged,
+  read,
+  settle,
+  streamOf,
+  unknownTool,
+  untilAborted,
+  write,
+} from '../helpers/turn-fakes.ts';
+import type { TurnFakes } from '../helpers/turn-fakes.ts';
+
+interface StartOptions {
+  readonly clock?: SimulatedClock;
+  readonly approvalTimeout?: number;
+}
+
+/** Starts a turn on the fakes and records every run state it rests in, in order. */
+function startTurn(fakes: TurnFakes, input: Partial<TurnInput> = {}, options: StartOptions = {}) {
+  const machine = turnMachine.provide({
+    actors: fakes.actors,
+    ...(options.approvalTimeout === undefined ? {} : { delays: { approvalTimeout: options.approvalTimeout } }),
+  });
+  const actor = createActor(machine, {
+    input: { turnId: 'turn-1', model: 'scripted:default', maxSteps: 8, ...input },
+    ...(options.clock ? { clock: options.clock } : {}),
+  });
+  const states: string[] = [];
+  actor.subscribe((snapshot) => {
+    const value = String(snapshot.value);
+    if (states.at(-1) !== value) states.push(value);
+  });
+  const done: Promise<TurnOutput> = toPromise(actor);
+  actor.start();
+  return { actor, states, done };
+}
+
+type TurnActor = ReturnType<typeof startTurn>['actor'];
+
+function inState(actor: TurnActor, state: RunState) {
+  return waitFor(actor, (snapshot) => snapshot.matches(state));
+}
+
+describe('turn machine: steps', () => {
+  it('yields the streamed text with the usage and cost of its single step', async () => {
+    const fakes = createTurnFakes({ stream: streamOf(answer('the answer', [], 0.25)) });
+    const { states, done } = startTurn(fakes);
+
+    const output = await done;
+
+    expect(output).toEqual({
+      reason: TurnEndReason.yielded,
+      text: 'the answer',
+      usage: { inputTokens: 10, outputTokens: 5 },
+      cost: 0.25,
+      steps: 1,
+    });
+    expect(states).toEqual([RunState.preparing, RunState.streaming, RunState.yielding]);
+    expect(fakes.calls.executeTools).toHaveLength(0);
+    expect(fakes.calls.stream[0]?.input).toMatchObject({ turnId: 'turn-1', step: 1, maxSteps: 8, request: { model: 'scripted:default' } });
+  });
+
+  it('runs a tool step then a text step, summing usage and cost over both provider calls', async () => {
+    const fakes = createTurnFakes({ stream: streamOf(answer('', [read('a')], 0.1), answer('done', [], 0.2)) });
+    const { states, done } = startTurn(fakes);
+
+    const output = await done;
+
+    expect(states).toEqual([
+      RunState.preparing,
+      RunState.streaming,
+      RunState.toolExecution,
+      RunState.preparing,
+      RunState.streaming,
+      RunState.yielding,
+    ]);
+    expect(output.reason).toBe(TurnEndReason.yielded);
+    expect(output.text).toBe('done');
+    expect(output.steps).toBe(2);
+    expect(output.usage).toEqual({ inputTokens: 20, outputTokens: 10 });
+    expect(output.cost).toBeCloseTo(0.3);
+    expect(fakes.calls.prepare.map((call) => call.input.step)).toEqual([1, 2]);
+    expect(fakes.calls.stream.map((call) => call.input.step)).toEqual([1, 2]);
+    expect(fakes.calls.executeTools[0]?.input).toMatchObject({ step: 1, calls: [read('a')], decisions: {} });
+  });
+
+  it('runs contiguous read_only calls in one batch and each side_effecting call alone, in the order asked', async () => {
+    let running = 0;
+    let mostAtOnce = 0;
+    const fakes = createTurnFakes({
+      stream: streamOf(answer('', [read('r1'), read('r2'), write('w3'), read('r4'), unknownTool('u5'), write('w6'), write('w7')]), answer('ok')),
+      executeTools: async () => {
+        running += 1;
+        mostAtOnce = Math.max(mostAtOnce, running);
+        await settle();
+        running -= 1;
+      },
+    });
+
+    const output = await startTurn(fakes).done;
+
+    expect(output.reason).toBe(TurnEndReason.yielded);
+    expect(fakes.log.filter((entry) => entry.startsWith('executeTools'))).toEqual([
+      'executeTools:r1,r2',
+      'executeTools:w3',
+      'executeTools:r4,u5',
+      'executeTools:w6',
+      'executeTools:w7',
+    ]);
+    expect(mostAtOnce).toBe(1);
+    expect(fakes.calls.stream).toHaveLength(2);
+  });
+
+  it('fails with the error as data when executeTools itself rejects', async () => {
+    const fakes = createTurnFakes({
+      stream: streamOf(answer('', [write('w1')])),
+      executeTools: () => Promise.reject(new AgentbusError(ErrorCode.internal, 'tool host crashed')),
+    });
+
+    const output = await startTurn(fakes).done;
+
+    expect(output.reason).toBe(TurnEndReason.failed);
+    expect(output.error).toEqual({ code: ErrorCode.internal, message: 'tool host crashed', retryable: false });
+  });
+});
+
+describe('turn machine: approval of privileged calls', () => {
+  it('waits in AwaitingApproval for a privileged call and runs it once approved', async () => {
+    const fakes = createTurnFakes({ stream: streamOf(answer('', [privileged('p1')]), answer('done')) });
+    const { actor, states, done } = startTurn(fakes);
+
+    await inState(actor, RunState.awaitingApproval);
+    await settle();
+    expect(fakes.calls.requestApproval.map((call) => call.input.call.id)).toEqual(['p1']);
+    expect(fakes.calls.executeTools).toHaveLength(0);
+
+    actor.send({ type: 'APPROVAL', toolCallId: 'p1', approved: true });
+    const output = await done;
+
+    expect(output.reason).toBe(TurnEndReason.yielded);
+    expect(states.slice(0, 4)).toEqual([RunState.preparing, RunState.streaming, RunState.awaitingApproval, RunState.toolExecution]);
+    expect(fakes.calls.executeTools[0]?.input).toMatchObject({ calls: [privileged('p1')], decisions: { p1: { approved: true } } });
+  });
+
+  it('passes a denial with its reason to executeTools, which answers the call instead of running it', async () => {
+    const fakes = createTurnFakes({ stream: streamOf(answer('', [privileged('p1')]), answer('done')) });
+    const { actor, done } = startTurn(fakes);
+
+    await inState(actor, RunState.awaitingApproval);
+    actor.send({ type: 'APPROVAL', toolCallId: 'p1', approved: false, reason: 'not on a Friday' });
+    await done;
+
+    expect(fakes.calls.executeTools[0]?.input.decisions).toEqual({ p1: { approved: false, reason: 'not on a Friday' } });
+  });
+
+  it('denies a privileged call with reason "approval timed out" when nobody answers within approvalTimeout', async () => {
+    const clock = new SimulatedClock();
+    const fakes = createTurnFakes({ stream: streamOf(answer('', [privileged('p1')]), answer('done')) });
+    const { actor, done } = startTurn(fakes, {}, { clock });
+
+    await inState(actor, RunState.awaitingApproval);
+    clock.increment(10 * 60_000 - 1);
+    expect(actor.getSnapshot().value).toBe(RunState.awaitingApproval);
+    clock.increment(1);
+    const output = await done;
+
+    expect(output.reason).toBe(TurnEndReason.yielded);
+    expect(fakes.calls.executeTools[0]?.input).toMatchObject({
+      calls: [privileged('p1')],
+      decisions: { p1: { approved: false, reason: 'approval timed out' } },
+    });
+  });
+
+  it('takes its approval timeout from the provided delays', async () => {
+    const clock = new SimulatedClock();
+    const fakes = createTurnFakes({ stream: streamOf(answer('', [privileged('p1')]), answer('done')) });
+    const { actor, done } = startTurn(fakes, {}, { clock, approvalTimeout: 1000 });
+
+    await inState(actor, RunState.awaitingApproval);
+    clock.increment(1000);
+    await done;
+
+    expect(fakes.calls.executeTools[0]?.input.decisions).toEqual({ p1: { approved: false, reason: 'approval timed out' } });
+  });
+
+  it('ignores an APPROVAL for another toolCallId and keeps waiting', async () => {
+    const fakes = createTurnFakes({ stream: streamOf(answer('', [privileged('p1')]), answer('done')) });
+    const { actor, done } = startTurn(fakes);
+
+    await inState(actor, RunState.awaitingApproval);
+    actor.send({ type: 'APPROVAL', toolCallId: 'someone-else', approved: true });
+    await settle();
+    expect(actor.getSnapshot().value).toBe(RunState.awaitingApproval);
+    expect(fakes.calls.executeTools).toHaveLength(0);
+
+    actor.send({ type: 'APPROVAL', toolCallId: 'p1', approved: true });
+    expect((await done).reason).toBe(TurnEndReason.yielded);
+  });
+
+  it('runs the read_only calls before a privileged call first, then asks for approval of it', async () => {
+    const fakes = createTurnFakes({ stream: streamOf(answer('', [read('r1'), privileged('p2'), read('r3')]), answer('done')) });
+    const { actor, done } = startTurn(fakes);
+
+    await inState(actor, RunState.awaitingApproval);
+    expect(fakes.log.filter((entry) => entry.startsWith('executeTools'))).toEqual(['executeTools:r1']);
+
+    actor.send({ type: 'APPROVAL', toolCallId: 'p2', approved: true });
+    await done;
+
+    expect(fakes.log.filter((entry) => entry.startsWith('executeTools') || entry.startsWith('requestApproval'))).toEqual([
+      'executeTools:r1',
+      'requestApproval:p2',
+      'executeTools:p2',
+      'executeTools:r3',
+    ]);
+  });
+
+  it('asks again for each privileged call in turn', async () => {
+    const fakes = createTurnFakes({ stream: streamOf(answer('', [privileged('p1'), privileged('p2')]), answer('done')) });
+    const { actor, done } = startTurn(fakes);
+
+    await inState(actor, RunState.awaitingApproval);
+    actor.send({ type: 'APPROVAL', toolCallId: 'p1', approved: true });
+    await waitFor(actor, () => fakes.calls.requestApproval.length === 2);
+    expect(actor.getSnapshot().value).toBe(RunState.awaitingApproval);
+    actor.send({ type: 'APPROVAL', toolCallId: 'p2', approved: false });
+    await done;
+
+    expect(fakes.calls.executeTools.map((call) => call.input.calls.map((c) => c.id))).toEqual([['p1'], ['p2']]);
+    expect(fakes.calls.executeTools[1]?.input.decisions).toEqual({ p1: { approved: true }, p2: { approved: false } });
+  });
+});
+
+describe('turn machine: compaction', () => {
+  it('compacts when prepare says the context needs it, then prepares again with compacted: true and streams', async () => {
+    const fakes = createTurnFakes({ prepare: () => ({ needsCompaction: true, request: { model: 'm', messages: [], tools: [] } }) });
+    const { states, done } = startTurn(fakes);
+
+    const output = await done;
+
+    expect(output.reason).toBe(TurnEndReason.yielded);
+    expect(states).toEqual([RunState.preparing, RunState.compacting, RunState.preparing, RunState.streaming, RunState.yielding]);
+    expect(fakes.calls.prepare.map((call) => call.input.compacted)).toEqual([false, true]);
+    expect(fakes.calls.compact).toHaveLength(1);
+    expect(fakes.calls.stream[0]?.input.request.model).toBe('m');
+  });
+
+  it('goes on preparing when compaction fails', async () => {
+    const fakes = createTurnFakes({
+      prepare: (input) => ({ needsCompaction: !input.compacted, request: { model: 'm', messages: [], tools: [] } }),
+      compact: () => Promise.reject(new Error('summary model down')),
+    });
+    const { states, done } = startTurn(fakes);
+
+    expect((await done).reason).toBe(TurnEndReason.yielded);
+    expect(states).toEqual([RunState.preparing, RunState.compacting, RunState.preparing, RunState.streaming, RunState.yielding]);
+  });
+
+  it('may compact again in the next step', async () => {
+    const fakes = createTurnFakes({
+      prepare: () => ({ needsCompaction: true, request: { model: 'm', messages: [], tools: [] } }),
+      stream: streamOf(answer('', [read('a')]), answer('done')),
+    });
+
+    await startTurn(fakes).done;
+
+    expect(fakes.calls.compact.map((call) => call.input.step)).toEqual([1, 2]);
+    expect(fakes.calls.prepare.map((call) => [call.input.step, call.input.compacted])).toEqual([
+      [1, false],
+      [1, true],
+      [2, false],
+      [2, true],
+    ]);
+  });
+});
+
+describe('turn machine: budgets', () => {
+  it('ends BudgetExceeded after maxSteps steps that each asked for tools', async () => {
+    const fakes = createTurnFakes({ stream: (input) => answer(`step ${input.step}`, [read(`c${input.step}`)]) });
+    const { states, done } = startTurn(fakes, { maxSteps: 2 });
+
+    const output = await done;
+
+    expect(output).toMatchObject({ reason: TurnEndReason.budgetExceeded, steps: 2, text: 'step 2' });
+    expect(fakes.calls.stream).toHaveLength(2);
+    expect(fakes.calls.executeTools).toHaveLength(2);
+    expect(states.at(-1)).toBe(RunState.budgetExceeded);
+  });
+
+  it('ends BudgetExceeded when a stream takes the cost over maxCost, without running the tools it asked for', async () => {
+    const fakes = createTurnFakes({ stream: streamOf(answer('', [read('a')], 0.6), answer('', [read('b')], 0.6)) });
+
+    const output = await startTurn(fakes, { maxCost: 1 }).done;
+
+    expect(output).toMatchObject({ reason: TurnEndReason.budgetExceeded, steps: 2 });
+    expect(output.cost).toBeCloseTo(1.2);
+    expect(fakes.log.filter((entry) => entry.startsWith('executeTools'))).toEqual(['executeTools:a']);
+  });
+
+  it('does not stop at a cost exactly equal to maxCost', async () => {
+    const fakes = createTurnFakes({ stream: streamOf(answer('fine', [], 1)) });
+
+    expect((await startTurn(fakes, { maxCost: 1 }).done).reason).toBe(TurnEndReason.yielded);
+  });
+});
+
+describe('turn machine: errors', () => {
+  it('ends Failed with the error as data when the stream rejects', async () => {
+    const fakes = createTurnFakes({
+      stream: () => Promise.reject(new ProviderError(ErrorCode.providerError, 'upstream 500', { status: 500, retryable: true })),
+    });
+    const { states, done } = startTurn(fakes);
+
+    const output = await done;
+
+    expect(output).toEqual({
+      reason: TurnEndReason.failed,
+      error: { code: ErrorCode.providerError, message: 'upstream 500', retryable: true },
+      usage: { inputTokens: 0, outputTokens: 0 },
+      cost: 0,
+      steps: 1,
+    });
+    expect(states.at(-1)).toBe(RunState.failed);
+  });
+
+  it('ends Failed when prepare rejects, without calling the provider', async () => {
+    const fakes = createTurnFakes({ prepare: () => Promise.reject(new Error('history unreadable')) });
+
+    const output = await startTurn(fakes).done;
+
+    expect(output.reason).toBe(TurnEndReason.failed);
+    expect(output.error?.message).toBe('history unreadable');
+    expect(fakes.calls.stream).toHaveLength(0);
+  });
+
+  it('ends with reason timeout when the stream rejects with an AgentbusError of code timeout', async () => {
+    const fakes = createTurnFakes({ stream: () => Promise.reject(new TimeoutError('provider took too long', 30_000)) });
+
+    const output = await startTurn(fakes).done;
+
+    expect(output.reason).toBe(TurnEndReason.timeout);
+    expect(output.error?.code).toBe(ErrorCode.timeout);
+  });
+
+  it('ends with reason timeout when the stream rejects with the TimeoutError of AbortSignal.timeout', async () => {
+    const fakes = createTurnFakes({ stream: (_input, signal) => untilAborted(AbortSignal.any([signal, AbortSignal.timeout(5)])) });
+
+    const output = await startTurn(fakes).done;
+
+    expect(output.reason).toBe(TurnEndReason.timeout);
+    expect(output.error?.code).toBe(ErrorCode.timeout);
+  });
+
+  it('ends with reason timeout for any Error named TimeoutError', async () => {
+    const error = new Error('deadline passed');
+    error.name = 'TimeoutError';
+    const fakes = createTurnFakes({ stream: () => Promise.reject(error) });
+
+    expect((await startTurn(fakes).done).reason).toBe(TurnEndReason.timeout);
+  });
+
+  it('ends Failed when the approval request cannot be made', async () => {
+    const fakes = createTurnFakes({
+      stream: streamOf(answer('', [privileged('p1')])),
+      requestApproval: () => Promise.reject(new Error('log append failed')),
+    });
+
+    const output = await startTurn(fakes).done;
+
+    expect(output.reason).toBe(TurnEndReason.failed);
+    expect(fakes.calls.executeTools).toHaveLength(0);
+  });
+});
+
+describe('turn machine: resume', () => {
+  const usage = { inputTokens: 100, outputTokens: 50 };
+
+  it('goes straight to ToolExecution with the pending calls, without preparing or streaming again', async () => {
+    const fakes = createTurnFakes({ stream: streamOf(answer('done')) });
+    const { states, done } = startTurn(fakes, {
+      resume: { step: 3, pendingCalls: [read('r1'), write('w2')], decisions: {}, usage, cost: 0.5 },
+    });
+
+    const output = await done;
+
+    expect(states).toEqual([RunState.toolExecution, RunState.preparing, RunState.streaming, RunState.yielding]);
+    expect(fakes.log).toEqual(['executeTools:r1', 'executeTools:w2', 'prepare', 'stream']);
+    expect(fakes.calls.executeTools[0]?.input.step).toBe(3);
+    expect(output).toMatchObject({ steps: 4, usage: { inputTokens: 110, outputTokens: 55 } });
+    expect(output.cost).toBeCloseTo(0.51);
+  });
+
+  it('goes straight to AwaitingApproval when the first pending call is privileged and undecided', async () => {
+    const fakes = createTurnFakes();
+    const { actor, states } = startTurn(fakes, {
+      resume: { step: 1, pendingCalls: [privileged('p1')], decisions: {}, usage, cost: 0 },
+    });
+
+    await settle();
+
+    expect(states).toEqual([RunState.awaitingApproval]);
+    expect(fakes.log).toEqual(['requestApproval:p1']);
+    actor.stop();
+  });
+
+  it('runs a privileged call whose decision the log already holds without asking again', async () => {
+    const fakes = createTurnFakes();
+    const { done } = startTurn(fakes, {
+      resume: { step: 1, pendingCalls: [privileged('p1')], decisions: { p1: { approved: true } }, usage, cost: 0 },
+    });
+
+    await done;
+
+    expect(fakes.log.slice(0, 1)).toEqual(['executeTools:p1']);
+    expect(fakes.calls.requestApproval).toHaveLength(0);
+  });
+});
+
+describe('turn machine: cancellation', () => {
+  it('cancelled before the stream starts: the provider is never called and prepare is aborted', async () => {
+    const fakes = createTurnFakes({ prepare: (_input, signal) => untilAborted(signal) });
+    const { actor, done } = startTurn(fakes);
+
+    await settle();
+    actor.send({ type: 'CANCEL' });
+    const output = await done;
+
+    expect(output.reason).toBe(TurnEndReason.cancelled);
+    expect(fakes.calls.prepare[0]?.signal.aborted).toBe(true);
+    expect(fakes.calls.stream).toHaveLength(0);
+  });
+
+  it('cancelled before anything ran: a CANCEL sent right after start ends the turn with no provider call', async () => {
+    const fakes = createTurnFakes();
+    const { actor, done } = startTurn(fakes);
+
+    actor.send({ type: 'CANCEL' });
+    const output = await done;
+    await settle();
+
+    expect(output.reason).toBe(TurnEndReason.cancelled);
+    expect(fakes.calls.stream).toHaveLength(0);
+  });
+
+  it('cancelled while streaming: ends Cancelled, aborts the stream signal and drops its late reply', async () => {
+    const late = deferred<ReturnType<typeof answer>>();
+    const fakes = createTurnFakes({ stream: () => late.promise });
+    const { actor, states, done } = startTurn(fakes);
+
+    await inState(actor, RunState.streaming);
+    await settle();
+    actor.send({ type: 'CANCEL', reason: 'user pressed stop' });
+    const output = await done;
+    late.resolve(answer('too late', [write('w1')]));
+    await settle();
+
+    expect(output).toMatchObject({ reason: TurnEndReason.cancelled, steps: 1 });
+    expect(output.text).toBeUndefined();
+    expect(fakes.calls.stream[0]?.signal.aborted).toBe(true);
+    expect(states.at(-1)).toBe(RunState.cancelled);
+    expect(fakes.calls.executeTools).toHaveLength(0);
+  });
+
+  it('cancelled while a tool batch runs: aborts it and never starts the calls queued behind it', async () => {
+    const fakes = createTurnFakes({
+      stream: streamOf(answer('', [write('w1'), write('w2'), read('r3')])),
+      executeTools: (_input, signal) => untilAborted(signal),
+    });
+    const { actor, done } = startTurn(fakes);
+
+    await inState(actor, RunState.toolExecution);
+    await settle();
+    actor.send({ type: 'CANCEL' });
+    const output = await done;
+    await settle();
+
+    expect(output.reason).toBe(TurnEndReason.cancelled);
+    expect(fakes.log.filter((entry) => entry.startsWith('executeTools'))).toEqual(['executeTools:w1']);
+    expect(fakes.calls.executeTools[0]?.signal.aborted).toBe(true);
+    expect(fakes.calls.stream).toHaveLength(1);
+  });
+
+  it('cancelled while awaiting approval: aborts the approval request and runs nothing', async () => {
+    const clock = new SimulatedClock();
+    const fakes = createTurnFakes({
+      stream: streamOf(answer('', [privileged('p1')])),
+      requestApproval: (_input, signal) => untilAborted(signal),
+    });
+    const { actor, done } = startTurn(fakes, {}, { clock });
+
+    await inState(actor, RunState.awaitingApproval);
+    await settle();
+    actor.send({ type: 'CANCEL' });
+    const output = await done;
+    clock.increment(60 * 60_000);
+    const warn = vi.spyOn(console, 'warn').mockImplementation(() => {});
+    actor.send({ type: 'APPROVAL', toolCallId: 'p1', approved: true });
+    warn.mockRestore();
+    await settle();
+
+    expect(output.reason).toBe(TurnEndReason.cancelled);
+    expect(fakes.calls.requestApproval[0]?.signal.aborted).toBe(true);
+    expect(fakes.calls.executeTools).toHaveLength(0);
+  });
+
+  it('cancelled while compacting: aborts the compaction and never streams', async () => {
+    const fakes = createTurnFakes({
+      prepare: () => ({ needsCompaction: true, request: { model: 'm', messages: [], tools: [] } }),
+      compact: (_input, signal) => untilAborted(signal),
+    });
+    const { actor, done } = startTurn(fakes);
+
+    await inState(actor, RunState.compacting);
+    await settle();
+    actor.send({ type: 'CANCEL' });
+
+    expect((await done).reason).toBe(TurnEndReason.cancelled);
+    expect(fakes.calls.compact[0]?.signal.aborted).toBe(true);
+    expect(fakes.calls.stream).toHaveLength(0);
+  });
+
+  it('a CANCEL after the turn ended changes nothing', async () => {
+    const fakes = createTurnFakes();
+    const { actor, done } = startTurn(fakes);
+
+    const output = await done;
+    // XState warns about events sent to a finished actor; that warning is the expected outcome here.
+    const warn = vi.spyOn(console, 'warn').mockImplementation(() => {});
+    actor.send({ type: 'CANCEL' });
+    warn.mockRestore();
+
+    expect(output.reason).toBe(TurnEndReason.yielded);
+    expect(actor.getSnapshot().value).toBe(RunState.yielding);
+    expect(actor.getSnapshot().output).toEqual(output);
+  });
+});
