@@ -1,5 +1,5 @@
-import { DEFAULT_ADMISSION_LIMITS } from './admission.ts';
-import type { AdmissionLimits } from './admission.ts';
+import { DEFAULT_ADMISSION_LIMITS } from './ingress/admission.ts';
+import type { AdmissionLimits } from './ingress/admission.ts';
 import { TOKEN_PATTERN, isToken } from '../../src/protocol/index.ts';
 import type { StreamLimits } from '../../src/bus/streams.ts';
 

@@ -13,28 +13,28 @@ import { createScrubber } from '../../src/scrub/index.ts';
 import type { Scrubber } from '../../src/scrub/index.ts';
 import { createTokenCounter } from '../../src/tokens.ts';
 import type { TokenCounter } from '../../src/tokens.ts';
-import { DEFAULT_ADMISSION_LIMITS } from './admission.ts';
-import type { AdmissionLimits, Rate } from './admission.ts';
+import { DEFAULT_ADMISSION_LIMITS } from './ingress/admission.ts';
+import type { AdmissionLimits, Rate } from './ingress/admission.ts';
 import { DEFAULT_RUNTIME_CONFIG, ceilingsFromEnv, toolHooksFromEnv } from './config.ts';
 import type { RuntimeConfig } from './config.ts';
-import { startNodeHealth } from './node-health.ts';
-import type { NodeHealthFigures } from './node-health.ts';
-import { createMemoryPort } from './recall.ts';
+import { startNodeHealth } from './health/node-health.ts';
+import type { NodeHealthFigures } from './health/node-health.ts';
+import { createMemoryPort } from './context/recall.ts';
 import { startRuntime } from './runtime.ts';
 import type { Runtime } from './runtime.ts';
-import { createToolHooks } from './tool-hooks.ts';
+import { createToolHooks } from './tools/tool-hooks.ts';
 
 export { startRuntime } from './runtime.ts';
 export type { Runtime, RuntimeDeps } from './runtime.ts';
-export { RUNTIME_SERVICE_NAME } from './node-health.ts';
-export type { NodeHealthFigures } from './node-health.ts';
+export { RUNTIME_SERVICE_NAME } from './health/node-health.ts';
+export type { NodeHealthFigures } from './health/node-health.ts';
 export { DEFAULT_RUNTIME_CONFIG, ToolHookOnError } from './config.ts';
 export type { PromptCeilings, RuntimeConfig, ToolHookConfig } from './config.ts';
-export { DEFAULT_ADMISSION_LIMITS } from './admission.ts';
-export type { AdmissionLimits, Rate } from './admission.ts';
+export { DEFAULT_ADMISSION_LIMITS } from './ingress/admission.ts';
+export type { AdmissionLimits, Rate } from './ingress/admission.ts';
 export type { ProviderPort, ToolHookPort, ToolPort, ToolInfo } from './ports.ts';
-export { createToolHooks } from './tool-hooks.ts';
-export type { ToolHooks } from './tool-hooks.ts';
+export { createToolHooks } from './tools/tool-hooks.ts';
+export type { ToolHooks } from './tools/tool-hooks.ts';
 
 /** Options of {@link startRuntimeService}: the connection, a logger, and any config to override. */
 export interface RuntimeServiceOptions {
