@@ -26,6 +26,7 @@ import { createToolHooks } from './tools/tool-hooks.ts';
 
 export { startRuntime } from './runtime.ts';
 export type { Runtime, RuntimeDeps } from './runtime.ts';
+export type { IngressCounts } from './ingress/ingress.ts';
 export { RUNTIME_SERVICE_NAME } from './health/node-health.ts';
 export type { NodeHealthFigures } from './health/node-health.ts';
 export { DEFAULT_RUNTIME_CONFIG, ToolHookOnError } from './config.ts';
@@ -93,6 +94,7 @@ export async function startRuntimeService(options: RuntimeServiceOptions): Promi
     prefix: config.prefix,
     nodeId: config.nodeId,
     sessions: () => runtime?.sessions() ?? 0,
+    ingress: () => runtime?.ingress() ?? { heard: 0, forwardedIn: 0, forwardedOut: 0 },
     onUnrecoverable: options.onUnrecoverable ?? (() => undefined),
     ...(options.replyPolicy ? { replyPolicy: options.replyPolicy } : {}),
   });
@@ -123,6 +125,7 @@ export async function startRuntimeService(options: RuntimeServiceOptions): Promi
   const started = runtime;
   return {
     sessions: () => started.sessions(),
+    ingress: () => started.ingress(),
     health: health.figures,
     async stop() {
       await started.stop();

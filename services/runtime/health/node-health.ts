@@ -6,6 +6,8 @@ import type { EndpointOutcome, ServiceRegistration } from '../../../src/bus/serv
 import type { Logger } from '../../../src/logging.ts';
 import type { ReplyPolicy } from '../../../src/bus/reply-guard.ts';
 import { SessionVerb, createSubjects } from '../../../src/protocol/index.ts';
+import { INGRESS_QUEUE_GROUP } from '../ingress/forward.ts';
+import type { IngressCounts } from '../ingress/ingress.ts';
 
 /** The `$SRV` name of runtime nodes. */
 export const RUNTIME_SERVICE_NAME = 'agentbus-runtime';
@@ -16,6 +18,8 @@ export const RUNTIME_SERVICE_VERSION = '0.1.0';
 export interface NodeHealthFigures extends ServiceHealthFigures {
   readonly node: string;
   readonly sessions: number;
+  /** Session messages heard from the queue group, passed on to their holder, and passed on to this node. */
+  readonly ingress: IngressCounts;
 }
 
 /** A runtime node's health: its `$SRV` registration, event-loop delay and connection watch. */
@@ -33,6 +37,7 @@ export interface NodeHealthOptions {
   readonly prefix: string;
   readonly nodeId: string;
   readonly sessions: () => number;
+  readonly ingress: () => IngressCounts;
   /** The node cannot serve and a reconnect did not help: exit, so that a supervisor starts it anew. */
   readonly onUnrecoverable: (reason: string) => void;
   /** Probe interval of the connection watch; default 5 s. */
@@ -56,8 +61,8 @@ export function startNodeHealth(options: NodeHealthOptions): NodeHealth {
       version: RUNTIME_SERVICE_VERSION,
       description: 'agentbus runtime node: hosts session actors',
       metadata: { node: options.nodeId, prefix: options.prefix },
-      // Not queue groups: every node receives every message of a session verb, and the lease holder acts.
-      endpoints: Object.values(SessionVerb).map((verb) => ({ name: verb, subject: subjects.anySession(verb), queueGroup: '' })),
+      // One queue group: each message of a session verb reaches one node, which passes it on to the lease holder.
+      endpoints: Object.values(SessionVerb).map((verb) => ({ name: verb, subject: subjects.anySession(verb), queueGroup: INGRESS_QUEUE_GROUP })),
     },
     { logger, statsData: () => ({ ...figures() }), ...(options.replyPolicy ? { replyPolicy: options.replyPolicy } : {}) },
   );
@@ -70,7 +75,7 @@ export function startNodeHealth(options: NodeHealthOptions): NodeHealth {
     ...(options.probeIntervalMs === undefined ? {} : { probeIntervalMs: options.probeIntervalMs }),
   });
   // Read by the registration's STATS answers, which only come once this has returned.
-  const figures = (): NodeHealthFigures => ({ node: options.nodeId, sessions: options.sessions(), ...health.figures() });
+  const figures = (): NodeHealthFigures => ({ node: options.nodeId, sessions: options.sessions(), ingress: options.ingress(), ...health.figures() });
   return {
     figures,
     record: (verb, outcome) => registration.record(verb, outcome),

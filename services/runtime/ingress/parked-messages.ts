@@ -1,22 +1,25 @@
 import type { Msg } from '@nats-io/nats-core';
 import type { SessionVerb } from '../../../src/protocol/index.ts';
+import type { MessageOrigin } from './forward.ts';
 
 /** A session message this node kept because another node held the session when it arrived. */
 export interface ParkedMessage {
   readonly verb: SessionVerb;
   readonly message: Msg;
+  /** The subject it was published on, and how many forwards it took to reach this node. */
+  readonly origin: MessageOrigin;
 }
 
 /**
- * Messages to sessions another node holds, kept for a while in case that node is dead. Every node hears
- * every session message and only the lease holder acts; a holder that just died hears nothing, so without
- * this a message sent in the seconds before its death is found would get no answer at all. Each other node
- * keeps it for `keepMs` (longer than it takes to find a node dead), and when the holder is found dead the
- * node that takes the session over handles what it kept (a prompt the dead node had logged already is
- * recognised by its request, and not run twice). Bounded in bytes: the oldest go first, and are counted.
+ * Messages to sessions another node holds, kept for a while in case that node is dead. The node that hears a
+ * message (one of the queue group) and passes it on to the session's holder keeps a copy: a holder that just
+ * died hears nothing, so without it a message sent in the seconds before its death is found would get no
+ * answer at all. It is kept for `keepMs` (longer than it takes to find a node dead), and when the holder is
+ * found dead the node that kept it claims the session and handles it (a prompt the dead node had logged
+ * already is recognised by its request, and not run twice). Bounded in bytes: the oldest go first, and are counted.
  */
 export interface ParkedMessages {
-  park(owner: string, verb: SessionVerb, message: Msg): void;
+  park(owner: string, parked: ParkedMessage): void;
   /** Takes every message kept for `owner`, oldest first. */
   take(owner: string): ParkedMessage[];
   /**
@@ -35,8 +38,8 @@ interface Entry extends ParkedMessage {
 /**
  * @example
  * const parked = createParkedMessages({ keepMs: 6000, maxBytes: 64 * 1024 * 1024, clock: () => performance.now() });
- * parked.park('node-a', SessionVerb.prompt, message);
- * for (const { verb, message } of parked.take('node-a')) void handle(verb, message);
+ * parked.park('node-a', { verb: SessionVerb.prompt, message, origin: directOrigin(message) });
+ * for (const { verb, message, origin } of parked.take('node-a')) void handle(verb, message, origin);
  */
 export function createParkedMessages(options: { keepMs: number; maxBytes: number; clock?: () => number }): ParkedMessages {
   const clock = options.clock ?? (() => performance.now());
@@ -59,9 +62,9 @@ export function createParkedMessages(options: { keepMs: number; maxBytes: number
   };
 
   return {
-    park(owner, verb, message) {
-      const size = message.data.length + message.subject.length + 64;
-      queue.push({ owner, verb, message, at: clock(), bytes: size });
+    park(owner, { verb, message, origin }) {
+      const size = message.data.length + message.subject.length + origin.subject.length + 64;
+      queue.push({ owner, verb, message, origin, at: clock(), bytes: size });
       bytes += size;
       while (bytes > options.maxBytes && head < queue.length - 1) if (shift()) dropped += 1;
     },
@@ -70,7 +73,7 @@ export function createParkedMessages(options: { keepMs: number; maxBytes: number
       for (let at = head; at < queue.length; at += 1) {
         const entry = queue[at];
         if (entry?.owner !== owner) continue;
-        taken.push({ verb: entry.verb, message: entry.message });
+        taken.push({ verb: entry.verb, message: entry.message, origin: entry.origin });
         bytes -= entry.bytes;
         queue[at] = undefined;
       }
