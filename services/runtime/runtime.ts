@@ -1,4 +1,4 @@
-import type { NatsConnection } from '@nats-io/nats-core';
+import type { Msg, NatsConnection } from '@nats-io/nats-core';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import { createReplyGuard, replyPolicyOf } from '../../src/bus/reply-guard.ts';
@@ -12,12 +12,13 @@ import type { Codec, SessionVerb, ToolSpec } from '../../src/protocol/index.ts';
 import { createRefusalLog } from '../../src/refusal-log.ts';
 import type { Scrubber } from '../../src/scrub/index.ts';
 import type { TokenCounter } from '../../src/tokens.ts';
-import { checkCeilings } from './config.ts';
+import { IngressMode, checkCeilings } from './config.ts';
 import type { RuntimeConfig } from './config.ts';
 import type { MemoryPort } from './context/recall.ts';
 import { createAdmission } from './ingress/admission.ts';
 import { createForwarder, startIngress } from './ingress/ingress.ts';
 import type { IngressCounts } from './ingress/ingress.ts';
+import type { MessageOrigin } from './ingress/forward.ts';
 import { createParkedMessages } from './ingress/parked-messages.ts';
 import { createSessionMessageHandler } from './ingress/session-messages.ts';
 import { createSessionLeases } from './node/leases.ts';
@@ -190,11 +191,11 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
     log,
     live: hostDeps.live,
     parked,
-    forward: (owner, message, origin) => forwarder.forward(owner, message, origin),
+    ...(config.ingress === IngressMode.queue ? { forward: (owner: string, message: Msg, origin: MessageOrigin) => forwarder.forward(owner, message, origin) } : {}),
     stopping: () => stopping,
     ...(deps.onHandled ? { onHandled: deps.onHandled } : {}),
   });
-  const ingress = await startIngress({ nc, subjects, prefix: config.prefix, nodeId: config.nodeId, replies, handler, forwarder, logger });
+  const ingress = await startIngress({ nc, subjects, prefix: config.prefix, nodeId: config.nodeId, replies, handler, forwarder, logger, mode: config.ingress });
 
   const adoptOrphans = () => void sessions.adoptOrphans().catch((err: unknown) => logger.warn({ err }, 'could not look for orphaned sessions'));
   // A node found dead: the messages kept for it are handled by this node (which claims each session, or passes

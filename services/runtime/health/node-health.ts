@@ -6,7 +6,6 @@ import type { EndpointOutcome, ServiceRegistration } from '../../../src/bus/serv
 import type { Logger } from '../../../src/logging.ts';
 import type { ReplyPolicy } from '../../../src/bus/reply-guard.ts';
 import { SessionVerb, createSubjects } from '../../../src/protocol/index.ts';
-import { INGRESS_QUEUE_GROUP } from '../ingress/forward.ts';
 import type { IngressCounts } from '../ingress/ingress.ts';
 
 /** The `$SRV` name of runtime nodes. */
@@ -38,6 +37,8 @@ export interface NodeHealthOptions {
   readonly nodeId: string;
   readonly sessions: () => number;
   readonly ingress: () => IngressCounts;
+  /** The queue group its session verbs are served in (`queue` ingress), or '' (every node hears every message). */
+  readonly queueGroup: string;
   /** The node cannot serve and a reconnect did not help: exit, so that a supervisor starts it anew. */
   readonly onUnrecoverable: (reason: string) => void;
   /** Probe interval of the connection watch; default 5 s. */
@@ -61,8 +62,9 @@ export function startNodeHealth(options: NodeHealthOptions): NodeHealth {
       version: RUNTIME_SERVICE_VERSION,
       description: 'agentbus runtime node: hosts session actors',
       metadata: { node: options.nodeId, prefix: options.prefix },
-      // One queue group: each message of a session verb reaches one node, which passes it on to the lease holder.
-      endpoints: Object.values(SessionVerb).map((verb) => ({ name: verb, subject: subjects.anySession(verb), queueGroup: INGRESS_QUEUE_GROUP })),
+      // `queue` ingress: each message of a session verb reaches one node, which passes it on to the lease holder;
+      // `broadcast`: no queue group, every node hears every message and the lease holder acts.
+      endpoints: Object.values(SessionVerb).map((verb) => ({ name: verb, subject: subjects.anySession(verb), queueGroup: options.queueGroup })),
     },
     { logger, statsData: () => ({ ...figures() }), ...(options.replyPolicy ? { replyPolicy: options.replyPolicy } : {}) },
   );

@@ -6,6 +6,7 @@ import type { Subjects } from '../../../src/protocol/index.ts';
 import { INGRESS_QUEUE_GROUP, directOrigin, forwardHeaders, forwardSubject, forwardedOrigin } from './forward.ts';
 import type { MessageOrigin } from './forward.ts';
 import type { SessionMessageHandler } from './session-messages.ts';
+import { IngressMode } from '../config.ts';
 
 /** How many session messages a node heard, and how many it passed on: the figures of partitioned ingress. */
 export interface IngressCounts {
@@ -59,15 +60,20 @@ export interface IngressOptions {
   readonly handler: SessionMessageHandler;
   readonly forwarder: Forwarder;
   readonly logger: Logger;
+  /** `queue` (one node of the group hears each message) or `broadcast` (every node hears every message). */
+  readonly mode: IngressMode;
 }
 
 const VERBS: ReadonlySet<string> = new Set(Object.values(SessionVerb));
 
 /**
- * Partitioned ingress: every node joins the queue group `agentbus-runtime` on each session verb, so each
- * message published reaches one node. That node acts on it when it holds the session (or claims it, when nobody
- * does), and otherwise passes it on to the holder's forward subject, which only the holder subscribes to. A
- * message is handled by its session's holder and by at most one other node on its way there.
+ * The runtime's ingress. `queue` (partitioned): every node joins the queue group `agentbus-runtime` on each
+ * session verb, so each message published reaches one node. That node acts on it when it holds the session (or
+ * claims it, when nobody does), and otherwise passes it on to the holder's forward subject, which only the
+ * holder subscribes to: a message is handled by its session's holder and by at most one other node on its way
+ * there. `broadcast`: every node subscribes without a queue group, every node hears every message, and only the
+ * holder acts (the others keep it for failover). The forward subject is subscribed in both modes, so a fleet
+ * being moved from one mode to the other node by node loses nothing.
  */
 export async function startIngress(options: IngressOptions): Promise<Ingress> {
   const { nc, subjects, replies, handler, logger } = options;
@@ -85,7 +91,7 @@ export async function startIngress(options: IngressOptions): Promise<Ingress> {
 
   const subscriptions: Subscription[] = Object.values(SessionVerb).map((verb) =>
     nc.subscribe(subjects.anySession(verb), {
-      queue: INGRESS_QUEUE_GROUP,
+      ...(options.mode === IngressMode.queue ? { queue: INGRESS_QUEUE_GROUP } : {}),
       callback: (error, message) => {
         if (error) {
           logger.warn({ err: error, verb }, 'subscription error');

@@ -45,8 +45,11 @@ export interface SessionMessageDeps {
   readonly log: Pick<SessionLog, 'lastSeq'>;
   readonly live: LivePublisher;
   readonly parked: ParkedMessages;
-  /** Passes a message on to the node that holds its session (a publish on that node's forward subject). */
-  readonly forward: (owner: string, message: Msg, origin: MessageOrigin) => void;
+  /**
+   * Passes a message on to the node that holds its session (a publish on that node's forward subject); absent
+   * when every node hears every message (`broadcast` ingress), where the holder heard it too.
+   */
+  readonly forward?: (owner: string, message: Msg, origin: MessageOrigin) => void;
   /** True once the node stops: messages for other nodes are no longer kept. */
   readonly stopping: () => boolean;
   readonly onHandled?: (verb: SessionVerb, outcome: { durationMs: number; error?: string }) => void;
@@ -104,7 +107,7 @@ export function createSessionMessageHandler(deps: SessionMessageDeps): SessionMe
       sessions.dropLost(tenant, sessionId);
       if (claimed.owner === '' || deps.stopping()) return;
       if (!replayed) deps.parked.park(claimed.owner, { verb, message, origin });
-      if (origin.hops < MAX_FORWARD_HOPS) deps.forward(claimed.owner, message, origin);
+      if (deps.forward && origin.hops < MAX_FORWARD_HOPS) deps.forward(claimed.owner, message, origin);
       return;
     }
     const contentType = message.headers?.get('Content-Type') || undefined;
