@@ -169,7 +169,15 @@ function figuresTable(results: BenchResults): string[] {
   if (results.scaleOut) {
     const scale = results.scaleOut;
     for (const entry of scale.nodes) {
-      lines.push(`| ${entry.nodes} runtime node(s), workload sessions at 200 concurrent (sessions/s) | ${fixed(entry.sessionsPerSecond, 0)} (p50 ${fixed(entry.latencyMs.p50, 1)} ms) | linear from 1 node: ${fixed(scale.nodes[0]!.sessionsPerSecond * entry.nodes, 0)} on ${results.machine.cores} cores | ${fixed(entry.ratioToLinear)}× |`);
+      const one = scale.nodes.find((row) => row.ingress === entry.ingress && row.nodes === 1) ?? scale.nodes[0]!;
+      const mode = entry.ingress ?? 'broadcast';
+      lines.push(`| ${entry.nodes} runtime node(s), ${mode} ingress, workload sessions at 200 concurrent (sessions/s) | ${fixed(entry.sessionsPerSecond, 0)} (p50 ${fixed(entry.latencyMs.p50, 1)} ms) | linear from 1 node: ${fixed(one.sessionsPerSecond * entry.nodes, 0)} on ${results.machine.cores} cores | ${fixed(entry.ratioToLinear)}× |`);
+      if (entry.runtimeCpuPerSessionMs !== undefined) {
+        lines.push(`| ${entry.nodes} runtime node(s), ${mode} ingress: runtime CPU per session, all nodes (ms) | ${fixed(entry.runtimeCpuPerSessionMs)} | 1 node: ${fixed(one.runtimeCpuPerSessionMs ?? Number.NaN)} | ${entry.cpuRatioToOne === undefined ? 'n/a' : `${fixed(entry.cpuRatioToOne)}×`} |`);
+      }
+      if (entry.handledPerMessage !== undefined) {
+        lines.push(`| ${entry.nodes} runtime node(s), ${mode} ingress: session messages handled per message published, new / held sessions | ${fixed(entry.handledPerMessage)} / ${fixed(entry.heldHandledPerMessage ?? Number.NaN)} | 1 | ${fixed(entry.handledPerMessage)}× |`);
+      }
     }
     const flight = scale.inFlight;
     lines.push(
