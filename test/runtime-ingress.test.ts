@@ -11,6 +11,8 @@ import type { TestNatsServer } from './helpers/nats-server.ts';
 import { startServiceProcess } from './helpers/service-process.ts';
 import type { ServiceProcess } from './helpers/service-process.ts';
 import { checkLogs, readLogs } from './helpers/log-checker.ts';
+import { ShippedConf, startShippedNats } from './helpers/shipped-nats.ts';
+import { connectBus } from '../src/bus/connect.ts';
 import { collectEvents, requestJson, silentLogger } from './helpers/stack.ts';
 
 // Partitioned ingress (`AGENTBUS_INGRESS=queue`) with three runtime nodes as real processes: each session
@@ -182,10 +184,13 @@ describe('partitioned ingress (queue) with three runtime nodes', () => {
     // The node holding the most sessions stops.
     const victim = ids.reduce((best, id) => (holders.filter((holder) => holder === id).length > holders.filter((holder) => holder === best).length ? id : best));
     let stop = false;
-    const sent: Array<Promise<boolean>> = [];
+    const sent: Array<Promise<true | string>> = [];
     const loops = sessionIds.map(async (sessionId) => {
       for (let index = 0; !stop; index += 1) {
-        const answered = prompt(sessionId, `turn ${index}`).then((reply) => reply.accepted === true, () => false);
+        const answered = prompt(sessionId, `turn ${index}`).then(
+          (reply) => reply.accepted === true || `${sessionId} turn ${index}: ${JSON.stringify(reply)}`,
+          (err: unknown) => `${sessionId} turn ${index}: ${String(err)}`,
+        );
         sent.push(answered);
         await answered;
       }
@@ -196,7 +201,7 @@ describe('partitioned ingress (queue) with three runtime nodes', () => {
     stop = true;
     await Promise.all(loops);
     const answers = await Promise.all(sent);
-    expect(answers.filter((answered) => !answered)).toHaveLength(0);
+    expect(answers.filter((answered) => answered !== true)).toEqual([]);
     expect(answers.length).toBeGreaterThan(sessionIds.length * 2);
     for (const sessionId of sessionIds) expect(await holderOf(sessionId).then((holder) => holder === undefined || holder !== victim)).toBe(true);
     // Every turn ends once (the log checker counts prompts without exactly one end).
@@ -217,4 +222,59 @@ describe('broadcast ingress (the default) with three runtime nodes', () => {
     const after = await ingressCounts(3);
     for (const id of ids) expect(delta(after, before, id)).toEqual({ heard: 5, forwardedIn: 0, forwardedOut: 0 });
   }, 60_000);
+});
+
+describe('partitioned ingress (queue) in the accounts layout, as shipped', () => {
+  it("answers a tenant's prompts (service-import `_R_` replies) whether the node that heard them holds the session or passed them on", async () => {
+    const nats = await startShippedNats({ file: ShippedConf.accounts });
+    const connections: NatsConnection[] = [];
+    const processes: ServiceProcess[] = [];
+    try {
+      const as = (user: string) => ({ NATS_URL: nats.url, NATS_USER: user, NATS_PASSWORD: nats.passwords[user]!, AGENTBUS_MODEL: 'scripted:default' });
+      const nodes = ['acc-a', 'acc-b'].map((id) => startServiceProcess('services/runtime/main.ts', { ...as('runtime'), ...QUEUE, AGENTBUS_NODE_ID: id }));
+      const provider = startServiceProcess('services/provider/main.ts', as('provider'));
+      processes.push(...nodes, provider);
+      await Promise.all([...nodes.map((node) => node.waitFor('runtime started')), provider.waitFor('provider service started')]);
+      const logger = silentLogger();
+      const acme = await connectBus({ servers: nats.url, name: 'acme-app', logger, user: 'acme', pass: nats.passwords['acme']!, inboxPrefix: '_INBOX_acme' });
+      // The runtime user reads the nodes' $SRV.STATS (its own registration), answered in its own inbox.
+      const operator = await connectBus({ servers: nats.url, name: 'runtime-stats', logger, user: 'runtime', pass: nats.passwords['runtime']!, inboxPrefix: '_INBOX_runtime' });
+      connections.push(acme, operator);
+      const stats = async () => {
+        const answers: Record<string, IngressCounts> = {};
+        const inbox = `_INBOX_runtime.${Date.now()}`;
+        const subscription = operator.subscribe(inbox);
+        operator.publish('$SRV.STATS.agentbus-runtime', undefined, { reply: inbox });
+        const timer = setTimeout(() => subscription.unsubscribe(), 5_000);
+        for await (const message of subscription) {
+          const figures = (JSON.parse(new TextDecoder().decode(message.data)) as { data: NodeHealthFigures }).data;
+          answers[figures.node] = figures.ingress;
+          if (Object.keys(answers).length >= 2) break;
+        }
+        clearTimeout(timer);
+        subscription.unsubscribe();
+        return answers;
+      };
+      const sessionId = `acc-${Date.now()}`;
+      const count = 12;
+      for (let index = 0; index <= count; index += 1) {
+        const reply = await requestJson(acme, `agentbus.acme.sessions.${sessionId}.prompt`, { text: `prompt ${index}` }, 15_000).catch((err: unknown) => {
+          throw new Error(`prompt ${index}: ${String(err)}\n${nodes.map((node) => node.output().slice(-3000)).join('\n---\n')}\n${nats.output().split('\n').filter((line) => /Violation|rror/.test(line)).join('\n')}`);
+        });
+        expect(reply, `prompt ${index}`).toMatchObject({ accepted: true });
+      }
+      const counts = await stats();
+      const forwarded = Object.values(counts).reduce((total, node) => total + node.forwardedIn, 0);
+      const heard = Object.values(counts).reduce((total, node) => total + node.heard, 0);
+      expect(heard).toBe(count + 1);
+      // With two nodes the queue hands about half of them to the node that does not hold the session (all of them
+      // to one node once in 4,096 runs): those were passed on and answered on their `_R_` reply by the holder.
+      expect(forwarded).toBeGreaterThan(0);
+      console.log(`ingress (queue, accounts layout, 2 nodes): ${count + 1} prompts of acme answered, ${forwarded} of them passed on to the holder`);
+    } finally {
+      for (const connection of connections) await connection.close().catch(() => undefined);
+      for (const child of processes) await child.stop('SIGKILL');
+      await nats.stop();
+    }
+  }, 90_000);
 });

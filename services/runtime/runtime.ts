@@ -1,4 +1,4 @@
-import type { Msg, NatsConnection } from '@nats-io/nats-core';
+import type { NatsConnection } from '@nats-io/nats-core';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import { createReplyGuard, replyPolicyOf } from '../../src/bus/reply-guard.ts';
@@ -18,7 +18,7 @@ import type { MemoryPort } from './context/recall.ts';
 import { createAdmission } from './ingress/admission.ts';
 import { createForwarder, startIngress } from './ingress/ingress.ts';
 import type { IngressCounts } from './ingress/ingress.ts';
-import type { MessageOrigin } from './ingress/forward.ts';
+import type { MessageOrigin, SessionMessage } from './ingress/forward.ts';
 import { createParkedMessages } from './ingress/parked-messages.ts';
 import { createSessionMessageHandler } from './ingress/session-messages.ts';
 import { createSessionLeases } from './node/leases.ts';
@@ -191,7 +191,7 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
     log,
     live: hostDeps.live,
     parked,
-    ...(config.ingress === IngressMode.queue ? { forward: (owner: string, message: Msg, origin: MessageOrigin) => forwarder.forward(owner, message, origin) } : {}),
+    ...(config.ingress === IngressMode.queue ? { forward: (owner: string, message: SessionMessage, origin: MessageOrigin) => forwarder.forward(owner, message, origin) } : {}),
     stopping: () => stopping,
     ...(deps.onHandled ? { onHandled: deps.onHandled } : {}),
   });

@@ -10,7 +10,15 @@ export const ForwardHeader = {
   subject: 'Agentbus-Subject',
   /** How many nodes passed the message on so far (1 for the first forward). */
   hops: 'Agentbus-Hops',
+  /**
+   * The client's reply subject. Not the forward's own reply subject: the server refuses a client's publish whose
+   * reply is a `_R_.` subject (a tenant's request through a service import), as one that could steal responses.
+   */
+  reply: 'Agentbus-Reply',
 } as const;
+
+/** What the runtime reads of a session message: a message heard on the bus, or one passed on by another node. */
+export type SessionMessage = Pick<Msg, 'subject' | 'data' | 'headers' | 'reply' | 'respond'>;
 
 /**
  * A message is passed on at most this many times: the first node's view of the holder can be stale (the holder
@@ -30,7 +38,7 @@ export interface MessageOrigin {
 }
 
 /** The origin of a message heard on the queue group (the client's own subject, no forward). */
-export function directOrigin(message: Msg): MessageOrigin {
+export function directOrigin(message: SessionMessage): MessageOrigin {
   return { subject: message.subject, hops: 0 };
 }
 
@@ -45,11 +53,36 @@ export function forwardedOrigin(message: Msg): MessageOrigin | undefined {
   return { subject, hops };
 }
 
-/** The headers of a forward: the original ones (its content type), plus where it was published and the hop count. */
-export function forwardHeaders(original: MsgHdrs | undefined, origin: MessageOrigin): MsgHdrs {
+const OWN_HEADERS: ReadonlySet<string> = new Set(Object.values(ForwardHeader));
+
+/**
+ * The headers of a forward: the original ones (its content type), plus where it was published, the hop count and
+ * the client's reply subject.
+ */
+export function forwardHeaders(message: SessionMessage, origin: MessageOrigin): MsgHdrs {
   const out = natsHeaders();
-  if (original) for (const [key, values] of original) for (const value of values) if (key !== ForwardHeader.subject && key !== ForwardHeader.hops) out.append(key, value);
+  if (message.headers) for (const [key, values] of message.headers) for (const value of values) if (!OWN_HEADERS.has(key)) out.append(key, value);
   out.set(ForwardHeader.subject, origin.subject);
   out.set(ForwardHeader.hops, String(origin.hops + 1));
+  if (message.reply) out.set(ForwardHeader.reply, message.reply);
   return out;
+}
+
+/**
+ * A message passed on by another node, as the message the client sent: its reply subject is the client's (from
+ * the header), and answering it publishes there.
+ */
+export function asClientMessage(message: Msg, publish: (subject: string, data: Uint8Array | undefined, options?: { headers?: MsgHdrs }) => void): SessionMessage {
+  const reply = message.headers?.get(ForwardHeader.reply) || undefined;
+  return {
+    subject: message.subject,
+    data: message.data,
+    headers: message.headers,
+    reply: reply ?? '',
+    respond: (data, options) => {
+      if (!reply) return false;
+      publish(reply, data as Uint8Array | undefined, options?.headers ? { headers: options.headers } : {});
+      return true;
+    },
+  };
 }

@@ -3,8 +3,8 @@ import type { ReplyGuard } from '../../../src/bus/reply-guard.ts';
 import type { Logger } from '../../../src/logging.ts';
 import { SessionVerb } from '../../../src/protocol/index.ts';
 import type { Subjects } from '../../../src/protocol/index.ts';
-import { INGRESS_QUEUE_GROUP, directOrigin, forwardHeaders, forwardSubject, forwardedOrigin } from './forward.ts';
-import type { MessageOrigin } from './forward.ts';
+import { INGRESS_QUEUE_GROUP, asClientMessage, directOrigin, forwardHeaders, forwardSubject, forwardedOrigin } from './forward.ts';
+import type { MessageOrigin, SessionMessage } from './forward.ts';
 import type { SessionMessageHandler } from './session-messages.ts';
 import { IngressMode } from '../config.ts';
 
@@ -30,21 +30,21 @@ export interface Ingress {
 
 /** A way to pass a message on to the node holding its session. */
 export interface Forwarder {
-  forward(owner: string, message: Msg, origin: MessageOrigin): void;
+  forward(owner: string, message: SessionMessage, origin: MessageOrigin): void;
   count(): number;
 }
 
 /**
- * Passes session messages on to their holder on its forward subject (`<prefix>.runtime.<node>.forward`), with
- * the original reply subject (the holder answers the client directly; a tenant's `_R_` reply of a service import
- * is answered from the same account), headers and payload untouched, and the original subject in a header.
+ * Passes session messages on to their holder on its forward subject (`<prefix>.runtime.<node>.forward`), payload
+ * and headers untouched, with the original subject and reply subject in headers (the holder answers the client
+ * directly; a tenant's `_R_` reply of a service import is answered from the same account).
  */
 export function createForwarder(nc: NatsConnection, prefix: string): Forwarder {
   let forwarded = 0;
   return {
     forward(owner, message, origin) {
       forwarded += 1;
-      nc.publish(forwardSubject(prefix, owner), message.data, { ...(message.reply ? { reply: message.reply } : {}), headers: forwardHeaders(message.headers, origin) });
+      nc.publish(forwardSubject(prefix, owner), message.data, { headers: forwardHeaders(message, origin) });
     },
     count: () => forwarded,
   };
@@ -81,7 +81,7 @@ export async function startIngress(options: IngressOptions): Promise<Ingress> {
   let forwardedIn = 0;
   const handling = new Set<Promise<void>>();
 
-  const take = (verb: SessionVerb, message: Msg, origin: MessageOrigin) => {
+  const take = (verb: SessionVerb, message: SessionMessage, origin: MessageOrigin) => {
     // A reply subject the requester may not own is a deputy request: dropped whole, before any lease or log.
     if (!replies.admits(message, subjects.parseSession(origin.subject)?.tenant)) return;
     const handled = handler.handle(verb, message, origin).catch((err: unknown) => logger.error({ err }, 'message handling failed'));
@@ -116,7 +116,7 @@ export async function startIngress(options: IngressOptions): Promise<Ingress> {
           return;
         }
         forwardedIn += 1;
-        take(verb as SessionVerb, message, origin);
+        take(verb as SessionVerb, asClientMessage(message, (subject, data, publishOptions) => nc.publish(subject, data, publishOptions)), origin);
       },
     }),
   );

@@ -1,11 +1,10 @@
-import type { Msg } from '@nats-io/nats-core';
 import type { SessionVerb } from '../../../src/protocol/index.ts';
-import type { MessageOrigin } from './forward.ts';
+import type { MessageOrigin, SessionMessage } from './forward.ts';
 
 /** A session message this node kept because another node held the session when it arrived. */
 export interface ParkedMessage {
   readonly verb: SessionVerb;
-  readonly message: Msg;
+  readonly message: SessionMessage;
   /** The subject it was published on, and how many forwards it took to reach this node. */
   readonly origin: MessageOrigin;
 }

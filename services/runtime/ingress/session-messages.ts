@@ -1,4 +1,3 @@
-import type { Msg } from '@nats-io/nats-core';
 import { msgpackHeaders } from '../../../src/bus/request.ts';
 import type { SessionLog } from '../../../src/bus/session-log.ts';
 import { AgentbusError, ErrorCode, LogConflictError, SessionDeletedError, toErrorData } from '../../../src/errors.ts';
@@ -15,7 +14,7 @@ import type { CommandResult, SessionHost } from '../sessions/session-host.ts';
 import type { RuntimeTombstones } from '../sessions/tombstones.ts';
 import type { Admission } from './admission.ts';
 import { MAX_FORWARD_HOPS } from './forward.ts';
-import type { MessageOrigin } from './forward.ts';
+import type { MessageOrigin, SessionMessage } from './forward.ts';
 import type { ParkedMessages } from './parked-messages.ts';
 import { withinCeilings } from './prompt-ceilings.ts';
 
@@ -25,7 +24,7 @@ export interface SessionMessageHandler {
    * `origin`: the subject the client published on and the forwards it took. `replayed`: a message this node
    * kept for a holder since found dead (see {@link ParkedMessages}).
    */
-  handle(verb: SessionVerb, message: Msg, origin: MessageOrigin, options?: { replayed?: boolean }): Promise<void>;
+  handle(verb: SessionVerb, message: SessionMessage, origin: MessageOrigin, options?: { replayed?: boolean }): Promise<void>;
   /** How many messages of the session are being acted on now (past the lease claim); the deleter waits for the others. */
   inFlight(tenant: string, sessionId: string): number;
 }
@@ -49,7 +48,7 @@ export interface SessionMessageDeps {
    * Passes a message on to the node that holds its session (a publish on that node's forward subject); absent
    * when every node hears every message (`broadcast` ingress), where the holder heard it too.
    */
-  readonly forward?: (owner: string, message: Msg, origin: MessageOrigin) => void;
+  readonly forward?: (owner: string, message: SessionMessage, origin: MessageOrigin) => void;
   /** True once the node stops: messages for other nodes are no longer kept. */
   readonly stopping: () => boolean;
   readonly onHandled?: (verb: SessionVerb, outcome: { durationMs: number; error?: string }) => void;
@@ -62,11 +61,11 @@ export function createSessionMessageHandler(deps: SessionMessageDeps): SessionMe
   // Messages of each session being handled now (past the lease claim): a delete waits for none.
   const inFlight = new Map<string, number>();
 
-  function reply(message: Msg, body: PromptReply | CommandReply | DeleteReply) {
+  function reply(message: SessionMessage, body: PromptReply | CommandReply | DeleteReply) {
     if (message.reply) message.respond(codec.encode(body), { headers: msgpackHeaders() });
   }
 
-  function replyCommand(message: Msg, result: CommandResult) {
+  function replyCommand(message: SessionMessage, result: CommandResult) {
     reply(message, result.ok ? (result.turnId ? { ok: true, turnId: result.turnId } : { ok: true }) : { ok: false, error: result.error });
   }
 
@@ -83,7 +82,7 @@ export function createSessionMessageHandler(deps: SessionMessageDeps): SessionMe
     return sessions.host(tenant, sessionId);
   }
 
-  async function handle(verb: SessionVerb, message: Msg, origin: MessageOrigin, options: { replayed?: boolean } = {}): Promise<void> {
+  async function handle(verb: SessionVerb, message: SessionMessage, origin: MessageOrigin, options: { replayed?: boolean } = {}): Promise<void> {
     const replayed = options.replayed === true;
     const parsed = subjects.parseSession(origin.subject);
     if (!parsed) {
@@ -105,8 +104,9 @@ export function createSessionMessageHandler(deps: SessionMessageDeps): SessionMe
     const claimed = await leases.claim(tenant, sessionId, verb === SessionVerb.prompt ? { active: true } : {});
     if (!claimed.held) {
       sessions.dropLost(tenant, sessionId);
-      if (claimed.owner === '' || deps.stopping()) return;
-      if (!replayed) deps.parked.park(claimed.owner, { verb, message, origin });
+      if (claimed.owner === '') return;
+      // A node that stops keeps nothing (it will not be there to answer), but still passes on what it heard.
+      if (!replayed && !deps.stopping()) deps.parked.park(claimed.owner, { verb, message, origin });
       if (deps.forward && origin.hops < MAX_FORWARD_HOPS) deps.forward(claimed.owner, message, origin);
       return;
     }
