@@ -71,9 +71,9 @@ export interface RuntimeDeps {
 
 /**
  * Starts the runtime: ensures the streams and buckets, then serves `prompt`, `cancel`, `steer`, `approve` and
- * `delete` of every session. Each session is hosted by the node that holds its lease; each message reaches
- * one node of the fleet (a queue group), which passes it on to the holder when it is not the holder itself
- * (see ingress/ingress.ts). A deleted session's id is refused (`session_deleted`) from then on. The wiring of
+ * `delete` of every session. Each session is hosted by the node that holds its lease; a message reaches every
+ * node (`broadcast` ingress) or one node of a queue group, which passes it on to the holder (`queue`; see
+ * ingress/ingress.ts). A deleted session's id is refused (`session_deleted`) from then on. The wiring of
  * the runtime's rooms: the only place that opens its buckets, subscribes (through `startIngress`) and starts
  * its timers.
  */
