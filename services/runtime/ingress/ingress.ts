@@ -1,4 +1,4 @@
-import type { Msg, NatsConnection, Subscription } from '@nats-io/nats-core';
+import type { NatsConnection, Subscription } from '@nats-io/nats-core';
 import type { ReplyGuard } from '../../../src/bus/reply-guard.ts';
 import type { Logger } from '../../../src/logging.ts';
 import { SessionVerb } from '../../../src/protocol/index.ts';
@@ -79,14 +79,22 @@ export async function startIngress(options: IngressOptions): Promise<Ingress> {
   const { nc, subjects, replies, handler, logger } = options;
   let heard = 0;
   let forwardedIn = 0;
-  const handling = new Set<Promise<void>>();
+  // Messages being handled now, and the drain waiting for them to be done (one counter, not a promise per message).
+  let handling = 0;
+  let idle: (() => void) | undefined;
+  const settle = () => {
+    handling -= 1;
+    if (handling === 0) idle?.();
+  };
 
   const take = (verb: SessionVerb, message: SessionMessage, origin: MessageOrigin) => {
     // A reply subject the requester may not own is a deputy request: dropped whole, before any lease or log.
     if (!replies.admits(message, subjects.parseSession(origin.subject)?.tenant)) return;
-    const handled = handler.handle(verb, message, origin).catch((err: unknown) => logger.error({ err }, 'message handling failed'));
-    handling.add(handled);
-    void handled.finally(() => handling.delete(handled));
+    handling += 1;
+    handler.handle(verb, message, origin).then(settle, (err: unknown) => {
+      logger.error({ err }, 'message handling failed');
+      settle();
+    });
   };
 
   const subscriptions: Subscription[] = Object.values(SessionVerb).map((verb) =>
@@ -131,8 +139,7 @@ export async function startIngress(options: IngressOptions): Promise<Ingress> {
       });
       try {
         const drained = Promise.all(subscriptions.map((subscription) => subscription.drain().catch(() => undefined)))
-          .then(() => Promise.all([...handling]))
-          .then(() => undefined);
+          .then(() => (handling === 0 ? undefined : new Promise<void>((resolve) => (idle = resolve))));
         await Promise.race([drained, bound]);
       } finally {
         clearTimeout(timer);
