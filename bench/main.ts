@@ -244,6 +244,7 @@ try {
   const slowScriptPath = join(work, 'slow.json');
   await writeFile(slowScriptPath, JSON.stringify({ responses: [{ text: 'ok ok', chunkSize: 3, delayMs: 1000 }] }));
   scaleOut = await measureScaleOut({
+    nc,
     start: (entry, extra) => start(entry, extra),
     session: async (sessionId, options) => void (await client.runTurn(sessionId, options)),
     scriptPath,

@@ -2,8 +2,8 @@ import { LogEventType, createEnvelopeFactory } from '../../src/protocol/index.ts
 import type { EventDataMap, LogEvent } from '../../src/protocol/index.ts';
 import { contextWindowOf } from '../../src/tokens.ts';
 import type { TokenCounter } from '../../src/tokens.ts';
-import { buildContext } from '../../services/runtime/context-builder.ts';
-import { createTranscript } from '../../services/runtime/transcript.ts';
+import { buildContext } from '../../services/runtime/context/context-builder.ts';
+import { createTranscript } from '../../services/runtime/sessions/transcript.ts';
 import { DEFAULT_RUNTIME_CONFIG } from '../../services/runtime/config.ts';
 import { STEPS, TOOL_NAME, lookup } from './workload.ts';
 import { now, summarize } from './stats.ts';

@@ -98,6 +98,17 @@ export function targetsOf(results: BenchResults): TargetCheck[] {
   const us = (ms: number) => `${micros(ms)} µs`;
   ratio(`context prep after a step, ${large.messages} vs ${small.messages} messages (p50)`, large.stepMs.p50 / small.stepMs.p50, false, 1.5, `${us(large.stepMs.p50)} vs ${us(small.stepMs.p50)}`);
   ratio(`context prep repeated, ${large.messages} vs ${small.messages} messages (p50)`, large.warmMs.p50 / small.warmMs.p50, false, 1.5, `${us(large.warmMs.p50)} vs ${us(small.warmMs.p50)}`);
+  // Issue #17's scale-out goals, per ingress mode, for 3 and 4 runtime nodes.
+  for (const entry of (results.scaleOut?.nodes ?? []).filter((scale) => scale.nodes >= 3)) {
+    const mode = entry.ingress ?? 'broadcast';
+    if (entry.cpuRatioToOne !== undefined) {
+      ratio(`runtime CPU per session, ${entry.nodes} nodes vs 1 (${mode} ingress)`, entry.cpuRatioToOne, false, 1.15, `${fixed(entry.runtimeCpuPerSessionMs ?? Number.NaN)} ms`);
+    }
+    if (entry.handledPerMessage !== undefined) {
+      const worst = Math.max(entry.handledPerMessage, entry.heldHandledPerMessage ?? 0);
+      ratio(`session messages handled per message published, ${entry.nodes} nodes, new and held sessions (${mode} ingress)`, worst, false, 1.1, `${fixed(entry.handledPerMessage)} / ${fixed(entry.heldHandledPerMessage ?? Number.NaN)}`);
+    }
+  }
   for (const entry of results.scaling.filter((scaling) => scaling.workers > 1)) {
     ratio(`I/O-bound tool throughput, ${entry.workers} workers vs linear`, entry.ratioToLinear, true, 0.9, `${fixed(entry.callsPerSecond, 0)} vs ${fixed(entry.linear, 0)} calls/s`);
   }
@@ -169,7 +180,15 @@ function figuresTable(results: BenchResults): string[] {
   if (results.scaleOut) {
     const scale = results.scaleOut;
     for (const entry of scale.nodes) {
-      lines.push(`| ${entry.nodes} runtime node(s), workload sessions at 200 concurrent (sessions/s) | ${fixed(entry.sessionsPerSecond, 0)} (p50 ${fixed(entry.latencyMs.p50, 1)} ms) | linear from 1 node: ${fixed(scale.nodes[0]!.sessionsPerSecond * entry.nodes, 0)} on ${results.machine.cores} cores | ${fixed(entry.ratioToLinear)}× |`);
+      const one = scale.nodes.find((row) => row.ingress === entry.ingress && row.nodes === 1) ?? scale.nodes[0]!;
+      const mode = entry.ingress ?? 'broadcast';
+      lines.push(`| ${entry.nodes} runtime node(s), ${mode} ingress, workload sessions at 200 concurrent (sessions/s) | ${fixed(entry.sessionsPerSecond, 0)} (p50 ${fixed(entry.latencyMs.p50, 1)} ms) | linear from 1 node: ${fixed(one.sessionsPerSecond * entry.nodes, 0)} on ${results.machine.cores} cores | ${fixed(entry.ratioToLinear)}× |`);
+      if (entry.runtimeCpuPerSessionMs !== undefined) {
+        lines.push(`| ${entry.nodes} runtime node(s), ${mode} ingress: runtime CPU per session, all nodes (ms) | ${fixed(entry.runtimeCpuPerSessionMs)} | 1 node: ${fixed(one.runtimeCpuPerSessionMs ?? Number.NaN)} | ${entry.cpuRatioToOne === undefined ? 'n/a' : `${fixed(entry.cpuRatioToOne)}×`} |`);
+      }
+      if (entry.handledPerMessage !== undefined) {
+        lines.push(`| ${entry.nodes} runtime node(s), ${mode} ingress: session messages handled per message published, new / held sessions | ${fixed(entry.handledPerMessage)} / ${fixed(entry.heldHandledPerMessage ?? Number.NaN)} | 1 | ${fixed(entry.handledPerMessage)}× |`);
+      }
     }
     const flight = scale.inFlight;
     lines.push(

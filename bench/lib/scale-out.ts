@@ -1,12 +1,37 @@
 import { readFile } from 'node:fs/promises';
+import type { NatsConnection } from '@nats-io/nats-core';
+import { createInbox } from '@nats-io/nats-core';
 import type { ServiceProcess } from '../../test/helpers/service-process.ts';
+import { cpuTimeMs } from './cpu.ts';
 import { closedLoop } from './load.ts';
 import type { Summary } from './stats.ts';
 
+/** One row of the scale-out: a count of runtime nodes under one ingress mode. */
+export interface ScaleOutRow {
+  readonly nodes: number;
+  /** `broadcast` (every node hears every session message) or `queue` (partitioned: one node hears it, passes it on). */
+  readonly ingress: string;
+  readonly sessionsPerSecond: number;
+  readonly latencyMs: Summary;
+  readonly ratioToLinear: number;
+  /** CPU ms of all runtime nodes together per session of the workload. */
+  readonly runtimeCpuPerSessionMs: number | undefined;
+  /** That CPU against the same mode's 1 node. */
+  readonly cpuRatioToOne: number | undefined;
+  /**
+   * Session messages the fleet handled (heard from the bus, or was passed on by another node) per session message
+   * published, in the workload (each session's prompt opens a session nobody holds); undefined when the nodes do
+   * not report it (an older runtime).
+   */
+  readonly handledPerMessage: number | undefined;
+  /** The same for prompts to sessions the fleet holds already (a second turn of sessions of the workload). */
+  readonly heldHandledPerMessage: number | undefined;
+}
+
 /** Sessions/s with more runtime nodes on one server, and many sessions in flight behind a slow model. */
 export interface ScaleOutFigure {
-  /** The same closed loop at 200 concurrent against 1, 2 and 4 runtime nodes. */
-  readonly nodes: ReadonlyArray<{ readonly nodes: number; readonly sessionsPerSecond: number; readonly latencyMs: Summary; readonly ratioToLinear: number }>;
+  /** The same closed loop at 200 concurrent against 1, 3 and 4 runtime nodes, under each ingress mode. */
+  readonly nodes: readonly ScaleOutRow[];
   /** `sessions` sessions in flight at once, each one model call of `providerLatencyMs` (latency-bound, as real LLMs are). */
   readonly inFlight: {
     readonly sessions: number;
@@ -24,6 +49,12 @@ export interface ScaleOutFigure {
 
 /** What {@link measureScaleOut} runs on: a way to start processes, and a session function per tag. */
 export interface ScaleOutDeps {
+  /** The bench's connection: the nodes' ingress counts are read with `$SRV.STATS`. */
+  readonly nc: NatsConnection;
+  /** Ingress modes to measure (`AGENTBUS_INGRESS`); default both. */
+  readonly ingressModes?: readonly string[];
+  /** Runtime node counts; default 1, 3 and 4. */
+  readonly nodeCounts?: readonly number[];
   readonly start: (entry: string, env?: Record<string, string>) => ServiceProcess;
   /** One session of the bench's workload (or of `text`) against whatever runtime nodes run now. */
   readonly session: (sessionId: string, options?: { text?: string; timeoutMs?: number }) => Promise<void>;
@@ -45,28 +76,96 @@ async function rssOf(pid: number | undefined): Promise<number | undefined> {
   return kb === undefined ? undefined : Number(kb) * 1024;
 }
 
+/** Session messages the runtime nodes handled so far (heard + passed on to them), or undefined when one does not say. */
+async function handledSoFar(nc: NatsConnection, nodes: number): Promise<number | undefined> {
+  const inbox = createInbox();
+  const subscription = nc.subscribe(inbox);
+  nc.publish('$SRV.STATS.agentbus-runtime', undefined, { reply: inbox });
+  const timer = setTimeout(() => subscription.unsubscribe(), 5_000);
+  const counts: Array<number | undefined> = [];
+  const seen = new Set<string>();
+  for await (const message of subscription) {
+    const data = (JSON.parse(new TextDecoder().decode(message.data)) as { data?: { node?: string; ingress?: { heard: number; forwardedIn: number } } }).data;
+    if (!data?.node || seen.has(data.node)) continue;
+    seen.add(data.node);
+    counts.push(data.ingress ? data.ingress.heard + data.ingress.forwardedIn : undefined);
+    if (seen.size >= nodes) break;
+  }
+  clearTimeout(timer);
+  subscription.unsubscribe();
+  if (seen.size < nodes || counts.some((count) => count === undefined)) return undefined;
+  return counts.reduce<number>((sum, count) => sum + (count ?? 0), 0);
+}
+
+function runtimeCpuMs(nodes: readonly ServiceProcess[]): number | undefined {
+  let total = 0;
+  for (const node of nodes) {
+    const ms = cpuTimeMs(node.child.pid);
+    if (ms === undefined) return undefined;
+    total += ms;
+  }
+  return total;
+}
+
 /**
- * Starts its own provider (the workload script) and tool worker, then 1, 2 and 4 runtime nodes in turn, each count under
- * the same closed loop; then one node behind a provider whose every call takes `providerLatencyMs`, with
- * `inFlightSessions` sessions at once. Stops everything it started.
+ * Starts its own provider (the workload script) and tool worker, then, for each ingress mode, 1, 3 and 4 runtime
+ * nodes in turn, each count under the same closed loop (runtime CPU per session, and session messages handled
+ * per message published; then a second prompt to 100 of the sessions, held by then); then one node behind a
+ * provider whose every call takes `providerLatencyMs`, with `inFlightSessions` sessions at once. Stops everything
+ * it started.
  */
 export async function measureScaleOut(deps: ScaleOutDeps): Promise<ScaleOutFigure> {
   const provider = deps.start('services/provider/main.ts', { AGENTBUS_SCRIPT: deps.scriptPath });
   const tools = deps.start('bench/lib/tool-worker-main.ts');
   await Promise.all([provider.waitFor('provider service started'), tools.waitFor('bench tool worker ready')]);
   const running: ServiceProcess[] = [];
-  const nodes: Array<{ nodes: number; sessionsPerSecond: number; latencyMs: Summary; ratioToLinear: number }> = [];
+  const nodes: ScaleOutRow[] = [];
   let run = 0;
   try {
-    for (const count of [1, 2, 4]) {
-      while (running.length < count) running.push(deps.start('services/runtime/main.ts', UNLIMITED));
-      await Promise.all(running.map((node) => node.waitFor('runtime started')));
-      const tag = `so${run++}x`;
-      await closedLoop((index) => deps.session(`${tag}w${index}`), { concurrency: 50, durationMs: 500 });
-      const load = await closedLoop((index) => deps.session(`${tag}${index}`), { concurrency: 200, durationMs: deps.durationMs });
-      const base = nodes[0]?.sessionsPerSecond ?? load.sessionsPerSecond;
-      nodes.push({ nodes: count, sessionsPerSecond: load.sessionsPerSecond, latencyMs: load.latencyMs, ratioToLinear: load.sessionsPerSecond / (base * count) });
-      deps.log(`scale-out: ${count} runtime node(s): ${load.sessionsPerSecond.toFixed(0)} sessions/s at 200 concurrent (p50 ${load.latencyMs.p50.toFixed(1)} ms)`);
+    for (const ingress of deps.ingressModes ?? ['broadcast', 'queue']) {
+      const env = { ...UNLIMITED, AGENTBUS_INGRESS: ingress };
+      const first = nodes.length;
+      for (const count of deps.nodeCounts ?? [1, 3, 4]) {
+        while (running.length < count) running.push(deps.start('services/runtime/main.ts', env));
+        await Promise.all(running.map((node) => node.waitFor('runtime started')));
+        const tag = `so${run++}x`;
+        await closedLoop((index) => deps.session(`${tag}w${index}`), { concurrency: 50, durationMs: 500 });
+        const handledBefore = await handledSoFar(deps.nc, count);
+        const cpuBefore = runtimeCpuMs(running);
+        const load = await closedLoop((index) => deps.session(`${tag}${index}`), { concurrency: 200, durationMs: deps.durationMs });
+        const cpuAfter = runtimeCpuMs(running);
+        const handledAfter = await handledSoFar(deps.nc, count);
+        // One prompt per session (its reply is the only answer a session's message gets); failed ones were published too.
+        const published = load.sessions + load.failures;
+        const handledPerMessage = handledBefore === undefined || handledAfter === undefined ? undefined : (handledAfter - handledBefore) / published;
+        // A second turn of 100 sessions of the load: prompts to sessions a node holds.
+        const held = Math.min(100, load.sessions);
+        const heldBefore = await handledSoFar(deps.nc, count);
+        await closedLoop((index) => deps.session(`${tag}${index}`), { concurrency: 20, durationMs: 60_000, maxSessions: held });
+        const heldAfter = await handledSoFar(deps.nc, count);
+        const heldHandledPerMessage = heldBefore === undefined || heldAfter === undefined ? undefined : (heldAfter - heldBefore) / held;
+        const runtimeCpuPerSessionMs = cpuBefore === undefined || cpuAfter === undefined || load.sessions === 0 ? undefined : (cpuAfter - cpuBefore) / load.sessions;
+        const one = nodes[first];
+        const base = one?.sessionsPerSecond ?? load.sessionsPerSecond;
+        const cpuBase = one ? one.runtimeCpuPerSessionMs : runtimeCpuPerSessionMs;
+        nodes.push({
+          nodes: count,
+          ingress,
+          sessionsPerSecond: load.sessionsPerSecond,
+          latencyMs: load.latencyMs,
+          ratioToLinear: load.sessionsPerSecond / (base * count),
+          runtimeCpuPerSessionMs,
+          cpuRatioToOne: runtimeCpuPerSessionMs === undefined || cpuBase === undefined ? undefined : runtimeCpuPerSessionMs / cpuBase,
+          handledPerMessage,
+          heldHandledPerMessage,
+        });
+        const figure = (value: number | undefined, digits = 2) => (value === undefined ? 'n/a' : value.toFixed(digits));
+        deps.log(
+          `scale-out (${ingress}): ${count} runtime node(s): ${load.sessionsPerSecond.toFixed(0)} sessions/s at 200 concurrent (p50 ${load.latencyMs.p50.toFixed(1)} ms), runtime CPU ${figure(runtimeCpuPerSessionMs)} ms/session, ` +
+            `session messages handled per message published ${figure(handledPerMessage)} (new sessions), ${figure(heldHandledPerMessage)} (held sessions)`,
+        );
+      }
+      for (const node of running.splice(0)) await node.stop();
     }
   } finally {
     for (const node of running.splice(0)) await node.stop();

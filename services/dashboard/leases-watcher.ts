@@ -3,7 +3,7 @@ import { watchBucket } from './bucket-watch.ts';
 import type { Logger } from '../../src/logging.ts';
 import type { Codec } from '../../src/protocol/index.ts';
 
-/** A session's lease as the runtime writes it (`services/runtime/leases.ts`). */
+/** A session's lease as the runtime writes it (`services/runtime/node/leases.ts`). */
 export interface LeaseView {
   readonly tenant: string;
   readonly sessionId: string;

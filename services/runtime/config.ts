@@ -1,7 +1,11 @@
-import { DEFAULT_ADMISSION_LIMITS } from './admission.ts';
-import type { AdmissionLimits } from './admission.ts';
+import { DEFAULT_ADMISSION_LIMITS } from './ingress/admission.ts';
+import type { AdmissionLimits } from './ingress/admission.ts';
 import { TOKEN_PATTERN, isToken } from '../../src/protocol/index.ts';
 import type { StreamLimits } from '../../src/bus/streams.ts';
+
+/** How session messages reach the runtime nodes: see {@link RuntimeConfig.ingress}. */
+export const IngressMode = { broadcast: 'broadcast', queue: 'queue' } as const;
+export type IngressMode = (typeof IngressMode)[keyof typeof IngressMode];
 
 /** What the runtime does with a call when a tool hook fails (no answer, a late or malformed one, or an error). */
 export const ToolHookOnError = {
@@ -71,6 +75,14 @@ export interface RuntimeConfig {
   readonly replicas?: number;
   /** An idle session is dropped from memory after this long. */
   readonly idleMs: number;
+  /**
+   * How session messages reach the nodes (`AGENTBUS_INGRESS`): `broadcast`, every node hears every message
+   * and the holder acts (a node that stalls loses nothing: the others keep its messages); `queue`, each message
+   * reaches one node of a queue group, which passes it on to the holder (the fleet's cost per message does not
+   * grow with its size, but a node that stalls holds the messages handed to it until it wakes). See
+   * docs/architecture.md, "Ingress".
+   */
+  readonly ingress: IngressMode;
   /** Prompt size and message rates per tenant and per session; over them a message is refused. */
   readonly admission: AdmissionLimits;
   /**
@@ -113,6 +125,7 @@ export const DEFAULT_RUNTIME_CONFIG: Omit<RuntimeConfig, 'nodeId'> = {
   approvalTimeoutMs: 10 * 60_000,
   leaseTtlMs: 2_000,
   idleMs: 5 * 60_000,
+  ingress: 'broadcast',
   admission: DEFAULT_ADMISSION_LIMITS,
   recall: { share: 0.1, timeoutMs: 300, k: 5 },
   toolHooks: { before: [], after: [], timeoutMs: 2_000, onError: ToolHookOnError.block },

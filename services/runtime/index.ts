@@ -13,28 +13,30 @@ import { createScrubber } from '../../src/scrub/index.ts';
 import type { Scrubber } from '../../src/scrub/index.ts';
 import { createTokenCounter } from '../../src/tokens.ts';
 import type { TokenCounter } from '../../src/tokens.ts';
-import { DEFAULT_ADMISSION_LIMITS } from './admission.ts';
-import type { AdmissionLimits, Rate } from './admission.ts';
-import { DEFAULT_RUNTIME_CONFIG, ceilingsFromEnv, toolHooksFromEnv } from './config.ts';
+import { DEFAULT_ADMISSION_LIMITS } from './ingress/admission.ts';
+import type { AdmissionLimits, Rate } from './ingress/admission.ts';
+import { DEFAULT_RUNTIME_CONFIG, IngressMode, ceilingsFromEnv, toolHooksFromEnv } from './config.ts';
 import type { RuntimeConfig } from './config.ts';
-import { startNodeHealth } from './node-health.ts';
-import type { NodeHealthFigures } from './node-health.ts';
-import { createMemoryPort } from './recall.ts';
+import { startNodeHealth } from './health/node-health.ts';
+import { INGRESS_QUEUE_GROUP } from './ingress/forward.ts';
+import type { NodeHealthFigures } from './health/node-health.ts';
+import { createMemoryPort } from './context/recall.ts';
 import { startRuntime } from './runtime.ts';
 import type { Runtime } from './runtime.ts';
-import { createToolHooks } from './tool-hooks.ts';
+import { createToolHooks } from './tools/tool-hooks.ts';
 
 export { startRuntime } from './runtime.ts';
 export type { Runtime, RuntimeDeps } from './runtime.ts';
-export { RUNTIME_SERVICE_NAME } from './node-health.ts';
-export type { NodeHealthFigures } from './node-health.ts';
-export { DEFAULT_RUNTIME_CONFIG, ToolHookOnError } from './config.ts';
+export type { IngressCounts } from './ingress/ingress.ts';
+export { RUNTIME_SERVICE_NAME } from './health/node-health.ts';
+export type { NodeHealthFigures } from './health/node-health.ts';
+export { DEFAULT_RUNTIME_CONFIG, IngressMode, ToolHookOnError } from './config.ts';
 export type { PromptCeilings, RuntimeConfig, ToolHookConfig } from './config.ts';
-export { DEFAULT_ADMISSION_LIMITS } from './admission.ts';
-export type { AdmissionLimits, Rate } from './admission.ts';
+export { DEFAULT_ADMISSION_LIMITS } from './ingress/admission.ts';
+export type { AdmissionLimits, Rate } from './ingress/admission.ts';
 export type { ProviderPort, ToolHookPort, ToolPort, ToolInfo } from './ports.ts';
-export { createToolHooks } from './tool-hooks.ts';
-export type { ToolHooks } from './tool-hooks.ts';
+export { createToolHooks } from './tools/tool-hooks.ts';
+export type { ToolHooks } from './tools/tool-hooks.ts';
 
 /** Options of {@link startRuntimeService}: the connection, a logger, and any config to override. */
 export interface RuntimeServiceOptions {
@@ -93,6 +95,8 @@ export async function startRuntimeService(options: RuntimeServiceOptions): Promi
     prefix: config.prefix,
     nodeId: config.nodeId,
     sessions: () => runtime?.sessions() ?? 0,
+    ingress: () => runtime?.ingress() ?? { heard: 0, forwardedIn: 0, forwardedOut: 0 },
+    queueGroup: config.ingress === IngressMode.queue ? INGRESS_QUEUE_GROUP : '',
     onUnrecoverable: options.onUnrecoverable ?? (() => undefined),
     ...(options.replyPolicy ? { replyPolicy: options.replyPolicy } : {}),
   });
@@ -123,6 +127,7 @@ export async function startRuntimeService(options: RuntimeServiceOptions): Promi
   const started = runtime;
   return {
     sessions: () => started.sessions(),
+    ingress: () => started.ingress(),
     health: health.figures,
     async stop() {
       await started.stop();
@@ -160,6 +165,11 @@ export function runtimeConfigFromEnv(env: NodeJS.ProcessEnv): Partial<RuntimeCon
     const value = Number(raw);
     if (!Number.isInteger(value) || value <= 0) throw new Error(`${name} must be a positive integer, got ${JSON.stringify(raw)}`);
     config[key] = value;
+  }
+  if (env.AGENTBUS_INGRESS) {
+    const mode = env.AGENTBUS_INGRESS;
+    if (mode !== IngressMode.broadcast && mode !== IngressMode.queue) throw new Error(`AGENTBUS_INGRESS must be broadcast or queue, got ${JSON.stringify(mode)}`);
+    config.ingress = mode;
   }
   const admission = admissionFromEnv(env);
   if (admission) config.admission = admission;

@@ -1,52 +1,48 @@
-import type { Msg, NatsConnection, Subscription } from '@nats-io/nats-core';
+import type { NatsConnection } from '@nats-io/nats-core';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
-import { createSessionLog } from '../../src/bus/session-log.ts';
-import { ensureStreams } from '../../src/bus/streams.ts';
-import { msgpackHeaders } from '../../src/bus/request.ts';
-import { AgentbusError, ErrorCode, LogConflictError, SessionDeletedError, toErrorData } from '../../src/errors.ts';
-import type { Logger } from '../../src/logging.ts';
-import {
-  SessionVerb,
-  createEnvelopeFactory,
-  createSubjects,
-  decodeApprove,
-  decodeCancel,
-  decodeDelete,
-  decodePrompt,
-  decodeSteer,
-  streamNames,
-} from '../../src/protocol/index.ts';
-import type { Codec, CommandReply, DeleteReply, PromptReply, ToolSpec } from '../../src/protocol/index.ts';
-import type { Scrubber } from '../../src/scrub/index.ts';
-import type { TokenCounter } from '../../src/tokens.ts';
-import { checkCeilings } from './config.ts';
-import type { RuntimeConfig } from './config.ts';
-import { createRefusalLog } from '../../src/refusal-log.ts';
 import { createReplyGuard, replyPolicyOf } from '../../src/bus/reply-guard.ts';
 import type { ReplyPolicy } from '../../src/bus/reply-guard.ts';
-import { createAdmission } from './admission.ts';
-import { withinCeilings } from './prompt-ceilings.ts';
-import { createLivePublisher } from './live-publisher.ts';
-import { createSessionLeases } from './leases.ts';
-import type { SessionLeases } from './leases.ts';
-import { startNodeLiveness } from './node-liveness.ts';
-import { createParkedMessages } from './parked-messages.ts';
+import { createSessionLog } from '../../src/bus/session-log.ts';
+import { ensureStreams } from '../../src/bus/streams.ts';
+import { LogConflictError, SessionDeletedError } from '../../src/errors.ts';
+import type { Logger } from '../../src/logging.ts';
+import { createEnvelopeFactory, createSubjects, streamNames } from '../../src/protocol/index.ts';
+import type { Codec, SessionVerb, ToolSpec } from '../../src/protocol/index.ts';
+import { createRefusalLog } from '../../src/refusal-log.ts';
+import type { Scrubber } from '../../src/scrub/index.ts';
+import type { TokenCounter } from '../../src/tokens.ts';
+import { IngressMode, checkCeilings } from './config.ts';
+import type { RuntimeConfig } from './config.ts';
+import type { MemoryPort } from './context/recall.ts';
+import { createAdmission } from './ingress/admission.ts';
+import { createForwarder, startIngress } from './ingress/ingress.ts';
+import type { IngressCounts } from './ingress/ingress.ts';
+import type { MessageOrigin, SessionMessage } from './ingress/forward.ts';
+import { createParkedMessages } from './ingress/parked-messages.ts';
+import { createSessionMessageHandler } from './ingress/session-messages.ts';
+import { createSessionLeases } from './node/leases.ts';
+import type { SessionLeases } from './node/leases.ts';
+import { startNodeLiveness } from './node/node-liveness.ts';
 import type { ProviderPort, ToolPort } from './ports.ts';
-import type { MemoryPort } from './recall.ts';
-import type { ToolHooks } from './tool-hooks.ts';
-import { createSessionDeleter } from './session-delete.ts';
-import type { SessionDeleter } from './session-delete.ts';
-import { openSession } from './session-host.ts';
-import { createRuntimeTombstones } from './tombstones.ts';
-import type { RuntimeTombstones } from './tombstones.ts';
-import { createSessionLogic } from './turn-actors.ts';
-import type { CommandResult, SessionHost, SessionHostDeps } from './session-host.ts';
+import { createHostedSessions } from './sessions/hosted-sessions.ts';
+import type { HostedSessions } from './sessions/hosted-sessions.ts';
+import { createLivePublisher } from './sessions/live-publisher.ts';
+import { createSessionDeleter } from './sessions/session-delete.ts';
+import type { SessionDeleter } from './sessions/session-delete.ts';
+import { openSession } from './sessions/session-host.ts';
+import type { SessionHostDeps } from './sessions/session-host.ts';
+import { createRuntimeTombstones } from './sessions/tombstones.ts';
+import type { RuntimeTombstones } from './sessions/tombstones.ts';
+import type { ToolHooks } from './tools/tool-hooks.ts';
+import { createSessionLogic } from './turn/turn-actors.ts';
 
 /** The runtime service of one node. */
 export interface Runtime {
   /** Sessions hosted on this node now. */
   sessions(): number;
+  /** The session messages this node heard from the queue group and passed on or was passed (partitioned ingress). */
+  ingress(): IngressCounts;
   /** Stops taking messages, stops every session (the log keeps what is needed to resume elsewhere). */
   stop(): Promise<void>;
 }
@@ -75,8 +71,11 @@ export interface RuntimeDeps {
 
 /**
  * Starts the runtime: ensures the streams and buckets, then serves `prompt`, `cancel`, `steer`, `approve` and
- * `delete` of every session. Each session is hosted by the node that holds its lease; the others ignore its
- * messages. A deleted session's id is refused (`session_deleted`) from then on.
+ * `delete` of every session. Each session is hosted by the node that holds its lease; a message reaches every
+ * node (`broadcast` ingress) or one node of a queue group, which passes it on to the holder (`queue`; see
+ * ingress/ingress.ts). A deleted session's id is refused (`session_deleted`) from then on. The wiring of
+ * the runtime's rooms: the only place that opens its buckets, subscribes (through `startIngress`) and starts
+ * its timers.
  */
 export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
   const { nc, codec, config } = deps;
@@ -140,7 +139,7 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
     config,
     newId: deps.newId,
     now: deps.now,
-    giveUp: (session) => void giveUp(session),
+    giveUp: (session) => void sessions.giveUp(session),
     // While this node's heartbeat is current nobody can have taken its sessions; otherwise (it was paused or
     // cut off) a write first reads the lease back, and one another node took is refused before the log is asked.
     writeGuard: (tenant, sessionId) => {
@@ -151,15 +150,21 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
     },
   };
 
-  // An opened session is kept as itself, not as the promise that opened it: one object less per idle session.
-  const hosts = new Map<string, SessionHost | Promise<SessionHost>>();
-  // Last use per session in ms since the runtime started: a small integer, not a boxed number per session.
-  const epoch = deps.now();
-  const lastUsed = new Map<string, number>();
-  const keyOf = (tenant: string, sessionId: string) => `${tenant}.${sessionId}`;
-  // Messages of each session being handled now (past the lease claim): a delete waits for none.
-  const inFlight = new Map<string, number>();
   let stopping = false;
+  const forwarder = createForwarder(nc, config.prefix);
+  const sessions: HostedSessions = createHostedSessions({
+    open: (tenant, sessionId) => openSession(hostDeps, tenant, sessionId),
+    // A deleted session (its tombstone) is refused before anything of it is opened.
+    beforeOpen: async (tenant, sessionId) => {
+      deleter.refuseWhileDeleting(tenant, sessionId);
+      if (await tombstones.isDeleted(tenant, sessionId)) throw new SessionDeletedError(`session ${tenant}/${sessionId} was deleted`, { tenant, sessionId });
+    },
+    leases,
+    logger,
+    now: deps.now,
+    idleMs: config.idleMs,
+    stopping: () => stopping,
+  });
   const deleter: SessionDeleter = createSessionDeleter({
     jsm,
     streams: { log: names.log, live: names.live, ledger: `KV_${buckets.ledger}` },
@@ -167,282 +172,42 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
     log,
     tombstones,
     leases,
-    hostedSession: async (tenant, sessionId) => {
-      const known = hosts.get(keyOf(tenant, sessionId));
-      return known === undefined ? undefined : Promise.resolve(known).catch(() => undefined);
-    },
-    othersInFlight: (tenant, sessionId) => (inFlight.get(keyOf(tenant, sessionId)) ?? 1) - 1,
-    drop: (tenant, sessionId) => {
-      hosts.delete(keyOf(tenant, sessionId));
-      lastUsed.delete(keyOf(tenant, sessionId));
-    },
+    hostedSession: async (tenant, sessionId) => sessions.known(tenant, sessionId),
+    othersInFlight: (tenant, sessionId) => Math.max(0, handler.inFlight(tenant, sessionId) - 1),
+    drop: (tenant, sessionId) => sessions.forget(tenant, sessionId),
     logger,
   });
+  const handler = createSessionMessageHandler({
+    codec,
+    subjects,
+    config,
+    logger,
+    admission,
+    refusals,
+    leases,
+    sessions,
+    deleter,
+    tombstones,
+    log,
+    live: hostDeps.live,
+    parked,
+    ...(config.ingress === IngressMode.queue ? { forward: (owner: string, message: SessionMessage, origin: MessageOrigin) => forwarder.forward(owner, message, origin) } : {}),
+    stopping: () => stopping,
+    ...(deps.onHandled ? { onHandled: deps.onHandled } : {}),
+  });
+  const ingress = await startIngress({ nc, subjects, prefix: config.prefix, nodeId: config.nodeId, replies, handler, forwarder, logger, mode: config.ingress });
 
-  /** Refuses a session that was deleted (its tombstone), before anything of it is opened. */
-  async function refuseDeleted(tenant: string, sessionId: string): Promise<void> {
-    deleter.refuseWhileDeleting(tenant, sessionId);
-    if (await tombstones.isDeleted(tenant, sessionId)) throw new SessionDeletedError(`session ${tenant}/${sessionId} was deleted`, { tenant, sessionId });
-  }
-
-  /**
-   * The session's host, opened on first use. `forPrompt`: the prompt's handler keeps the lease's `active`
-   * flag from then on; for any other opener it is watched here.
-   */
-  function host(tenant: string, sessionId: string, options: { forPrompt?: boolean } = {}): Promise<SessionHost> {
-    const key = keyOf(tenant, sessionId);
-    lastUsed.set(key, deps.now() - epoch);
-    const known = hosts.get(key);
-    if (known) return Promise.resolve(known);
-    const opening = refuseDeleted(tenant, sessionId)
-      .then(() => openSession(hostDeps, tenant, sessionId))
-      .then((opened) => {
-        if (hosts.get(key) === opening) hosts.set(key, opened);
-        // Watching now would write `active: false` between the prompt's claim and its logging, then `true` again.
-        if (!options.forPrompt) watchActivity(opened);
-        return opened;
-      });
-    opening.catch((err: unknown) => {
-      // A deleted session is refused, not broken: its refusal is logged as any other.
-      if (!(err instanceof SessionDeletedError)) logger.error({ err, tenant, sessionId }, 'session could not be opened');
-      if (hosts.get(key) === opening) hosts.delete(key);
-    });
-    hosts.set(key, opening);
-    return opening;
-  }
-
-  /** The session's host once it is open; undefined while it opens or when this node does not host it. */
-  function openedHost(tenant: string, sessionId: string): SessionHost | undefined {
-    const known = hosts.get(keyOf(tenant, sessionId));
-    return known instanceof Promise ? undefined : known;
-  }
-
-  /** Keeps the lease's `active` flag in step with the session until it goes idle. */
-  function watchActivity(opened: SessionHost) {
-    const mark = async (): Promise<void> => {
-      const busy = opened.busy();
-      await leases.setActive(opened.tenant, opened.sessionId, busy);
-      // A stopped session keeps its lease's flag: the node releasing it decides.
-      if (busy && (await opened.whenIdle())) return mark();
-    };
-    void mark().catch((err: unknown) => logger.warn({ err }, 'lease activity not recorded'));
-  }
-
-  /**
-   * Stops hosting a session whose log this node cannot write as it thought (a turn could not log its end,
-   * or another writer's event is there). Its lease is released marked active, so that whichever node claims
-   * it next (this one too) reads the log again and resumes the turns left unfinished there; when another
-   * node already holds the lease, the release changes nothing.
-   */
-  async function giveUp(session: SessionHost): Promise<void> {
-    const { tenant, sessionId } = session;
-    const key = keyOf(tenant, sessionId);
-    session.stop();
-    if (hosts.get(key) !== session) return;
-    hosts.delete(key);
-    lastUsed.delete(key);
-    logger.warn({ tenant, sessionId }, 'session given up on this node; it will be opened again from its log');
-    try {
-      await leases.setActive(tenant, sessionId, true);
-      await leases.release(tenant, sessionId);
-    } catch (err) {
-      logger.warn({ err, tenant, sessionId }, 'lease of a given-up session not released; it will expire');
-    }
-  }
-
-  function reply(message: Msg, body: PromptReply | CommandReply | DeleteReply) {
-    if (message.reply) message.respond(codec.encode(body), { headers: msgpackHeaders() });
-  }
-
-  function publishError(tenant: string, sessionId: string, error: ReturnType<typeof toErrorData>, subject: string) {
-    hostDeps.live.publish('error', { tenant, sessionId }, { ...error, subject });
-  }
-
-  /**
-   * Stops hosting a session another node took while this one was silent (paused, or cut off): its host must
-   * not write again; the log's expected sequence would refuse it anyway.
-   */
-  function dropLost(tenant: string, sessionId: string) {
-    const key = keyOf(tenant, sessionId);
-    const opening = hosts.get(key);
-    if (!opening) return;
-    hosts.delete(key);
-    lastUsed.delete(key);
-    void Promise.resolve(opening).then((opened) => opened.stop(), () => undefined);
-    logger.warn({ tenant, sessionId }, 'lease taken by another node; session stopped here');
-  }
-
-  /**
-   * Handles one message of a session. `replayed`: a message this node kept while the session's holder was
-   * alive, handled now that the holder was found dead (see {@link createParkedMessages}).
-   */
-  async function handle(verb: SessionVerb, message: Msg, replayed = false): Promise<void> {
-    const parsed = subjects.parseSession(message.subject);
-    if (!parsed) {
-      const error = { code: 'invalid_input', message: `bad session subject ${message.subject}: tenant and session id must match [A-Za-z0-9_-]{1,64}`, retryable: false };
-      reply(message, verb === SessionVerb.prompt ? { accepted: false, sessionId: '', error } : { ok: false, error });
-      return;
-    }
-    const { tenant, sessionId } = parsed;
-    // A tenant over its rate is refused before its messages cost a lease lookup. Every node sees every message
-    // and keeps the same buckets, so they agree (a request takes the first reply).
-    const tenantRefusal = replayed ? undefined : admission.tenant(tenant);
-    if (tenantRefusal) {
-      refusals.refused({ ...tenantRefusal, tenant, sessionId, verb });
-      reply(message, verb === SessionVerb.prompt ? { accepted: false, sessionId, error: tenantRefusal } : { ok: false, error: tenantRefusal });
-      return;
-    }
-    // Only the lease holder acts; every other node keeps the message until it knows the holder lived on.
-    // A prompt's claim marks the lease active in the same write (active before the prompt is logged).
-    const claimed = await leases.claim(tenant, sessionId, verb === SessionVerb.prompt ? { active: true } : {});
-    if (!claimed.held) {
-      dropLost(tenant, sessionId);
-      if (!replayed && claimed.owner !== '' && !stopping) parked.park(claimed.owner, verb, message);
-      return;
-    }
-    const contentType = message.headers?.get('Content-Type') || undefined;
-    // A prompt or steer is logged with its request's reply subject; a replayed one already logged is recognised.
-    const asRequest = { ...(message.reply ? { requestId: message.reply } : {}), dedupe: replayed };
-    const started = performance.now();
-    const key = keyOf(tenant, sessionId);
-    inFlight.set(key, (inFlight.get(key) ?? 0) + 1);
-    try {
-      const refusal = admission.session(tenant, sessionId);
-      if (refusal) throw new AgentbusError(refusal.code, refusal.message, { retryable: refusal.retryable });
-      if (verb !== SessionVerb.delete) deleter.refuseWhileDeleting(tenant, sessionId);
-      switch (verb) {
-        case SessionVerb.prompt: {
-          const prompt = withinCeilings(decodePrompt(codec, message.data, contentType), config.ceilings);
-          const tooLarge = admission.promptSize(Buffer.byteLength(prompt.text, 'utf8'));
-          if (tooLarge) throw new AgentbusError(tooLarge.code, tooLarge.message);
-          const session = await host(tenant, sessionId, { forPrompt: true });
-          // Active before the prompt is logged: if this node dies now, another one resumes the turn.
-          await leases.setActive(tenant, sessionId, true);
-          const { turnId } = await session.prompt(prompt, asRequest);
-          watchActivity(session);
-          reply(message, { accepted: true, sessionId, turnId });
-          break;
-        }
-        case SessionVerb.cancel: {
-          const cancel = decodeCancel(codec, message.data, contentType);
-          replyCommand(message, (await existingHost(tenant, sessionId)).cancel(cancel.reason));
-          break;
-        }
-        case SessionVerb.steer: {
-          const steer = decodeSteer(codec, message.data, contentType);
-          replyCommand(message, (await existingHost(tenant, sessionId)).steer(steer.text, asRequest));
-          break;
-        }
-        case SessionVerb.approve: {
-          const decision = decodeApprove(codec, message.data, contentType);
-          replyCommand(message, await (await existingHost(tenant, sessionId)).approve(decision));
-          break;
-        }
-        case SessionVerb.delete: {
-          decodeDelete(codec, message.data, contentType);
-          const { purged, alreadyDeleted } = await deleter.delete(tenant, sessionId);
-          reply(message, alreadyDeleted ? { ok: true, purged, alreadyDeleted } : { ok: true, purged });
-          break;
-        }
-      }
-      deps.onHandled?.(verb, { durationMs: performance.now() - started });
-    } catch (err) {
-      // The log moved past what this host's writer expects (another writer, or more junk than it steps over):
-      // the session is opened again from its log rather than refusing every later message too.
-      const hosted = openedHost(tenant, sessionId);
-      if (err instanceof LogConflictError && hosted) await giveUp(hosted);
-      const error = toErrorData(err);
-      const deleted = error.code === ErrorCode.sessionDeleted;
-      // A refused message must not leave a lease behind for a session this node does not host; a deleted
-      // session's must not even stay as a released one (an orphan to resume).
-      if (deleted) await leases.forget(tenant, sessionId).catch((cause: unknown) => logger.warn({ err: cause, tenant, sessionId }, 'lease of a deleted session not removed'));
-      else if (!hosts.has(key) && deleter.phase(tenant, sessionId) === undefined) await leases.release(tenant, sessionId);
-      // Bad input is expected, and a flood of it must not become a flood of log lines (nor of stacks).
-      if (err instanceof AgentbusError && err.code !== ErrorCode.internal) refusals.refused({ ...error, tenant, sessionId, verb });
-      else logger.warn({ err, tenant, sessionId, verb }, 'message refused');
-      if (verb === SessionVerb.prompt && !deleted) {
-        // The claim marked the lease active for this prompt; without a turn to run it is not.
-        if (!openedHost(tenant, sessionId)?.busy()) void leases.setActive(tenant, sessionId, false).catch((cause: unknown) => logger.warn({ err: cause }, 'lease activity not recorded'));
-      }
-      reply(message, verb === SessionVerb.prompt ? { accepted: false, sessionId, error } : { ok: false, error });
-      deps.onHandled?.(verb, { durationMs: performance.now() - started, error: `${error.code}: ${error.message}` });
-      // A session sending too fast is not told again on its live subjects: that would feed the flood. Nothing
-      // is written under a deleted session's subjects again.
-      // A replayed message's refusal (a cancel the dead holder had done) is for its requester alone.
-      if (error.code !== ErrorCode.rateLimited && !deleted && !replayed) publishError(tenant, sessionId, error, message.subject);
-    } finally {
-      const left = (inFlight.get(key) ?? 1) - 1;
-      if (left > 0) inFlight.set(key, left);
-      else inFlight.delete(key);
-    }
-  }
-
-  /**
-   * The host of a session that exists; a command to one that never had a prompt is refused, not created, and
-   * one to a deleted session says so.
-   */
-  async function existingHost(tenant: string, sessionId: string): Promise<SessionHost> {
-    if (!hosts.has(keyOf(tenant, sessionId))) {
-      const [deleted, lastSeq] = await Promise.all([tombstones.isDeleted(tenant, sessionId), log.lastSeq(tenant, sessionId)]);
-      if (deleted) throw new SessionDeletedError(`session ${tenant}/${sessionId} was deleted`, { tenant, sessionId });
-      if (lastSeq === 0) throw new AgentbusError(ErrorCode.notFound, `session ${tenant}/${sessionId} does not exist`);
-    }
-    return host(tenant, sessionId);
-  }
-
-  function replyCommand(message: Msg, result: CommandResult) {
-    reply(message, result.ok ? (result.turnId ? { ok: true, turnId: result.turnId } : { ok: true }) : { ok: false, error: result.error });
-  }
-
-  const subscriptions: Subscription[] = Object.values(SessionVerb).map((verb) =>
-    nc.subscribe(subjects.anySession(verb), {
-      callback: (error, message) => {
-        if (error) {
-          logger.warn({ err: error, verb }, 'subscription error');
-          return;
-        }
-        // A reply subject the requester may not own is a deputy request: dropped whole, before any lease or log.
-        if (!replies.admits(message, subjects.parseSession(message.subject)?.tenant)) return;
-        void handle(verb, message).catch((err: unknown) => logger.error({ err }, 'message handling failed'));
-      },
-    }),
-  );
-  await nc.flush();
-
-  async function passivateIdle() {
-    for (const [key, opening] of hosts) {
-      const opened = await Promise.resolve(opening).catch(() => undefined);
-      if (!opened || opened.busy()) continue;
-      if (deps.now() - epoch - (lastUsed.get(key) ?? 0) < config.idleMs) continue;
-      hosts.delete(key);
-      lastUsed.delete(key);
-      opened.stop();
-      await leases.release(opened.tenant, opened.sessionId);
-    }
-  }
-
-  async function adoptOrphans() {
-    for (const orphan of await leases.orphans()) {
-      if (stopping) return;
-      if (!(await leases.claim(orphan.tenant, orphan.sessionId)).held) continue;
-      logger.info(orphan, 'resuming a session another node left');
-      await host(orphan.tenant, orphan.sessionId).catch(async (err: unknown) => {
-        // A session deleted meanwhile has nothing to resume, and its lease must not stay behind.
-        if (err instanceof SessionDeletedError) await leases.forget(orphan.tenant, orphan.sessionId);
-      });
-    }
-  }
-
-  // A node found dead: the messages kept for it are handled by whichever node takes each session, and its
-  // sessions with work left are resumed.
+  const adoptOrphans = () => void sessions.adoptOrphans().catch((err: unknown) => logger.warn({ err }, 'could not look for orphaned sessions'));
+  // A node found dead: the messages kept for it are handled by this node (which claims each session, or passes
+  // the message on to the node that did), and its sessions with work left are resumed.
   liveness.onDead((node) => {
-    for (const { verb, message } of parked.take(node)) {
-      void handle(verb, message, true).catch((err: unknown) => logger.error({ err }, 'kept message handling failed'));
+    for (const { verb, message, origin } of parked.take(node)) {
+      void handler.handle(verb, message, origin, { replayed: true }).catch((err: unknown) => logger.error({ err }, 'kept message handling failed'));
     }
-    void adoptOrphans().catch((err: unknown) => logger.warn({ err }, 'could not look for orphaned sessions'));
+    adoptOrphans();
   });
   // This node was silent past the TTL: the leases others took are theirs now.
-  liveness.onSelfLapse(() => leases.verifyAll(dropLost));
+  liveness.onSelfLapse(() => leases.verifyAll(sessions.dropLost));
 
   let ticks = 0;
   const maintenance = setInterval(() => {
@@ -451,30 +216,25 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
       admission.prune();
       const dropped = parked.prune();
       if (dropped > 0) logger.warn({ dropped }, 'messages kept for other nodes dropped for room; if their holder died, they go unanswered');
-      await passivateIdle();
+      await sessions.passivateIdle();
       // Orphans are mostly found when their node is (onDead); this sweep catches sessions given up or released with work.
-      if (ticks % 2 === 0) await adoptOrphans();
+      if (ticks % 2 === 0) await sessions.adoptOrphans();
     })().catch((err: unknown) => logger.warn({ err }, 'runtime maintenance failed'));
   }, Math.max(500, config.leaseTtlMs));
-  void adoptOrphans().catch((err: unknown) => logger.warn({ err }, 'could not look for orphaned sessions'));
+  adoptOrphans();
 
   logger.info({ prefix: config.prefix }, 'runtime started');
   return {
-    sessions: () => hosts.size,
+    sessions: () => sessions.size(),
+    ingress: () => ingress.counts(),
     async stop() {
       stopping = true;
       clearInterval(maintenance);
+      // What the server sent this node already is handled while it still holds its sessions; messages passed on
+      // to it from now on are kept by the nodes that passed them, and answered once this node is gone (below).
+      await ingress.drain(config.leaseTtlMs);
       refusals.close();
-      for (const subscription of subscriptions) subscription.unsubscribe();
-      for (const [, opening] of hosts) {
-        const opened = await Promise.resolve(opening).catch(() => undefined);
-        if (!opened) continue;
-        const busy = opened.busy();
-        opened.stop();
-        await leases.setActive(opened.tenant, opened.sessionId, busy);
-        await leases.release(opened.tenant, opened.sessionId);
-      }
-      hosts.clear();
+      await sessions.releaseAll();
       // Last: the others take what this node released (and the messages they kept for it) at once.
       await liveness.stop();
     },

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect } from '@nats-io/transport-node';
 import type { AgentEvent } from '../../src/protocol/index.ts';
 import { startRuntimeService } from '../../services/runtime/index.ts';
-import { withinCeilings } from '../../services/runtime/prompt-ceilings.ts';
+import { withinCeilings } from '../../services/runtime/ingress/prompt-ceilings.ts';
 import { collectEvents, requestJson, silentLogger, startStack } from '../helpers/stack.ts';
 import type { TestStack } from '../helpers/stack.ts';
 

@@ -1,5 +1,5 @@
 import type { LogEvent } from '../../src/protocol/index.ts';
-import type { Transcript } from '../../services/runtime/transcript.ts';
+import type { Transcript } from '../../services/runtime/sessions/transcript.ts';
 import { createLogBuilder } from './log-events.ts';
 
 /** A seeded pseudo-random source (mulberry32), so a failing history can be replayed from its seed. */

@@ -7,8 +7,8 @@ import { createTokenCounter } from '../../src/tokens.ts';
 import { sessionMachine } from '../../machines/index.ts';
 import type { FinishTurnInput, TurnOutput } from '../../machines/index.ts';
 import { DEFAULT_RUNTIME_CONFIG } from '../../services/runtime/config.ts';
-import type { SessionHost, SessionHostDeps } from '../../services/runtime/session-host.ts';
-import type { SessionLogic } from '../../services/runtime/turn-actors.ts';
+import type { SessionHost, SessionHostDeps } from '../../services/runtime/sessions/session-host.ts';
+import type { SessionLogic } from '../../services/runtime/turn/turn-actors.ts';
 
 /** A log in memory that stores every append at once. */
 export function memoryLog(): SessionLog {

@@ -39,8 +39,8 @@ const inbox = (user: User) => `_INBOX_${user}`;
  * JetStream request of a tenant (its account has none).
  */
 const EXPECTED_REFUSALS = {
-  accounts: { refusals: 335, publish: 170, subscribe: 165, byTenants: 183, inboxSubscriptions: 100, consumerCreates: 36 },
-  users: { refusals: 307, publish: 142, subscribe: 165, byTenants: 155, inboxSubscriptions: 100, consumerCreates: 28 },
+  accounts: { refusals: 353, publish: 179, subscribe: 174, byTenants: 187, inboxSubscriptions: 100, consumerCreates: 36 },
+  users: { refusals: 325, publish: 151, subscribe: 174, byTenants: 159, inboxSubscriptions: 100, consumerCreates: 28 },
 } as const;
 /** Refused on purpose by the other tests: the SDK acting for another tenant, and stream info in the accounts layout. */
 const EXPECTED_SDK_REFUSALS = { accounts: 6, users: 3 } as const;
@@ -283,6 +283,14 @@ describe.each([
       for (const user of USERS) {
         if (user !== 'hooks') subscribe(user, 'agentbus.hooks.audit.before', 'agentbus.hooks.audit.after');
         if (user !== 'hooks' && user !== 'runtime') publish(user, 'agentbus.hooks.audit.before', 'agentbus.hooks.audit.after');
+      }
+      // Only runtime nodes pass a session message on to its holder, and only they hear what is passed on: anyone else
+      // could forge a message into a session with a reply subject of their choice, or read other tenants' prompts.
+      for (const user of USERS) {
+        if (user !== 'runtime') {
+          publish(user, 'agentbus.runtime.some-node.forward');
+          subscribe(user, 'agentbus.runtime.some-node.forward');
+        }
       }
       // A tool or hook named `sessions` has subjects that a grant of `agentbus.*.sessions.>` would take in: those who
       // follow sessions hold `agentbus.*.sessions.*.>` only, so none of them hears (or answers) its calls.

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { createAdmission } from '../../services/runtime/admission.ts';
+import { createAdmission } from '../../services/runtime/ingress/admission.ts';
 import { createRateLimiter, parseRate } from '../../src/rate-limit.ts';
 import { createRefusalLog } from '../../src/refusal-log.ts';
 import { captureLogs } from '../helpers/captured-logs.ts';

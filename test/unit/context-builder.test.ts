@@ -1,12 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { buildContext } from '../../services/runtime/context-builder.ts';
-import type { PreparedContext } from '../../services/runtime/context-builder.ts';
-import { decideModel } from '../../services/runtime/model-escalation.ts';
-import { createTranscript } from '../../services/runtime/transcript.ts';
+import { buildContext } from '../../services/runtime/context/context-builder.ts';
+import type { PreparedContext } from '../../services/runtime/context/context-builder.ts';
+import { decideModel } from '../../services/runtime/models/model-escalation.ts';
+import { createTranscript } from '../../services/runtime/sessions/transcript.ts';
 import type { ChatMessage, LogEvent } from '../../src/protocol/index.ts';
 import { createTokenCounter } from '../../src/tokens.ts';
 import type { TokenCounter } from '../../src/tokens.ts';
-import type { ConversationView } from '../../services/runtime/conversation.ts';
+import type { ConversationView } from '../../services/runtime/context/conversation.ts';
 import { createCharCounter, createLogBuilder } from '../helpers/log-events.ts';
 import { createRandom, randomText, simulateArbitrarySession, simulateRuntimeSession } from '../helpers/random-log.ts';
 import { createBoundedCharCounter, exactOnly } from '../helpers/token-counters.ts';

@@ -4,8 +4,8 @@ import { LogEventType, createEnvelopeFactory } from '../../src/protocol/index.ts
 import type { LogEvent } from '../../src/protocol/index.ts';
 import { createScrubber } from '../../src/scrub/index.ts';
 import type { Scrubber } from '../../src/scrub/index.ts';
-import { createSessionWriter } from '../../services/runtime/session-writer.ts';
-import { createTranscript } from '../../services/runtime/transcript.ts';
+import { createSessionWriter } from '../../services/runtime/sessions/session-writer.ts';
+import { createTranscript } from '../../services/runtime/sessions/transcript.ts';
 
 // The session writer scrubs tool-call arguments on their way to the log (asynchronously: the full pass), without
 // changing the order events were asked for in, nor the data its caller holds.

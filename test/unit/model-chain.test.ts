@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { CancelledError, InvalidInputError, ProviderError } from '../../src/errors.ts';
 import { decodePrompt, createCodec } from '../../src/protocol/index.ts';
-import { movesToNextModel, runModelChain, stepChain, turnModels, uniqueModels } from '../../services/runtime/model-chain.ts';
-import type { ModelSwitch } from '../../services/runtime/model-chain.ts';
+import { movesToNextModel, runModelChain, stepChain, turnModels, uniqueModels } from '../../services/runtime/models/model-chain.ts';
+import type { ModelSwitch } from '../../services/runtime/models/model-chain.ts';
 
 const codec = createCodec();
 const json = (value: unknown) => new TextEncoder().encode(JSON.stringify(value));

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { LogEvent } from '../../src/protocol/index.ts';
-import { countValidationFailures, decideModel } from '../../services/runtime/model-escalation.ts';
+import { countValidationFailures, decideModel } from '../../services/runtime/models/model-escalation.ts';
 
 const base = {
   smallModel: 'ollama:qwen3',

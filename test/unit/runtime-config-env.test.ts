@@ -17,6 +17,13 @@ describe('runtime settings from the environment', () => {
 });
 
 describe('node identity and failover settings from the environment', () => {
+  it('takes the ingress mode (broadcast by default) and refuses another by name', () => {
+    expect(runtimeConfigFromEnv({ AGENTBUS_INGRESS: 'queue' }).ingress).toBe('queue');
+    expect(runtimeConfigFromEnv({ AGENTBUS_INGRESS: 'broadcast' }).ingress).toBe('broadcast');
+    expect(runtimeConfigFromEnv({}).ingress).toBeUndefined();
+    expect(() => runtimeConfigFromEnv({ AGENTBUS_INGRESS: 'partition' })).toThrow(/AGENTBUS_INGRESS must be broadcast or queue, got "partition"/);
+  });
+
   it('takes a stable node id and a lease TTL, and refuses a bad one by name', () => {
     expect(runtimeConfigFromEnv({ AGENTBUS_NODE_ID: 'node-a', AGENTBUS_LEASE_TTL_MS: '1500' })).toMatchObject({ nodeId: 'node-a', leaseTtlMs: 1500 });
     expect(runtimeConfigFromEnv({}).nodeId).toBeUndefined();

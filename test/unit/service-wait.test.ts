@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { AgentbusError, ErrorCode, NoRespondersError, ProviderError } from '../../src/errors.ts';
-import { serviceWaitSchedule, waitForService } from '../../services/runtime/service-wait.ts';
-import type { ServiceWaitReport } from '../../services/runtime/service-wait.ts';
+import { serviceWaitSchedule, waitForService } from '../../services/runtime/models/service-wait.ts';
+import type { ServiceWaitReport } from '../../services/runtime/models/service-wait.ts';
 
 const absent = () => new ProviderError(ErrorCode.noResponders, 'no provider service serves "scripted"', { retryable: true, provider: 'scripted' });
 

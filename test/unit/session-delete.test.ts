@@ -2,8 +2,8 @@ import { describe, expect, it } from 'vitest';
 import type { JetStreamManager } from '@nats-io/jetstream';
 import { SessionBusyError } from '../../src/errors.ts';
 import { createSubjects } from '../../src/protocol/index.ts';
-import { createSessionDeleter } from '../../services/runtime/session-delete.ts';
-import type { SessionHost } from '../../services/runtime/session-host.ts';
+import { createSessionDeleter } from '../../services/runtime/sessions/session-delete.ts';
+import type { SessionHost } from '../../services/runtime/sessions/session-host.ts';
 import { silentLogger } from '../helpers/stack.ts';
 
 /** A hosted session whose turn ends after `endsInMs` (never when undefined), as far as the deleter can see. */

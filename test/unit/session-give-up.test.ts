@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { LogConflictError } from '../../src/errors.ts';
-import { openSession } from '../../services/runtime/session-host.ts';
-import type { SessionHost } from '../../services/runtime/session-host.ts';
+import { openSession } from '../../services/runtime/sessions/session-host.ts';
+import type { SessionHost } from '../../services/runtime/sessions/session-host.ts';
 import { sessionHostDeps } from '../helpers/session-host-deps.ts';
 
 /** Host deps whose turns end once `turnDone` resolves, and whose `finishTurn` does as `finish` says. */

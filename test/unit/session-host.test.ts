@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { SessionLog } from '../../src/bus/session-log.ts';
-import { openSession } from '../../services/runtime/session-host.ts';
+import { openSession } from '../../services/runtime/sessions/session-host.ts';
 import { sessionHostDeps } from '../helpers/session-host-deps.ts';
 
 /** A log in memory whose acknowledgements come a few ms later, recording each write (a group or one append). */

@@ -3,8 +3,8 @@ import type { SessionLog, SessionLogRead } from '../../src/bus/session-log.ts';
 import { LogConflictError } from '../../src/errors.ts';
 import { LogEventType, createEnvelopeFactory } from '../../src/protocol/index.ts';
 import type { LogEvent } from '../../src/protocol/index.ts';
-import { MAX_JUNK_RETRIES, createSessionWriter } from '../../services/runtime/session-writer.ts';
-import { createTranscript } from '../../services/runtime/transcript.ts';
+import { MAX_JUNK_RETRIES, createSessionWriter } from '../../services/runtime/sessions/session-writer.ts';
+import { createTranscript } from '../../services/runtime/sessions/transcript.ts';
 
 /**
  * A session log in memory whose subject also holds messages the test stores as anyone could: junk (not a

@@ -48,7 +48,7 @@ describe('token counter', () => {
   });
 
   it('bounds a message from above over real prose and code, by about four times its count (2.5 for JSON)', () => {
-    const files = ['README.md', '../shared/DESIGN.md', 'services/runtime/conversation.ts', 'package-lock.json'].flatMap((path) => {
+    const files = ['README.md', '../shared/DESIGN.md', 'services/runtime/context/conversation.ts', 'package-lock.json'].flatMap((path) => {
       try {
         return [readFileSync(path, 'utf8')];
       } catch {
@@ -140,7 +140,7 @@ describe('token counting on pathological input', () => {
   }, 120_000);
 
   it('counts ordinary text exactly, as js-tiktoken does: prose, code and text of every script', () => {
-    const files = ['README.md', 'docs/architecture.md', 'services/runtime/conversation.ts', 'package-lock.json'].map((path) => readFileSync(path, 'utf8').slice(0, EXACT_COUNT_CHARS));
+    const files = ['README.md', 'docs/architecture.md', 'services/runtime/context/conversation.ts', 'package-lock.json'].map((path) => readFileSync(path, 'utf8').slice(0, EXACT_COUNT_CHARS));
     for (const encoding of ENCODINGS) {
       const reference = getEncoding(encoding);
       const tokens = createTokenCounter({ encoding, exactMsPerWindow: Infinity });

@@ -2,12 +2,12 @@ import { describe, expect, it } from 'vitest';
 import { pino } from 'pino';
 import { ErrorCode } from '../../src/protocol/index.ts';
 import type { ToolCallReply, ToolCallRequest } from '../../src/protocol/index.ts';
-import type { PlannedToolRequest } from '../../services/runtime/tool-call-attempts.ts';
+import type { PlannedToolRequest } from '../../services/runtime/tools/tool-call-attempts.ts';
 import { createScrubber } from '../../src/scrub/index.ts';
 import type { ToolCallOptions } from '../../src/bus/tool-client.ts';
-import { callToolWithRecovery } from '../../services/runtime/tool-call-attempts.ts';
+import { callToolWithRecovery } from '../../services/runtime/tools/tool-call-attempts.ts';
 import type { ToolInfo } from '../../services/runtime/ports.ts';
-import type { SessionServices } from '../../services/runtime/session-services.ts';
+import type { SessionServices } from '../../services/runtime/turn/session-services.ts';
 
 // How the runtime recovers a call whose worker fell silent or was unavailable, against a fake tool port that
 // records every attempt.

@@ -5,9 +5,9 @@ import { createScrubber } from '../../src/scrub/index.ts';
 import { DEFAULT_RUNTIME_CONFIG } from '../../services/runtime/config.ts';
 import type { ToolHookConfig } from '../../services/runtime/config.ts';
 import type { ToolHookPort } from '../../services/runtime/ports.ts';
-import { runAfterHooks, runBeforeHooks } from '../../services/runtime/tool-call-hooks.ts';
-import { createToolHooks } from '../../services/runtime/tool-hooks.ts';
-import type { HookedCall } from '../../services/runtime/tool-hooks.ts';
+import { runAfterHooks, runBeforeHooks } from '../../services/runtime/tools/tool-call-hooks.ts';
+import { createToolHooks } from '../../services/runtime/tools/tool-hooks.ts';
+import type { HookedCall } from '../../services/runtime/tools/tool-hooks.ts';
 import type { ExecuteToolsInput } from '../../machines/index.ts';
 import { captureLogs } from '../helpers/captured-logs.ts';
 

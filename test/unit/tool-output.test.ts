@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { createScrubber } from '../../src/scrub/index.ts';
 import type { Scrubber } from '../../src/scrub/index.ts';
-import { SCRUB_MARGIN_CHARS, toolOutputForLog } from '../../services/runtime/tool-output.ts';
+import { SCRUB_MARGIN_CHARS, toolOutputForLog } from '../../services/runtime/tools/tool-output.ts';
 import { ALPHABET, createRandom } from '../helpers/secret-corpus.ts';
 
 const scrubber = createScrubber();

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { createTranscript } from '../../services/runtime/transcript.ts';
-import type { ConversationView } from '../../services/runtime/conversation.ts';
+import { createTranscript } from '../../services/runtime/sessions/transcript.ts';
+import type { ConversationView } from '../../services/runtime/context/conversation.ts';
 import { createCharCounter, createLogBuilder } from '../helpers/log-events.ts';
 import { createBoundedCharCounter } from '../helpers/token-counters.ts';
 import { createRandom, simulateArbitrarySession, simulateRuntimeSession } from '../helpers/random-log.ts';

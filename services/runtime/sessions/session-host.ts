@@ -1,0 +1,415 @@
+import { createActor } from 'xstate';
+import type { Actor, InspectionEvent } from 'xstate';
+import type { SessionLog } from '../../../src/bus/session-log.ts';
+import { ErrorCode, LogEventType, TurnEndReason } from '../../../src/protocol/index.ts';
+import type { Approve, EnvelopeFactory, ErrorData, EventDataMap, LogEvent, Prompt } from '../../../src/protocol/index.ts';
+import type { Logger } from '../../../src/logging.ts';
+import type { PlannedCall, QueuedTurn } from '../../../machines/index.ts';
+import type { RuntimeConfig } from '../config.ts';
+import { turnModels } from '../models/model-chain.ts';
+import type { PromptModels } from '../models/model-chain.ts';
+import { createSessionWriter } from './session-writer.ts';
+import type { SessionWriter } from './session-writer.ts';
+import { createTranscript } from './transcript.ts';
+import type { Transcript, UnfinishedTurn } from './transcript.ts';
+import type { PendingSteer, RuntimeServices, SessionServices } from '../turn/session-services.ts';
+import type { SessionLogic } from '../turn/turn-actors.ts';
+
+/** Which request a prompt or steer came from, and whether one already logged must be recognised. */
+export interface RequestOptions {
+  readonly requestId?: string;
+  readonly dedupe?: boolean;
+}
+
+/** The answer to a command sent to a session. */
+export type CommandResult = { ok: true; turnId?: string } | { ok: false; error: ErrorData };
+
+/** One live session on this node. */
+export interface SessionHost {
+  readonly tenant: string;
+  readonly sessionId: string;
+  /**
+   * Appends the prompt as `user.message` (after `session.created` for a new session) and queues its turn.
+   * `requestId` is logged with it; with `dedupe`, a prompt whose request is in the log already is not logged
+   * again, and its turn is the answer (a message kept by another node, handled after its holder died).
+   */
+  prompt(prompt: Prompt, options?: RequestOptions): Promise<{ turnId: string }>;
+  cancel(reason?: string): CommandResult;
+  /** Injects `text` at the running turn's next step; `requestId` and `dedupe` as for {@link prompt}. */
+  steer(text: string, options?: RequestOptions): CommandResult;
+  approve(decision: Approve): Promise<CommandResult>;
+  /** True while a turn runs or waits. */
+  busy(): boolean;
+  /** Resolves `true` when no turn runs or waits, `false` when the session stops first. */
+  whenIdle(): Promise<boolean>;
+  /** Stops the actor; in-flight work is aborted, and the log keeps what is needed to resume. */
+  stop(): void;
+}
+
+/** What the runtime shares with every session it hosts: the services its actors use, and how to log. */
+export interface SessionHostDeps extends RuntimeServices {
+  /** The session machine, provided once per runtime (`createSessionLogic`). */
+  readonly logic: SessionLogic;
+  readonly log: SessionLog;
+  readonly envelopes: EnvelopeFactory;
+  /**
+   * Called (once, outside the actor's notifications) when a turn of `session` could not write its end to the
+   * log: the host no longer knows where its log stands, so it must not be used again; the runtime stops it and
+   * lets the session be opened again from its log. Without it the host stops itself.
+   */
+  readonly giveUp?: (session: SessionHost) => void;
+  /**
+   * Called before each write to a session's log: rejects (with a `LogConflictError`) when the session is no
+   * longer this node's, e.g. after the node was paused past its lease and another took it (see the writer).
+   */
+  readonly writeGuard?: (tenant: string, sessionId: string) => Promise<void> | undefined;
+}
+
+const noActiveTurn = (sessionId: string): CommandResult => ({
+  ok: false,
+  error: { code: ErrorCode.notFound, message: `session ${sessionId} has no running turn`, retryable: false },
+});
+
+/**
+ * Opens a session on this node: reads its log back and resumes turns the log holds without a `turn.ended`
+ * (completed tool calls are not run again). A session with nothing logged yet gets its `session.created`
+ * with its first prompt, the two appended as one pipelined group (see {@link SessionHost.prompt}).
+ */
+export async function openSession(deps: SessionHostDeps, tenant: string, sessionId: string, options: { signal?: AbortSignal } = {}): Promise<SessionHost> {
+  const { events, lastSeq } = await deps.log.read(tenant, sessionId, options.signal ? { signal: options.signal } : {});
+  const transcript = createTranscript(events, deps.tokens);
+  const guard = deps.writeGuard;
+  const writer = createSessionWriter({
+    tenant,
+    sessionId,
+    log: deps.log,
+    envelopes: deps.envelopes,
+    transcript,
+    readSeq: lastSeq,
+    scrubber: deps.scrubber,
+    ...(guard ? { beforeWrite: () => guard(tenant, sessionId) } : {}),
+  });
+  const queue = await resumeQueue(deps, transcript.unfinishedTurns(), writer, options.signal);
+  const host = new HostedSession(deps, tenant, sessionId, transcript, writer);
+  if (queue.length > 0) host.startActor(queue);
+  return host;
+}
+
+type SessionActor = Actor<SessionLogic['machine']>;
+
+function isIdle(actor: SessionActor): boolean {
+  const snapshot = actor.getSnapshot();
+  return snapshot.value === 'idle' && snapshot.context.queue.length === 0;
+}
+
+/**
+ * One hosted session. An idle one keeps only its transcript and writer: its actor, services and logger exist
+ * while it has work. A class, so that the many idle sessions of a node share their methods.
+ */
+class HostedSession implements SessionHost {
+  private actor: SessionActor | undefined;
+  private stopped = false;
+  private logger: Logger | undefined;
+  private steers: PendingSteer[] | undefined;
+  /** True while the `session.created` of a new session is on its way: a second prompt must not add another. */
+  private creating = false;
+  private idleWaiters: Set<(idle: boolean) => void> | undefined;
+  // The last run state published, per machine, so each change is published once.
+  private sessionState: string | undefined;
+  private turnActorId: string | undefined;
+  private turnState: string | undefined;
+  /** Set once a turn could not write its end: the host is being given up (see `SessionHostDeps.giveUp`). */
+  private unwritable = false;
+
+  constructor(
+    private readonly deps: SessionHostDeps,
+    readonly tenant: string,
+    readonly sessionId: string,
+    private readonly transcript: Transcript,
+    private readonly writer: SessionWriter,
+  ) {}
+
+  private log(): Logger {
+    return (this.logger ??= this.deps.logger.child({ tenant: this.tenant, sessionId: this.sessionId }));
+  }
+
+  private services(): SessionServices {
+    const { deps } = this;
+    const host = this;
+    return {
+      tenant: this.tenant,
+      sessionId: this.sessionId,
+      writer: this.writer,
+      transcript: this.transcript,
+      live: deps.live,
+      provider: deps.provider,
+      tools: deps.tools,
+      ...(deps.hooks ? { hooks: deps.hooks } : {}),
+      ...(deps.memory ? { memory: deps.memory } : {}),
+      tokens: deps.tokens,
+      toolTokens: deps.toolTokens,
+      scrubber: deps.scrubber,
+      get logger() {
+        return host.log();
+      },
+      config: deps.config,
+      newId: deps.newId,
+      now: deps.now,
+      takeSteers: () => {
+        const taken = host.steers ?? [];
+        host.steers = undefined;
+        return taken;
+      },
+    };
+  }
+
+  private inspect(event: InspectionEvent): void {
+    if (event.type !== '@xstate.snapshot') return;
+    const snapshot = event.snapshot as { value?: unknown; machine?: { id?: string } };
+    const machine = snapshot.machine?.id;
+    const value = snapshot.value;
+    if (typeof value !== 'string') return;
+    if (machine === 'session') {
+      if (this.sessionState === value) return;
+      this.sessionState = value;
+    } else if (machine === 'turn') {
+      if (this.turnActorId === event.actorRef.sessionId && this.turnState === value) return;
+      this.turnActorId = event.actorRef.sessionId;
+      this.turnState = value;
+    } else {
+      return;
+    }
+    const current = this.actor?.getSnapshot().context.current;
+    try {
+      this.deps.live.publish('state', { tenant: this.tenant, sessionId: this.sessionId, ...(current ? { turnId: current.turnId } : {}) }, {
+        machine,
+        value,
+        event: event.event.type,
+      });
+    } catch (err) {
+      this.log().warn({ err }, 'state event not published');
+    }
+  }
+
+  /** Starts the session's actor for `turns`; it is dropped again once no turn runs or waits. */
+  startActor(turns: readonly QueuedTurn[]): void {
+    const created: SessionActor = createActor(this.deps.logic.machine, { input: { queue: turns }, inspect: (event) => this.inspect(event) });
+    this.deps.logic.bind(created.system, this.services());
+    created.subscribe({
+      next: (snapshot) => {
+        // `unwritable`: a turn could not write its end; only a fresh read of the log can take that into account.
+        if (snapshot.status === 'done') this.giveUp();
+        if (!isIdle(created)) return;
+        // Settled outside the actor's own notification: a prompt sent meanwhile keeps the actor, and the
+        // inspection that follows this notification may find the host given up, whose waiters hear `false`
+        // when it stops.
+        queueMicrotask(() => {
+          if (this.unwritable || this.actor !== created || !isIdle(created)) return;
+          if (this.idleWaiters) for (const resolve of this.idleWaiters) resolve(true);
+          this.idleWaiters = undefined;
+          this.actor = undefined;
+          created.stop();
+          this.turnActorId = undefined;
+          this.transcript.trim();
+        });
+      },
+      error: (err) => this.log().error({ err }, 'session actor failed'),
+    });
+    this.actor = created;
+    created.start();
+  }
+
+  /** Hands the session to the runtime to stop hosting here, once the actor's notification is over. */
+  private giveUp(): void {
+    if (this.unwritable) return;
+    this.unwritable = true;
+    queueMicrotask(() => {
+      if (this.deps.giveUp) this.deps.giveUp(this);
+      else this.stop();
+    });
+  }
+
+  /** The `user.message` logged for a request, if any: a scan of the log read, for the rare message handled after a takeover. */
+  private loggedRequest(requestId: string | undefined): LogEvent | undefined {
+    if (requestId === undefined) return undefined;
+    return this.transcript.events.findLast((event) => event.type === LogEventType.userMessage && event.data.requestId === requestId);
+  }
+
+  private running(): boolean {
+    return this.actor?.getSnapshot().value === 'running';
+  }
+
+  private currentTurnId(): string | undefined {
+    return this.actor?.getSnapshot().context.current?.turnId;
+  }
+
+  async prompt(prompt: Prompt, options: RequestOptions = {}): Promise<{ turnId: string }> {
+    const logged = options.dedupe ? this.loggedRequest(options.requestId) : undefined;
+    if (logged?.turnId) return { turnId: logged.turnId };
+    const data = options.requestId ? { ...prompt, requestId: options.requestId } : prompt;
+    const turnId = this.deps.newId();
+    if (!this.creating && this.transcript.events.length === 0) {
+      // A new session: `session.created` and the prompt go out as one group, the first expecting the log empty.
+      this.creating = true;
+      const created = this.writer.append(LogEventType.sessionCreated, {}, { createdBy: this.deps.config.nodeId });
+      try {
+        await Promise.all([created, this.writer.append(LogEventType.userMessage, { turnId }, data)]);
+      } finally {
+        this.creating = false;
+      }
+    } else {
+      await this.writer.append(LogEventType.userMessage, { turnId }, data);
+    }
+    const turn = queuedTurn(this.deps.config, turnId, prompt);
+    if (this.stopped) return { turnId };
+    if (this.actor) this.actor.send({ type: 'PROMPT', turn });
+    else this.startActor([turn]);
+    return { turnId };
+  }
+
+  cancel(reason?: string): CommandResult {
+    if (!this.running()) return noActiveTurn(this.sessionId);
+    const turnId = this.currentTurnId();
+    this.actor?.send(reason === undefined ? { type: 'CANCEL' } : { type: 'CANCEL', reason });
+    return turnId ? { ok: true, turnId } : { ok: true };
+  }
+
+  steer(text: string, options: RequestOptions = {}): CommandResult {
+    if (!this.running()) return noActiveTurn(this.sessionId);
+    const logged = options.dedupe ? this.loggedRequest(options.requestId) : undefined;
+    if (!logged) (this.steers ??= []).push(options.requestId ? { text, requestId: options.requestId } : { text });
+    const turnId = this.currentTurnId();
+    return turnId ? { ok: true, turnId } : { ok: true };
+  }
+
+  async approve(decision: Approve): Promise<CommandResult> {
+    const turnId = this.currentTurnId();
+    if (!this.running() || !turnId) return noActiveTurn(this.sessionId);
+    // The check runs after appends in flight: a client may see `approval.requested` before its ack is back here.
+    const refused = await this.writer.exclusive(async (append): Promise<CommandResult | undefined> => {
+      const turnEvents = this.transcript.turnEvents(turnId);
+      const requested = turnEvents.some((event) => event.type === LogEventType.approvalRequested && event.data.toolCallId === decision.toolCallId);
+      const decided = turnEvents.some((event) => event.type === LogEventType.approvalDecided && event.data.toolCallId === decision.toolCallId);
+      if (!requested || decided) {
+        return {
+          ok: false,
+          error: { code: ErrorCode.notFound, message: `no approval is awaited for tool call ${decision.toolCallId}`, retryable: false },
+        };
+      }
+      await append(LogEventType.approvalDecided, { turnId }, decision);
+      return undefined;
+    });
+    if (refused) return refused;
+    this.actor?.send({ type: 'APPROVAL', ...decision });
+    return { ok: true, turnId };
+  }
+
+  busy(): boolean {
+    return this.actor !== undefined && !isIdle(this.actor);
+  }
+
+  whenIdle(): Promise<boolean> {
+    if (this.stopped || this.unwritable) return Promise.resolve(false);
+    if (!this.busy()) return Promise.resolve(true);
+    return new Promise<boolean>((resolve) => (this.idleWaiters ??= new Set()).add(resolve));
+  }
+
+  stop(): void {
+    this.stopped = true;
+    this.actor?.stop();
+    this.actor = undefined;
+    if (this.idleWaiters) for (const resolve of this.idleWaiters) resolve(false);
+    this.idleWaiters = undefined;
+  }
+}
+
+function queuedTurn(config: RuntimeConfig, turnId: string, prompt: PromptModels & { readonly maxSteps?: number; readonly maxCost?: number }): QueuedTurn {
+  const turn: QueuedTurn = { turnId, ...turnModels(prompt, config.defaultModel), maxSteps: prompt.maxSteps ?? config.maxSteps };
+  return prompt.maxCost === undefined ? turn : { ...turn, maxCost: prompt.maxCost };
+}
+
+/** Turns found unfinished in the log, as the queue to run; a turn that had already answered is ended now. */
+async function resumeQueue(
+  deps: SessionHostDeps,
+  unfinished: readonly UnfinishedTurn[],
+  writer: SessionWriter,
+  signal?: AbortSignal,
+): Promise<QueuedTurn[]> {
+  if (unfinished.length === 0) return [];
+  const tools = await deps.tools.listTools(signal ? { signal } : {});
+  const byName = new Map(tools.map((tool) => [tool.name, tool]));
+  const queue: QueuedTurn[] = [];
+  for (const turn of unfinished) {
+    const base = queuedTurn(deps.config, turn.turnId, turn.prompt);
+    if (turn.lastStep === 0) {
+      queue.push(base);
+      continue;
+    }
+    const ending = { usage: turn.usage, cost: turn.cost, steps: turn.lastStep };
+    if (turn.answered) {
+      await writer.append(LogEventType.turnEnded, { turnId: turn.turnId, step: turn.lastStep }, { reason: TurnEndReason.yielded, text: turn.text, ...ending });
+      continue;
+    }
+    // A call goes out only after its `tool.use` is logged (write-through), and not at all when a hook blocked it:
+    // an open call without one never ran, and goes out now as a first attempt. One that went out may have run. It
+    // is made again as a repeat of the same effectId, with the same arguments, when that is safe: the tool is
+    // read-only or idempotent, or its workers keep a result ledger (the repeat gets the outcome recorded before
+    // the node died, or `interrupted` when there is none). Otherwise a side effect that may have happened is not
+    // made twice: the call ends `interrupted`, and the model is told so. (A privileged call not yet approved
+    // never went out.)
+    const pendingCalls: PlannedCall[] = [];
+    for (const call of turn.openCalls) {
+      // Its real arguments held a secret, which the log keeps only scrubbed: it is not sent with the markers.
+      if (turn.argsRedacted.includes(call.id)) {
+        await writer.append(LogEventType.toolResult, { turnId: turn.turnId, step: turn.lastStep }, redactedResult(call));
+        continue;
+      }
+      const tool = byName.get(call.name);
+      const sent = turn.sent[call.id];
+      const sideEffect = tool?.tier === 'side_effecting' || (tool?.tier === 'privileged' && turn.decisions[call.id]?.approved === true);
+      if (sent && sideEffect && !tool.idempotent && tool.ledger !== true) {
+        await writer.append(LogEventType.toolResult, { turnId: turn.turnId, step: turn.lastStep }, interruptedResult(call));
+        continue;
+      }
+      pendingCalls.push({ ...call, tier: tool?.tier ?? 'unknown', ...(sent ? repeatOf(sent) : {}) });
+    }
+    if (pendingCalls.length === 0 && turn.lastStep >= base.maxSteps) {
+      await writer.append(LogEventType.turnEnded, { turnId: turn.turnId, step: turn.lastStep }, { reason: TurnEndReason.budgetExceeded, ...ending });
+      continue;
+    }
+    queue.push({
+      ...base,
+      resume: {
+        step: pendingCalls.length > 0 ? turn.lastStep : turn.lastStep + 1,
+        pendingCalls,
+        decisions: turn.decisions,
+        usage: turn.usage,
+        cost: turn.cost,
+      },
+    });
+  }
+  return queue;
+}
+
+/** The result of a non-idempotent side-effecting call that was running when its node died. */
+/**
+ * How a call that went out is planned again: as a repeat, with the arguments it went out with when the log says
+ * those were the hooks' final decision. An older runtime's log does not say so (nor mark a blocked call): then the
+ * hooks are asked again.
+ */
+function repeatOf(sent: UnfinishedTurn['sent'][string]): Pick<PlannedCall, 'resumed' | 'sent'> {
+  if (!sent.final) return { resumed: true };
+  const { args, argsRewrittenBy } = sent;
+  return { resumed: true, sent: argsRewrittenBy ? { args, argsRewrittenBy } : { args } };
+}
+
+/** The result of an open call whose arguments the log holds only scrubbed: it is not made again. */
+function redactedResult(call: { readonly id: string; readonly name: string }): EventDataMap['tool.result'] {
+  const message = `the call to ${call.name} was not made again after its runtime node stopped: its arguments held a secret, which the log keeps only redacted; ask for it again if it is still needed`;
+  return { toolCallId: call.id, name: call.name, output: message, isError: true, error: { code: ErrorCode.interrupted, message, retryable: false }, durationMs: 0 };
+}
+
+function interruptedResult(call: { readonly id: string; readonly name: string }): EventDataMap['tool.result'] {
+  const message = `the call to ${call.name} was running when its runtime node stopped; it may or may not have taken effect, and it is not run again because the tool is not idempotent`;
+  return { toolCallId: call.id, name: call.name, output: message, isError: true, error: { code: ErrorCode.interrupted, message, retryable: false }, durationMs: 0 };
+}

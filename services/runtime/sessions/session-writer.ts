@@ -1,0 +1,280 @@
+import type { SessionLog } from '../../../src/bus/session-log.ts';
+import { LogConflictError } from '../../../src/errors.ts';
+import type { EnvelopeFactory, EventDataMap, LogEvent, LogEventType } from '../../../src/protocol/index.ts';
+import type { Scrubber } from '../../../src/scrub/index.ts';
+import { argsForLog } from '../tools/logged-args.ts';
+import type { Transcript } from './transcript.ts';
+
+/** Appends an event (write-through) and returns it with its `seq`. */
+export type AppendFn = <T extends LogEventType>(type: T, scope: { turnId?: string; step?: number }, data: EventDataMap[T]) => Promise<LogEvent>;
+
+/** Options of one append. */
+export interface AppendOptions {
+  /** Checked when the event's turn to be written comes: once aborted, the event is not appended (resolves undefined). */
+  readonly unless?: AbortSignal;
+}
+
+/**
+ * Appends one session's events to the log in order and keeps the transcript in step. Appends requested
+ * while others are in flight are written together as one pipelined group (see `SessionLog.appendGroup`):
+ * each still resolves only once its own event is acknowledged. An append refused because messages that are
+ * not valid events of the session were stored on its log subject is made again past them (a few times at
+ * most); one refused because another writer's event is there rejects with `LogConflictError`.
+ */
+export interface SessionWriter {
+  append: AppendFn;
+  /** Like `append`, but skipped (resolving `undefined`) when `options.unless` is aborted by the time it is written. */
+  appendUnless<T extends LogEventType>(type: T, scope: { turnId?: string; step?: number }, data: EventDataMap[T], options: AppendOptions): Promise<LogEvent | undefined>;
+  /**
+   * Runs `job` with exclusive use of the writer: no other append interleaves with the ones it makes
+   * through the `append` it is given. For decisions that depend on what is already in the log (e.g.
+   * which tool calls are still open).
+   */
+  exclusive<R>(job: (append: AppendFn) => Promise<R>): Promise<R>;
+}
+
+/** What a session writer appends through. */
+interface SessionWriterDeps {
+  readonly tenant: string;
+  readonly sessionId: string;
+  readonly log: SessionLog;
+  readonly envelopes: EnvelopeFactory;
+  readonly transcript: Transcript;
+  /**
+   * The sequence the log was read through when the session opened (`SessionLogRead.lastSeq`): past the
+   * transcript's last event when the log's last messages were invalid and skipped.
+   */
+  readonly readSeq?: number;
+  /**
+   * Called before each write; a rejection (a `LogConflictError`: the session is another node's now) fails the
+   * write. Returns undefined when there is nothing to wait for (the common case costs no await).
+   */
+  readonly beforeWrite?: () => Promise<void> | undefined;
+  /**
+   * Scrubs the arguments of tool calls before they are logged (see `argsForLog`); the caller keeps the real ones.
+   * Without it they are logged as given (tests of the writer alone).
+   */
+  readonly scrubber?: Pick<Scrubber, 'scrubValue'>;
+}
+
+/** Creates the writer of one session. */
+export function createSessionWriter(deps: SessionWriterDeps): SessionWriter {
+  return new SerialWriter(deps);
+}
+
+/** An append waiting for its turn. */
+interface PendingAppend {
+  readonly kind: 'append';
+  readonly type: LogEventType;
+  readonly scope: { turnId?: string; step?: number };
+  readonly data: EventDataMap[LogEventType];
+  readonly unless: AbortSignal | undefined;
+  readonly resolve: (event: LogEvent | undefined) => void;
+  readonly reject: (error: unknown) => void;
+}
+
+/** An exclusive job waiting for its turn. */
+interface PendingJob {
+  readonly kind: 'job';
+  readonly run: () => Promise<void>;
+}
+
+/** At most this many appends go out as one group. */
+const MAX_GROUP = 32;
+
+/**
+ * How many times an append refused only because of invalid messages stored on the log subject is made again
+ * past them: a flood of junk ends the append with the refusal instead of spinning.
+ */
+export const MAX_JUNK_RETRIES = 3;
+
+// A class, not closures: every hosted session has a writer, and methods on a prototype cost nothing per session.
+class SerialWriter implements SessionWriter {
+  /** Work waiting while a group or job runs; undefined when idle, so an idle writer holds nothing. */
+  private queue: Array<PendingAppend | PendingJob> | undefined;
+  private busy = false;
+  private scheduled = false;
+  private readonly deps: SessionWriterDeps;
+  /** The last message known to be stored on the log past the transcript's events and skipped (see `readSeq`). */
+  private skippedSeq: number;
+
+  constructor(deps: SessionWriterDeps) {
+    this.deps = deps;
+    this.skippedSeq = deps.readSeq ?? 0;
+  }
+
+  append<T extends LogEventType>(type: T, scope: { turnId?: string; step?: number }, data: EventDataMap[T]): Promise<LogEvent> {
+    return this.enqueueAppend(type, scope, data, undefined) as Promise<LogEvent>;
+  }
+
+  appendUnless<T extends LogEventType>(type: T, scope: { turnId?: string; step?: number }, data: EventDataMap[T], options: AppendOptions): Promise<LogEvent | undefined> {
+    return this.enqueueAppend(type, scope, data, options.unless);
+  }
+
+  exclusive<R>(job: (append: AppendFn) => Promise<R>): Promise<R> {
+    return new Promise<R>((resolve, reject) => {
+      const run = async () => {
+        try {
+          resolve(await job((type, scope, data) => this.appendOne(type, scope, data)));
+        } catch (error) {
+          reject(error);
+        }
+      };
+      (this.queue ??= []).push({ kind: 'job', run });
+      this.schedule();
+    });
+  }
+
+  private enqueueAppend(type: LogEventType, scope: { turnId?: string; step?: number }, data: EventDataMap[LogEventType], unless: AbortSignal | undefined): Promise<LogEvent | undefined> {
+    return new Promise((resolve, reject) => {
+      (this.queue ??= []).push({ kind: 'append', type, scope, data, unless, resolve, reject });
+      this.schedule();
+    });
+  }
+
+  /** Starts the next group a microtask later, so appends requested together (a step's tool calls) go out together. */
+  private schedule(): void {
+    if (this.busy || this.scheduled) return;
+    this.scheduled = true;
+    queueMicrotask(() => {
+      this.scheduled = false;
+      this.pump();
+    });
+  }
+
+  private pump(): void {
+    if (this.busy) return;
+    const queue = this.queue;
+    if (!queue || queue.length === 0) {
+      this.queue = undefined;
+      return;
+    }
+    this.busy = true;
+    const head = queue[0]!;
+    let work: Promise<void>;
+    if (head.kind === 'job') {
+      queue.shift();
+      work = head.run();
+    } else {
+      let count = 0;
+      while (count < queue.length && count < MAX_GROUP && queue[count]!.kind === 'append') count += 1;
+      work = this.writeGroup(queue.splice(0, count) as PendingAppend[]);
+    }
+    void work.finally(() => {
+      this.busy = false;
+      this.pump();
+    });
+  }
+
+  private async writeGroup(group: readonly PendingAppend[]): Promise<void> {
+    const { deps } = this;
+    const written: PendingAppend[] = [];
+    const envelopes: LogEvent[] = [];
+    for (const pending of group) {
+      // Scrubbed while the writer is busy with this group: appends stay in the order they were asked for.
+      let data = pending.data;
+      try {
+        const scrubbing = this.scrubbing(pending.type, pending.data);
+        if (scrubbing) data = await scrubbing;
+      } catch (error) {
+        pending.reject(error);
+        continue;
+      }
+      if (pending.unless?.aborted) {
+        pending.resolve(undefined);
+        continue;
+      }
+      written.push(pending);
+      envelopes.push(this.envelope(pending.type, pending.scope, data));
+    }
+    if (envelopes.length === 0) return;
+    const stored: Array<LogEvent | undefined> = [];
+    try {
+      await this.storeAll(envelopes, stored);
+    } catch (error) {
+      written.forEach((pending, index) => {
+        const event = stored[index];
+        if (event) pending.resolve(event);
+        else pending.reject(error);
+      });
+      return;
+    }
+    written.forEach((pending, index) => pending.resolve(stored[index]));
+  }
+
+  /** The event's data as it is to be logged, tool-call arguments scrubbed; undefined for events without any. */
+  private scrubbing<T extends LogEventType>(type: T, data: EventDataMap[T]): Promise<EventDataMap[T]> | undefined {
+    const scrubber = this.deps.scrubber;
+    return scrubber ? argsForLog(scrubber, type, data) : undefined;
+  }
+
+  private envelope(type: LogEventType, scope: { turnId?: string; step?: number }, data: EventDataMap[LogEventType]): LogEvent {
+    const { deps } = this;
+    return deps.envelopes.create(type, { tenant: deps.tenant, sessionId: deps.sessionId, ...scope }, data) as LogEvent;
+  }
+
+  /** One append of an exclusive job: the job already holds the writer. */
+  private async appendOne<T extends LogEventType>(type: T, scope: { turnId?: string; step?: number }, data: EventDataMap[T]): Promise<LogEvent> {
+    const stored: Array<LogEvent | undefined> = [];
+    const scrubbing = this.scrubbing(type, data);
+    await this.storeAll([this.envelope(type, scope, scrubbing ? await scrubbing : data)], stored);
+    return stored[0]!;
+  }
+
+  /** The sequence the next append expects: the transcript's last event, or a skipped message after it. */
+  private expectedSeq(): number {
+    return Math.max(this.deps.transcript.lastSeq, this.skippedSeq);
+  }
+
+  /**
+   * Appends `envelopes` in order (one append, or a pipelined group), setting `stored[i]` (and adding it to the
+   * transcript) as each is acknowledged. When the first is refused because the log moved past the expected
+   * sequence, what was stored there is read: messages that are not valid events of this session (anyone may
+   * publish on the log subject) are stepped over, and so are the group's own later events that landed after
+   * them (only the first carries the expected sequence); the rest is appended again, at most
+   * {@link MAX_JUNK_RETRIES} times. A valid event of this session that is not ours means another writer: the
+   * refusal goes on.
+   */
+  private async storeAll(envelopes: readonly LogEvent[], stored: Array<LogEvent | undefined>): Promise<void> {
+    const { deps } = this;
+    const record = (index: number, seq: number) => {
+      const event = withSeq(envelopes[index]!, seq);
+      deps.transcript.add(event);
+      stored[index] = event;
+    };
+    for (let attempt = 0; ; attempt++) {
+      const pending: number[] = [];
+      envelopes.forEach((_, index) => {
+        if (!stored[index]) pending.push(index);
+      });
+      const expectedSeq = this.expectedSeq();
+      try {
+        const guard = deps.beforeWrite?.();
+        if (guard) await guard;
+        if (pending.length === 1) record(pending[0]!, await deps.log.append(envelopes[pending[0]!]!, expectedSeq));
+        else await deps.log.appendGroup(pending.map((index) => envelopes[index]!), expectedSeq, (position, seq) => record(pending[position]!, seq));
+        return;
+      } catch (error) {
+        if (!(error instanceof LogConflictError) || attempt >= MAX_JUNK_RETRIES) throw error;
+        const ours = new Map(pending.map((index) => [envelopes[index]!.id, index]));
+        // Invalid messages are reported at warn by the read, as when a session is opened.
+        const moved = await deps.log.read(deps.tenant, deps.sessionId, { after: expectedSeq });
+        const own = (event: LogEvent) => {
+          const index = ours.get(event.id);
+          return index !== undefined && !stored[index];
+        };
+        if (!moved.events.every(own)) throw error;
+        for (const event of moved.events) record(ours.get(event.id)!, event.seq!);
+        this.skippedSeq = moved.lastSeq;
+      }
+    }
+  }
+}
+
+/** The envelope as stored in the transcript: one object literal per shape, so its fields sit in the object itself. */
+function withSeq(envelope: LogEvent, seq: number): LogEvent {
+  const { v, id, type, tenant, sessionId, turnId, step, ts, data } = envelope;
+  if (turnId !== undefined && step !== undefined) return { v, id, type, tenant, sessionId, turnId, step, ts, data, seq } as LogEvent;
+  if (turnId !== undefined) return { v, id, type, tenant, sessionId, turnId, ts, data, seq } as LogEvent;
+  return { ...envelope, seq } as LogEvent;
+}

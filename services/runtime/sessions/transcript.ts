@@ -1,0 +1,179 @@
+import { LogEventType } from '../../../src/protocol/index.ts';
+import type { LogEvent, ToolCall, Usage } from '../../../src/protocol/index.ts';
+import { ZERO_USAGE, addUsage } from '../../../src/protocol/index.ts';
+import type { TokenCounter } from '../../../src/tokens.ts';
+import type { ApprovalDecision } from '../../../machines/index.ts';
+import { TRIM_BELOW, createConversationIndex } from '../context/conversation.ts';
+import type { ConversationIndex, ConversationView } from '../context/conversation.ts';
+
+/** One turn found in the log that has no `turn.ended`. */
+export interface UnfinishedTurn {
+  readonly turnId: string;
+  readonly prompt: Extract<LogEvent, { type: 'user.message' }>['data'];
+  /** Step of the newest assistant message, 0 when the model has not answered yet. */
+  readonly lastStep: number;
+  /** Tool calls of the newest assistant message without a result. */
+  readonly openCalls: readonly ToolCall[];
+  /**
+   * Of the open calls, those whose `tool.use` was logged with no hook blocking them (they may have run): how each
+   * went out, and whether those are the hooks' final `args` (`argsFinal`; false in an older runtime's log).
+   */
+  readonly sent: Readonly<Record<string, { readonly args: unknown; readonly argsRewrittenBy?: readonly string[]; readonly final: boolean }>>;
+  /**
+   * Of the open calls, those whose arguments the log holds only scrubbed (`argsRedacted`): the ones the call would go
+   * out with now, its final `tool.use` args when it went out, else the model's. Such a call cannot be made again.
+   */
+  readonly argsRedacted: readonly string[];
+  /** True when the newest assistant message asked for no tools: the turn had yielded. */
+  readonly answered: boolean;
+  readonly text: string;
+  readonly usage: Usage;
+  readonly cost: number;
+  readonly decisions: Readonly<Record<string, ApprovalDecision>>;
+}
+
+/** The in-memory view of one session's log. */
+export interface Transcript {
+  readonly events: readonly LogEvent[];
+  readonly lastSeq: number;
+  add(event: LogEvent): void;
+  /**
+   * The conversation as chat messages, turn by turn (a prompt logged during another turn goes after that
+   * turn), less the messages summaries replaced, up to and including `currentTurnId` (every turn when
+   * absent). Kept up to date as events are added, so taking it costs O(turns queued after `currentTurnId`),
+   * not O(history).
+   */
+  conversation(currentTurnId?: string): ConversationView;
+  /** Events of one turn, in log order: a walk back from the newest event to the turn's prompt. */
+  turnEvents(turnId: string): LogEvent[];
+  /** Tool calls of a turn that have no `tool.result`. */
+  openCalls(turnId: string): ToolCall[];
+  /** Turns with a `user.message` and no `turn.ended`, oldest first. */
+  unfinishedTurns(): UnfinishedTurn[];
+  /** Gives back the spare capacity of short lists, for a session about to sit idle. */
+  trim(): void;
+}
+
+/**
+ * Builds a transcript from events read back from the log (each with `seq`). `tokens` counts messages for
+ * {@link ConversationView.tokens}.
+ */
+export function createTranscript(initial: readonly LogEvent[] = [], tokens?: TokenCounter): Transcript {
+  return new SessionTranscript(initial, tokens);
+}
+
+// A class, not a closure per method: every hosted session has one, and methods on a prototype cost nothing per session.
+class SessionTranscript implements Transcript {
+  events: LogEvent[];
+  lastSeq = 0;
+  /** Built on first use, then kept in step by `add`. */
+  private index: ConversationIndex | undefined;
+  private readonly counter: TokenCounter | undefined;
+
+  constructor(initial: readonly LogEvent[], counter: TokenCounter | undefined) {
+    this.events = [...initial];
+    this.counter = counter;
+    for (const event of initial) if ((event.seq ?? 0) > this.lastSeq) this.lastSeq = event.seq ?? 0;
+  }
+
+  add(event: LogEvent): void {
+    this.events.push(event);
+    if (event.seq !== undefined && event.seq > this.lastSeq) this.lastSeq = event.seq;
+    this.index?.add(event);
+  }
+
+  conversation(currentTurnId?: string): ConversationView {
+    this.index ??= createConversationIndex(this.events, this.counter);
+    return this.index.view(currentTurnId);
+  }
+
+  turnEvents(turnId: string): LogEvent[] {
+    const found: LogEvent[] = [];
+    for (let at = this.events.length - 1; at >= 0; at--) {
+      const event = this.events[at]!;
+      if (event.turnId !== turnId) continue;
+      found.push(event);
+      // Every event of a turn comes after its prompt.
+      if (event.type === LogEventType.userMessage && !event.data.steer) break;
+    }
+    return found.reverse();
+  }
+
+  openCalls(turnId: string): ToolCall[] {
+    const asked: ToolCall[] = [];
+    const answered = new Set<string>();
+    for (const event of this.turnEvents(turnId)) {
+      if (event.type === LogEventType.assistantMessage) asked.push(...event.data.toolCalls);
+      if (event.type === LogEventType.toolResult) answered.add(event.data.toolCallId);
+    }
+    return asked.filter((call) => !answered.has(call.id));
+  }
+
+  trim(): void {
+    // A list grown by push keeps room for ~17 entries; an idle session with a short history need not.
+    if (this.events.length < TRIM_BELOW) this.events = this.events.slice();
+    this.index?.trim();
+  }
+
+  unfinishedTurns(): UnfinishedTurn[] {
+    const { events } = this;
+    const ended = new Set<string>();
+    for (const event of events) if (event.type === LogEventType.turnEnded && event.turnId) ended.add(event.turnId);
+    const turns: UnfinishedTurn[] = [];
+    for (const event of events) {
+      if (event.type !== LogEventType.userMessage || event.data.steer || !event.turnId || ended.has(event.turnId)) continue;
+      turns.push(summarizeTurn(events, event.turnId, event.data));
+    }
+    return turns;
+  }
+}
+
+function summarizeTurn(events: readonly LogEvent[], turnId: string, prompt: UnfinishedTurn['prompt']): UnfinishedTurn {
+  let lastStep = 0;
+  let lastCalls: readonly ToolCall[] = [];
+  let text = '';
+  let usage = ZERO_USAGE;
+  let cost = 0;
+  const answered = new Set<string>();
+  const decisions: Record<string, ApprovalDecision> = {};
+  const sent: Record<string, { args: unknown; argsRewrittenBy?: readonly string[]; final: boolean }> = {};
+  const sentRedacted = new Set<string>();
+  let askedRedacted: ReadonlySet<string> = new Set();
+  for (const event of events) {
+    if (event.turnId !== turnId) continue;
+    if (event.type === LogEventType.assistantMessage) {
+      lastStep = event.step ?? lastStep + 1;
+      lastCalls = event.data.toolCalls;
+      askedRedacted = new Set(event.data.argsRedacted);
+      text = event.data.text;
+      usage = addUsage(usage, event.data.usage);
+      cost += event.data.cost;
+    } else if (event.type === LogEventType.toolResult) {
+      answered.add(event.data.toolCallId);
+    } else if (event.type === LogEventType.toolUse && event.data.blockedBy === undefined) {
+      const { args, argsRewrittenBy } = event.data;
+      const final = event.data.argsFinal === true;
+      sent[event.data.toolCallId] = argsRewrittenBy === undefined ? { args, final } : { args, argsRewrittenBy, final };
+      if (event.data.argsRedacted === true) sentRedacted.add(event.data.toolCallId);
+    } else if (event.type === LogEventType.approvalDecided) {
+      decisions[event.data.toolCallId] =
+        event.data.reason === undefined ? { approved: event.data.approved } : { approved: event.data.approved, reason: event.data.reason };
+    }
+  }
+  const open = lastCalls.filter((call) => !answered.has(call.id));
+  // A call that went out with the hooks' final args is sent again with those; any other with the model's.
+  const redacted = (id: string) => (sent[id]?.final === true ? sentRedacted.has(id) : askedRedacted.has(id));
+  return {
+    turnId,
+    prompt,
+    lastStep,
+    openCalls: open,
+    argsRedacted: open.filter((call) => redacted(call.id)).map((call) => call.id),
+    sent: Object.fromEntries(lastCalls.filter((call) => !answered.has(call.id) && sent[call.id] !== undefined).map((call) => [call.id, sent[call.id]!])),
+    answered: lastStep > 0 && lastCalls.length === 0,
+    text,
+    usage,
+    cost,
+    decisions,
+  };
+}

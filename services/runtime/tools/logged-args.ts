@@ -1,0 +1,44 @@
+import { LogEventType } from '../../../src/protocol/index.ts';
+import type { EventDataMap } from '../../../src/protocol/index.ts';
+import type { Scrubber } from '../../../src/scrub/index.ts';
+
+/**
+ * The data of a log event as it is logged: the arguments of tool calls (in `assistant.message`, `tool.use` and
+ * `approval.requested`) pass through the scrubber that tool output passes through, and an event whose arguments
+ * held a secret says so (`argsRedacted`). Only what is logged changes: the call goes out with its real arguments,
+ * which the turn keeps in memory. A turn resumed from the log (after its node stopped) does not send a call whose
+ * logged arguments were redacted (see `resumeQueue`). Undefined for an event that carries no arguments, so that
+ * the common case costs no await.
+ *
+ * @example
+ * const logged = argsForLog(scrubber, type, data);
+ * const data = logged ? await logged : data;
+ */
+export function argsForLog<T extends LogEventType>(scrubber: Pick<Scrubber, 'scrubValue'>, type: T, data: EventDataMap[T]): Promise<EventDataMap[T]> | undefined {
+  switch (type) {
+    case LogEventType.toolUse:
+    case LogEventType.approvalRequested:
+      return scrubCall(scrubber, data as EventDataMap['tool.use'] | EventDataMap['approval.requested']) as Promise<EventDataMap[T]>;
+    case LogEventType.assistantMessage: {
+      const message = data as EventDataMap['assistant.message'];
+      return message.toolCalls.length === 0 ? undefined : (scrubMessage(scrubber, message) as Promise<EventDataMap[T]>);
+    }
+    default:
+      return undefined;
+  }
+}
+
+async function scrubCall<D extends EventDataMap['tool.use'] | EventDataMap['approval.requested']>(scrubber: Pick<Scrubber, 'scrubValue'>, data: D): Promise<D> {
+  const { value, redacted } = await scrubber.scrubValue(data.args);
+  return redacted ? { ...data, args: value, argsRedacted: true } : data;
+}
+
+async function scrubMessage(scrubber: Pick<Scrubber, 'scrubValue'>, data: EventDataMap['assistant.message']): Promise<EventDataMap['assistant.message']> {
+  const scrubbed = await Promise.all(data.toolCalls.map((call) => scrubber.scrubValue(call.args)));
+  if (!scrubbed.some((each) => each.redacted)) return data;
+  return {
+    ...data,
+    toolCalls: data.toolCalls.map((call, index) => (scrubbed[index]!.redacted ? { ...call, args: scrubbed[index]!.value } : call)),
+    argsRedacted: data.toolCalls.filter((_, index) => scrubbed[index]!.redacted).map((call) => call.id),
+  };
+}

@@ -1,0 +1,103 @@
+import { fromPromise } from 'xstate';
+import { ErrorCode, LogEventType, SafetyTier } from '../../../src/protocol/index.ts';
+import type { ErrorData } from '../../../src/protocol/index.ts';
+import type { ExecuteToolsInput, PlannedCall, RequestApprovalInput } from '../../../machines/index.ts';
+import type { ToolInfo } from '../ports.ts';
+import { stepTools } from '../turn/session-scope.ts';
+import { callToolWithRecovery } from './tool-call-attempts.ts';
+import type { StepActorDeps } from '../turn/session-scope.ts';
+import type { SessionServices } from '../turn/session-services.ts';
+import { fitToolOutput, runAfterHooks, runBeforeHooks } from './tool-call-hooks.ts';
+import type { HookedResult } from './tool-hooks.ts';
+
+/** The result of a call that failed: the error, and the output the model is shown for it. */
+function failed(error: ErrorData): HookedResult {
+  return { output: `${error.code}: ${error.message}`, error };
+}
+
+/**
+ * The tool a call goes to: the step's list, or, for a tool whose workers are away now (a rolling restart), what they
+ * last announced, when the call was planned for that tier or the tool is read-only (an unplanned call is batched as
+ * a read). A tool no worker ever announced has none: it fails at once as unknown.
+ */
+function toolOf(services: SessionServices, call: PlannedCall, byName: Map<string, ToolInfo>): ToolInfo | undefined {
+  const listed = byName.get(call.name);
+  if (listed) return listed;
+  const known = services.tools.announced?.(call.name);
+  return known && (known.tier === call.tier || known.tier === SafetyTier.readOnly) ? known : undefined;
+}
+
+/**
+ * Runs one planned call (or answers it with an error: denied, blocked by a before-hook, or a tool nobody serves),
+ * with the deployment's tool hooks around it, and appends its `tool.use` and `tool.result`.
+ */
+async function runTool(services: SessionServices, input: ExecuteToolsInput, call: PlannedCall, byName: Map<string, ToolInfo>, signal: AbortSignal): Promise<void> {
+  const { config, writer, tenant, sessionId } = services;
+  const scope = { turnId: input.turnId, step: input.step };
+  // The step is part of it: models that reuse ids (`call_0` in every response) give two steps' calls one id, and a
+  // repeat of one must not be answered with the other's recorded outcome.
+  const effectId = `${sessionId}:${input.turnId}:${input.step}:${call.id}`;
+  const started = services.now();
+  const hooked = await runBeforeHooks(services, { input, call, effectId, byName }, signal);
+  // A blocked call is logged as such, so that a turn resumed from the log knows it never went out.
+  const blockedBy = hooked.blockedBy === undefined ? {} : { blockedBy: hooked.blockedBy };
+  const use = { toolCallId: call.id, effectId, name: call.name, args: hooked.args, tier: call.tier, ...hooked.logged, ...blockedBy, argsFinal: true };
+  await writer.append(LogEventType.toolUse, scope, use);
+  const decision = input.decisions[call.id];
+  const info = toolOf(services, call, byName);
+  let settled: HookedResult;
+  if (decision && !decision.approved) {
+    settled = failed({ code: ErrorCode.denied, message: `approval denied${decision.reason ? `: ${decision.reason}` : ''}`, retryable: false });
+  } else if (!info) {
+    const available = [...byName.keys()].sort().join(', ') || 'none';
+    settled = failed({ code: ErrorCode.unknownTool, message: `unknown tool "${call.name}"; available tools: ${available}`, retryable: false });
+  } else if (hooked.blocked) {
+    settled = hooked.blocked;
+  } else {
+    const timeoutMs = info.timeoutMs ?? config.toolTimeoutMs;
+    const reply = await callToolWithRecovery(
+      services,
+      { v: 1, effectId, name: call.name, args: hooked.args, tenant, sessionId, turnId: input.turnId, deadline: services.now() + timeoutMs },
+      info,
+      { turnId: input.turnId, step: input.step, toolCallId: call.id, ...(call.resumed ? { firstAttempt: 2 } : {}) },
+      { signal, timeoutMs },
+    );
+    settled = reply.ok ? { output: typeof reply.output === 'string' ? reply.output : JSON.stringify(reply.output ?? null) } : failed(reply.error);
+  }
+  // A tool's error message is tool output too: it reaches the log and the model.
+  settled = {
+    output: await fitToolOutput(services, settled.output),
+    ...(settled.error ? { error: { ...settled.error, message: await fitToolOutput(services, settled.error.message) } } : {}),
+  };
+  const { output, error, logged } = await runAfterHooks(services, hooked, settled, signal);
+  const result = { toolCallId: call.id, name: call.name, output, isError: error !== undefined, durationMs: services.now() - started, ...logged };
+  // After a cancel, finishTurn closes the call; a late result must not be appended too. Results that
+  // finish together are written as one pipelined group.
+  await writer.appendUnless(LogEventType.toolResult, scope, error ? { ...result, error } : result, { unless: signal });
+}
+
+/**
+ * The turn's tool actors: `executeTools` runs a batch of planned calls against the step's tools, appending
+ * each call's `tool.use` and `tool.result`; `requestApproval` appends `approval.requested` for a privileged call.
+ */
+export function createToolActors({ scopeOf, progress }: Pick<StepActorDeps, 'scopeOf' | 'progress'>) {
+  const executeTools = fromPromise<void, ExecuteToolsInput>(async ({ input, signal, system }) => {
+    const scope = scopeOf(system);
+    const { services } = scope;
+    const names = input.calls.map((call) => call.name);
+    progress(services, input, 'tool_execution', `Executing tools: ${names.join(', ')}`, names);
+    const byName = await stepTools(scope, signal);
+    await Promise.all(input.calls.map((call) => runTool(services, input, call, byName, signal)));
+    signal.throwIfAborted();
+  });
+
+  const requestApproval = fromPromise<void, RequestApprovalInput>(async ({ input, system }) => {
+    await scopeOf(system).services.writer.append(LogEventType.approvalRequested, { turnId: input.turnId, step: input.step }, {
+      toolCallId: input.call.id,
+      name: input.call.name,
+      args: input.call.args,
+    });
+  });
+
+  return { executeTools, requestApproval };
+}

@@ -1,0 +1,161 @@
+import { fromPromise } from 'xstate';
+import { LogEventType } from '../../../src/protocol/index.ts';
+import type { ToolSpec } from '../../../src/protocol/index.ts';
+import { contextWindowOf } from '../../../src/tokens.ts';
+import type { TokenCounter } from '../../../src/tokens.ts';
+import type { ChatMessage, MemoryHit } from '../../../src/protocol/index.ts';
+import type { ConversationView } from '../context/conversation.ts';
+import { memoryUnavailable, recallSection } from '../context/recall.ts';
+import type { SessionScope } from './session-scope.ts';
+import type { CompactInput, PrepareInput, PrepareOutput } from '../../../machines/index.ts';
+import { buildContext } from '../context/context-builder.ts';
+import type { PreparedContext } from '../context/context-builder.ts';
+import { stepChain } from '../models/model-chain.ts';
+import { countValidationFailures, decideModel } from '../models/model-escalation.ts';
+import { discoverTools } from './session-scope.ts';
+import type { StepActorDeps } from './session-scope.ts';
+
+/**
+ * The turn's actors that make a step's request: `prepare` appends pending steer messages, discovers the
+ * tools, picks the step's model and builds the context; `compact` summarizes the older history when
+ * `prepare` found it due, and appends `summary.created`.
+ */
+export function createPrepareActors({ scopeOf, stepScope, progress }: Pick<StepActorDeps, 'scopeOf' | 'stepScope' | 'progress'>) {
+  const prepare = fromPromise<PrepareOutput, PrepareInput>(async ({ input, signal, system }) => {
+    const scope = scopeOf(system);
+    const { services } = scope;
+    const { writer, transcript, config } = services;
+    for (const { text, requestId } of services.takeSteers()) {
+      await writer.append(LogEventType.userMessage, { turnId: input.turnId, step: input.step }, { text, steer: true, ...(requestId ? { requestId } : {}) });
+    }
+    const history = transcript.conversation(input.turnId);
+    // Memory is asked at the turn's first step, beside tool discovery, and what it recalls stays for the turn.
+    const recalling = recallFor(scope, input, history, signal);
+    const { tools } = await discoverTools(scope, signal);
+    const specs: ToolSpec[] = tools.map(({ name, description, parameters }) => ({ name, description, parameters }));
+    const toolTokens = services.toolTokens(specs);
+    const recallShare = services.memory ? config.recall.share : 0;
+    const build = (model: string): PreparedContext => buildContext({
+      model,
+      history,
+      tools: specs,
+      toolTokens,
+      tokens: services.tokens,
+      options: {
+        systemPrompt: config.systemPrompt,
+        // The share recall may take is kept out of the history's budget.
+        contextWindow: Math.floor(contextWindowOf(model) * (1 - recallShare)),
+        maxOutputTokens: config.maxOutputTokens,
+      },
+    });
+    let stepModel = input.model;
+    let prepared: PreparedContext;
+    if (input.escalation) {
+      const small = build(input.escalation.smallModel);
+      const before = scope.escalations?.get(input.turnId);
+      const decision = decideModel({
+        ...input.escalation,
+        validationFailures: countValidationFailures(transcript.turnEvents(input.turnId), input.turnId),
+        contextTokens: small.historyTokens,
+        smallContextBudget: small.budget,
+        ...(before === undefined ? {} : { escalatedBefore: before }),
+      });
+      stepModel = decision.model;
+      if (decision.escalated && before === undefined) {
+        (scope.escalations ??= new Map()).set(input.turnId, decision.reason);
+        services.logger.info({ turnId: input.turnId, step: input.step, from: input.escalation.smallModel, to: decision.model, reason: decision.reason }, 'turn escalated to its large model');
+      }
+      prepared = decision.escalated ? build(decision.model) : small;
+    } else {
+      prepared = build(input.model);
+    }
+    scope.compactThroughSeq = prepared.compactThroughSeq;
+    const [, ...fallbackModels] = stepChain(stepModel, input);
+    const recalled = await recalling;
+    const messages = recalled ? withRecall(prepared.request.messages, recalled, Math.floor(contextWindowOf(stepModel) * recallShare), services.tokens) : prepared.request.messages;
+    const request = { ...prepared.request, messages, ...(fallbackModels.length > 0 ? { fallbackModels } : {}) };
+    return { needsCompaction: prepared.needsCompaction && !input.compacted, request };
+  });
+
+  const compact = fromPromise<void, CompactInput>(async ({ input, signal, system }) => {
+    const scope = scopeOf(system);
+    const { services } = scope;
+    const { config } = services;
+    const throughSeq = scope.compactThroughSeq;
+    if (throughSeq === 0) return;
+    progress(services, input, 'rolling_summary', 'Summarizing the earlier conversation');
+    const history = services.transcript.conversation(input.turnId);
+    // The oldest messages of this turn's view up to Preparing's cut: exactly those the summary will replace.
+    // Not every message logged up to throughSeq: a prompt queued meanwhile was logged earlier than the rest
+    // of this turn, and is not this turn's to summarize.
+    const older: string[] = [];
+    for (let index = 0, cut = history.summaryCut(throughSeq); index < cut; index++) {
+      const message = history.message(index);
+      older.push(`${message.role}: ${message.content}`);
+    }
+    const text = older.join('\n');
+    let summary = '';
+    for await (const chunk of services.provider.generate(
+      {
+        v: 1,
+        requestId: services.newId(),
+        model: input.model,
+        messages: [
+          { role: 'system', content: 'Summarize the conversation below for your own later use: facts, decisions, open tasks. Be brief.' },
+          { role: 'user', content: `${history.summary ? `Earlier summary:\n${history.summary}\n\n` : ''}${text}` },
+        ],
+        tools: [],
+        tenant: services.tenant,
+        sessionId: services.sessionId,
+        turnId: input.turnId,
+      },
+      { signal, idleTimeoutMs: config.providerIdleTimeoutMs, timeoutMs: config.providerTimeoutMs },
+    )) {
+      if (chunk.type === 'text-delta') summary += chunk.text;
+    }
+    await services.writer.append(LogEventType.summaryCreated, { turnId: input.turnId, step: input.step }, {
+      text: summary,
+      throughSeq,
+      tokens: services.tokens.count(summary),
+    });
+  });
+
+  return { prepare, compact };
+
+  /**
+   * The snippets memory recalls for the turn's prompt: asked at its first step (a short timeout, the step's
+   * signal), kept for its later steps. Memory down or slow costs the step nothing but a live `error` event.
+   */
+  async function recallFor(scope: SessionScope, input: PrepareInput, history: ConversationView, signal: AbortSignal): Promise<readonly MemoryHit[] | undefined> {
+    const { services } = scope;
+    const { memory, config } = services;
+    if (!memory || config.recall.share <= 0) return undefined;
+    if (scope.recalled?.turnId === input.turnId) return scope.recalled.hits;
+    let query: string | undefined;
+    for (let index = history.length - 1; index >= 0 && query === undefined; index--) {
+      const message = history.message(index);
+      if (message.role === 'user') query = message.content;
+    }
+    let hits: readonly MemoryHit[] = [];
+    if (query?.trim()) {
+      try {
+        hits = await memory.recall(services.tenant, query, { signal, timeoutMs: config.recall.timeoutMs, k: config.recall.k });
+      } catch (err) {
+        if (signal.aborted) throw err;
+        const data = memoryUnavailable(err, config.recall.timeoutMs);
+        services.logger.warn({ err, turnId: input.turnId }, 'memory did not answer; the step goes on without it');
+        services.live.publish('error', stepScope(services, input), data);
+      }
+    }
+    scope.recalled = { turnId: input.turnId, hits };
+    return hits;
+  }
+}
+
+/** The request's messages with the recall section after the system prompt, when any snippet is left to add. */
+function withRecall(messages: readonly ChatMessage[], hits: readonly MemoryHit[], budget: number, tokens: TokenCounter): readonly ChatMessage[] {
+  const section = recallSection(hits, messages, budget, tokens);
+  if (!section) return messages;
+  const at = messages[0]?.role === 'system' ? 1 : 0;
+  return [...messages.slice(0, at), section, ...messages.slice(at)];
+}

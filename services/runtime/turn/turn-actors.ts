@@ -1,0 +1,126 @@
+import { fromPromise } from 'xstate';
+import { LogEventType, TurnEndReason, toErrorData } from '../../../src/protocol/index.ts';
+import type { ErrorData } from '../../../src/protocol/index.ts';
+import { CancelledError } from '../../../src/errors.ts';
+import { sessionMachine, turnMachine } from '../../../machines/index.ts';
+import type { FinishTurnInput } from '../../../machines/index.ts';
+import { createPrepareActors } from './prepare-step.ts';
+import type { AnyActorSystem, SessionScope, StepActorDeps } from './session-scope.ts';
+import type { SessionServices } from './session-services.ts';
+import { createStreamActor } from './step-stream.ts';
+import { createToolActors } from '../tools/tool-execution.ts';
+
+/** The session machine of a runtime, provided once, and how a session's actor finds its services. */
+export interface SessionLogic {
+  /** The session machine with every actor provided; start one actor of it per session. */
+  readonly machine: ReturnType<typeof provideMachines>;
+  /**
+   * Gives the actors running in `system` (a session actor's `actor.system`) this session's services. Call it
+   * after `createActor` and before `start`; the binding goes with the actor system.
+   */
+  bind(system: AnyActorSystem, services: SessionServices): void;
+}
+
+function provideMachines(actors: ReturnType<typeof createActors>, approvalTimeoutMs: number) {
+  const { prepare, compact, stream, executeTools, requestApproval, finishTurn } = actors;
+  return sessionMachine.provide({
+    actors: {
+      turn: turnMachine.provide({
+        actors: { prepare, compact, stream, executeTools, requestApproval },
+        delays: { approvalTimeout: approvalTimeoutMs },
+      }),
+      finishTurn,
+    },
+  });
+}
+
+/**
+ * Provides the session and turn machines once per runtime with the effects of a session: context building,
+ * provider streaming, tool execution and approval, each appending its log events before it resolves. Each
+ * actor finds its session's services through its actor system (see {@link SessionLogic.bind}), so a session
+ * holds only its actor, transcript and writer, not a machine definition of its own.
+ */
+export function createSessionLogic(options: { approvalTimeoutMs: number }): SessionLogic {
+  const scopes = new WeakMap<AnyActorSystem, SessionScope>();
+  const scopeOf = (system: AnyActorSystem): SessionScope => {
+    const scope = scopes.get(system);
+    if (!scope) throw new Error('no session services are bound to this actor system');
+    return scope;
+  };
+  return {
+    machine: provideMachines(createActors(scopeOf), options.approvalTimeoutMs),
+    bind(system, services) {
+      scopes.set(system, { services, compactThroughSeq: 0, escalations: undefined, tools: undefined, recalled: undefined });
+    },
+  };
+}
+
+function createActors(scopeOf: StepActorDeps['scopeOf']) {
+  const stepScope: StepActorDeps['stepScope'] = (services, input) => ({ tenant: services.tenant, sessionId: services.sessionId, turnId: input.turnId, step: input.step });
+
+  const progress: StepActorDeps['progress'] = (services, input, kind, message, toolNames) =>
+    services.live.publish('progress', stepScope(services, input), {
+      kind,
+      message: `[${input.step}/${input.maxSteps}] ${message}`,
+      step: input.step,
+      maxSteps: input.maxSteps,
+      ...(toolNames ? { toolNames } : {}),
+    });
+
+  const { prepare, compact } = createPrepareActors({ scopeOf, stepScope, progress });
+  const stream = createStreamActor({ scopeOf, stepScope, progress });
+  const { executeTools, requestApproval } = createToolActors({ scopeOf, progress });
+
+  /**
+   * Closes the turn's open calls and appends `turn.ended`. When that fails (another writer holds the log, or
+   * the log cannot be reached) the turn cannot end in the log: the failure is logged at error and told to
+   * clients as a live `error` of the turn, then rejected, and the session host gives the session up (see
+   * `session-host.ts`), so that it is opened again from its log.
+   */
+  const finishTurn = fromPromise<void, FinishTurnInput>(async ({ input, system }) => {
+    const scope = scopeOf(system);
+    const { services } = scope;
+    const { turn, output } = input;
+    scope.tools = undefined;
+    scope.escalations?.delete(turn.turnId);
+    if (scope.escalations?.size === 0) scope.escalations = undefined;
+    try {
+      await closeTurn(services, input);
+    } catch (err) {
+      services.logger.error(
+        { err, turnId: turn.turnId, step: output.steps, reason: output.reason, ...(output.error ? { turnError: output.error } : {}) },
+        'turn could not write its end to the log',
+      );
+      try {
+        services.live.publish('error', { tenant: services.tenant, sessionId: services.sessionId, turnId: turn.turnId, step: output.steps }, toErrorData(err));
+      } catch (cause) {
+        services.logger.warn({ err: cause, turnId: turn.turnId }, 'error event not published');
+      }
+      throw err;
+    }
+  });
+
+  /** Every tool call asked for and not answered gets a closing `tool.result`, then the turn its `turn.ended`. */
+  async function closeTurn(services: SessionServices, { turn, output }: FinishTurnInput): Promise<void> {
+    const { writer, transcript } = services;
+    await writer.exclusive(async (append) => {
+      const closing: ErrorData =
+        output.reason === TurnEndReason.cancelled
+          ? toErrorData(new CancelledError('the turn was cancelled before this call finished'))
+          : { code: output.reason, message: `the turn ended (${output.reason}) before this call ran`, retryable: false };
+      for (const open of transcript.openCalls(turn.turnId)) {
+        await append(LogEventType.toolResult, { turnId: turn.turnId, step: output.steps }, {
+          toolCallId: open.id,
+          name: open.name,
+          output: `${closing.code}: ${closing.message}`,
+          isError: true,
+          error: closing,
+          durationMs: 0,
+        });
+      }
+      await append(LogEventType.turnEnded, { turnId: turn.turnId, step: output.steps }, output);
+    });
+  }
+
+  return { prepare, compact, stream, executeTools, requestApproval, finishTurn };
+}
