@@ -36,7 +36,7 @@ export interface VectorizerOptions {
   readonly offReason?: string;
   readonly sink: VectorSink;
   readonly logger: Logger;
-  /** Texts per embed request; default 64. */
+  /** Texts per embed request; default 256 (`MAX_EMBED_INPUTS`, one request). */
   readonly batchSize?: number;
   /** Longest wait of one batch; default 30 s. */
   readonly timeoutMs?: number;
@@ -58,7 +58,7 @@ const PERMANENT_CODES: ReadonlySet<string> = new Set([ErrorCode.invalidInput, Er
  */
 export function createVectorizer(options: VectorizerOptions): Vectorizer {
   const { embedder, logger } = options;
-  const batchSize = options.batchSize ?? 64;
+  const batchSize = options.batchSize ?? 256;
   const queue: Array<{ tenant: string; id: string; text: string }> = [];
   const queryCache = new Map<string, Float32Array>();
   const controller = new AbortController();
