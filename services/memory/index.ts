@@ -5,7 +5,7 @@ import { createReplyGuard, replyPolicyOf } from '../../src/bus/reply-guard.ts';
 import type { ReplyPolicy } from '../../src/bus/reply-guard.ts';
 import { createServiceRegistration } from '../../src/bus/service-registry.ts';
 import type { ServiceRegistration } from '../../src/bus/service-registry.ts';
-import { ErrorCode, InvalidInputError, toErrorData } from '../../src/errors.ts';
+import { ErrorCode, InvalidInputError, TimeoutError, toErrorData } from '../../src/errors.ts';
 import type { Logger } from '../../src/logging.ts';
 import {
   EMBED_TIMEOUT_HEADER as CALLER_WAIT_HEADER,
@@ -160,11 +160,27 @@ export async function startMemoryService(options: MemoryServiceOptions): Promise
 
   // The query's embedding is waited for up to the configured time, and never past the caller's own wait (less a
   // margin for the search and the way back): full-text hits in time beat hybrid ones too late.
+  // After a query embedding missed its wait, the next searches answer from full text at once for a while (one of them
+  // still waits, to notice when the embedder is quick again): waiting for what comes too late only makes every answer later.
+  let embedderSlowUntil = 0;
+  let lastProbe = 0;
   const searchOf = async (tenant: string, request: MemorySearchRequest, callerWaitsMs?: number): Promise<MemorySearchReply> => {
+    const received = performance.now();
     const { store, vectorizer } = generation;
     const status = vectorizer.status();
-    const embedWaitMs = queryEmbedWait(options.queryEmbedTimeoutMs ?? DEFAULT_QUERY_EMBED_TIMEOUT_MS, callerWaitsMs);
-    const queryVector = store.hasVectors(tenant) && embedWaitMs > 0 ? await vectorizer.embedQuery(request.query, embedWaitMs) : undefined;
+    let embedWaitMs = queryEmbedWait(options.queryEmbedTimeoutMs ?? DEFAULT_QUERY_EMBED_TIMEOUT_MS, callerWaitsMs);
+    if (received < embedderSlowUntil) {
+      if (received - lastProbe >= SLOW_EMBEDDER_PROBE_MS) lastProbe = received;
+      else embedWaitMs = 0;
+    }
+    let queryVector: Float32Array | undefined;
+    if (store.hasVectors(tenant) && embedWaitMs > 0) {
+      queryVector = await vectorizer.embedQuery(request.query, embedWaitMs);
+      if (!queryVector) embedderSlowUntil = performance.now() + SLOW_EMBEDDER_HOLD_MS;
+      else if (performance.now() - received < embedWaitMs / 2) embedderSlowUntil = 0;
+    }
+    // The caller gave up meanwhile (an overloaded instance): its search is not worth the time the next caller needs.
+    if (callerWaitsMs !== undefined && performance.now() - received >= callerWaitsMs) throw new TimeoutError(`search past the caller's wait of ${callerWaitsMs} ms`, callerWaitsMs);
     const { hits, hybrid } = await store.search(tenant, request, queryVector);
     if (hybrid) return { hits, mode: 'hybrid' };
     const note =
@@ -350,6 +366,11 @@ export async function startMemoryService(options: MemoryServiceOptions): Promise
     },
   };
 }
+
+/** How long searches answer from full text at once after a query embedding came too late. */
+const SLOW_EMBEDDER_HOLD_MS = 5_000;
+/** Meanwhile, one search in this many ms still waits for its embedding, to notice a quick embedder again. */
+const SLOW_EMBEDDER_PROBE_MS = 1_000;
 
 /** Default longest wait for a query's embedding (`AGENTBUS_MEMORY_QUERY_EMBED_TIMEOUT_MS`). */
 export const DEFAULT_QUERY_EMBED_TIMEOUT_MS = 200;

@@ -45,6 +45,13 @@ export interface VectorizerOptions {
 }
 
 const QUERY_CACHE_SIZE = 256;
+/** Vectors stored between two turns of the event loop: a batch of 256 inserts must not hold a search for long. */
+const YIELD_EVERY = 16;
+
+/** Resolves after the I/O waiting now (a search request) had its turn. */
+function yieldToEventLoop(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
 
 /** Codes of embedding failures that no retry mends: vectors go off until the next start or rebuild. */
 const PERMANENT_CODES: ReadonlySet<string> = new Set([ErrorCode.invalidInput, ErrorCode.unsupported, 'unauthorized', ErrorCode.notFound, 'spend_limit']);
@@ -107,6 +114,8 @@ export function createVectorizer(options: VectorizerOptions): Vectorizer {
           for (const [index, item] of batch.entries()) {
             const vector = vectors[index];
             if (vector) await options.sink(item.tenant, item.id, Float32Array.from(vector));
+            // Each vector is an insert into the ANN graph: searches get their turn between slices of a batch.
+            if (index % YIELD_EVERY === YIELD_EVERY - 1) await yieldToEventLoop();
           }
           if (status.state !== 'on') logger.info({ model, dimensions }, 'memory search is hybrid: embeddings arrive');
           status = { state: 'on', model, dimensions };
