@@ -30,7 +30,9 @@ describe('memory vector index (HNSW)', () => {
     const vectors = randomVectors(5_000, dimensions, 7);
     const queries = randomVectors(100, dimensions, 99);
     const index = createVectorIndex(dimensions);
-    vectors.forEach((vector, at) => index.set(`v${at}`, vector));
+    // Half one by one, half in multi-threaded inserts of 256, as the vectorizer's batches go in.
+    vectors.slice(0, 2_500).forEach((vector, at) => index.set(`v${at}`, vector));
+    for (let start = 2_500; start < 5_000; start += 256) index.setMany(vectors.slice(start, start + 256).map((vector, offset) => ({ id: `v${start + offset}`, vector })));
     expect(index.size()).toBe(5_000);
     let found = 0;
     for (const query of queries) {

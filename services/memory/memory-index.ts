@@ -35,6 +35,8 @@ export interface TenantIndex {
    * Returns false when the chunk is gone (its session was forgotten meanwhile).
    */
   setVector(id: string, vector: Float32Array): Promise<boolean>;
+  /** Gives many chunks their embeddings at once (see {@link TenantIndex.setVector}); returns how many were stored. */
+  setVectors(entries: ReadonlyArray<{ readonly id: string; readonly vector: Float32Array }>): Promise<number>;
   /**
    * Full-text search, fused with vector search by reciprocal rank when `queryVector` is given and
    * chunks have vectors of its dimension.
@@ -60,6 +62,8 @@ const DEFAULT_K = 5;
 export const RRF_K = 60;
 /** Cosine similarity below which a chunk takes no part in the vector ranking. */
 export const VECTOR_FLOOR = 0.2;
+/** Vectors a restore inserts into the graph at once. */
+const RESTORE_SLICE = 1_024;
 /** How deep each ranking goes before fusion, as a multiple of k. */
 const FUSION_DEPTH = 4;
 
@@ -102,6 +106,18 @@ export function createTenantIndex(): TenantIndex {
     vectorOf.set(id, vector);
     return true;
   };
+  const setVectors = async (entries: ReadonlyArray<{ readonly id: string; readonly vector: Float32Array }>): Promise<number> => {
+    const kept = entries.filter(({ id }) => getByID(text, id) !== undefined);
+    if (kept.length === 0) return 0;
+    // Of another dimension than the graph's (the model changed): one by one, the first starts the graph anew.
+    if (!vectors || kept.some(({ vector }) => vector.length !== vectors!.dimensions)) {
+      for (const { id, vector } of kept) await setVector(id, vector);
+      return kept.length;
+    }
+    vectors.setMany(kept);
+    for (const { id, vector } of kept) vectorOf.set(id, vector);
+    return kept.length;
+  };
 
   return {
     async add(entry) {
@@ -114,6 +130,7 @@ export function createTenantIndex(): TenantIndex {
       return pending;
     },
     setVector,
+    setVectors,
     async search(request, queryVector) {
       const k = request.k ?? DEFAULT_K;
       const where: Record<string, unknown> = {};
@@ -152,12 +169,15 @@ export function createTenantIndex(): TenantIndex {
     },
     async restore(saved) {
       const pending: PendingChunk[] = [];
+      const embedded: Array<{ id: string; vector: Float32Array }> = [];
       for (const chunk of saved) {
         if (sessionOf(chunk.id) !== chunk.sessionId) continue;
         await insertChunk(chunk);
-        if (chunk.vector) await setVector(chunk.id, chunk.vector);
+        if (chunk.vector) embedded.push({ id: chunk.id, vector: chunk.vector });
         else pending.push({ id: chunk.id, text: chunk.text });
       }
+      // The graph is built anew from the snapshot's vectors, in slices (a graph insert of many runs on more than one thread).
+      for (let start = 0; start < embedded.length; start += RESTORE_SLICE) await setVectors(embedded.slice(start, start + RESTORE_SLICE));
       return pending;
     },
     size: () => count(text),

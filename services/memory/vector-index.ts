@@ -15,6 +15,8 @@ export interface VectorIndex {
   readonly dimensions: number;
   /** Adds a vector, or replaces the one the id had. */
   set(id: string, vector: Float32Array): void;
+  /** Adds (or replaces) many at once: one insert into the graph, on more than one thread. */
+  setMany(entries: ReadonlyArray<{ readonly id: string; readonly vector: Float32Array }>): void;
   remove(id: string): void;
   has(id: string): boolean;
   /**
@@ -83,6 +85,27 @@ export function createVectorIndex(dimensions: number): VectorIndex {
       keyOf.set(id, key);
       idOf.set(key, id);
       vectorOf.set(id, vector);
+    },
+    setMany(entries) {
+      if (entries.length === 0) return;
+      const keys = new BigUint64Array(entries.length);
+      const flat = new Float32Array(entries.length * dimensions);
+      for (const [index, { id, vector }] of entries.entries()) {
+        if (vector.length !== dimensions) throw new RangeError(`a vector of ${vector.length} dimensions in an index of ${dimensions}`);
+        const old = keyOf.get(id);
+        if (old !== undefined) {
+          graph.remove(old);
+          idOf.delete(old);
+        }
+        const key = nextKey++;
+        keys[index] = key;
+        flat.set(vector, index * dimensions);
+        keyOf.set(id, key);
+        idOf.set(key, id);
+        vectorOf.set(id, vector);
+      }
+      // 0: usearch picks the thread count; inserts of one call run in parallel.
+      graph.add(keys, flat, 0);
     },
     remove(id) {
       const key = keyOf.get(id);
