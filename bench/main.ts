@@ -16,6 +16,8 @@ import { measureMemory } from './lib/memory-load.ts';
 import { measureScaleOut } from './lib/scale-out.ts';
 import type { ScaleOutFigure } from './lib/scale-out.ts';
 import type { MemoryFigure } from './lib/memory-load.ts';
+import { measureRecall } from './lib/recall-load.ts';
+import type { RecallFigure } from './lib/recall-load.ts';
 import type { DashboardFigure } from './lib/dashboard-load.ts';
 import type { CpuShare } from './lib/cpu.ts';
 import { closedLoop } from './lib/load.ts';
@@ -105,6 +107,7 @@ let results: BenchResults | undefined;
 let cpuAt200: CpuShare | undefined;
 let dashboard: DashboardFigure | undefined;
 let memory: MemoryFigure | undefined;
+let recall: RecallFigure | undefined;
 let scaleOut: ScaleOutFigure | undefined;
 try {
   const provider = start('services/provider/main.ts', { AGENTBUS_SCRIPT: scriptPath });
@@ -239,6 +242,9 @@ try {
   await heapRuntime.stop();
   await shortProvider.stop();
 
+  // Recall under the 200-concurrent workload, with an embedder that takes 250 ms (as a remote one does).
+  recall = await measureRecall({ nc, start: (entry, extra) => start(entry, extra), session: async (sessionId, options) => void (await client.runTurn(sessionId, options)), scriptPath, durationMs: plan.busC200Ms, concurrency: 200, embedDelayMs: 250, log });
+
   // Scale-out: 1, 2 and 4 runtime nodes on the same server; then thousands of sessions in flight behind a
   // model that takes a second per call (latency-bound, as real LLMs are).
   const slowScriptPath = join(work, 'slow.json');
@@ -275,6 +281,7 @@ try {
     loopDelays,
     ...(dashboard ? { dashboard } : {}),
     ...(memory ? { memory } : {}),
+    ...(recall ? { recall } : {}),
     ...(scaleOut ? { scaleOut } : {}),
     scaling: scaling.map((entry) => ({ ...entry, linear: scaling[0]!.callsPerSecond * entry.workers, ratioToLinear: entry.callsPerSecond / (scaling[0]!.callsPerSecond * entry.workers) })),
     scalingSetup: { toolDelayMs: 50, slotsPerWorker: slots, outstandingPerWorker: 4 * slots },

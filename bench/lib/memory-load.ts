@@ -25,6 +25,11 @@ export interface MemoryFigure {
   readonly indexPerSecond: number;
   /** Chunks/s that got their vectors from the scripted provider's embedder, after the full-text index. */
   readonly embedPerSecond: number | undefined;
+  /**
+   * While memory follows a log being appended (already caught up, the process warm): events/s from the first append
+   * of a stretch until memory indexed its last event (full text), and until every chunk of it had its vector.
+   */
+  readonly follow?: { readonly events: number; readonly indexPerSecond: number; readonly embeddedPerSecond: number };
   readonly searches: readonly MemorySearchFigure[];
   /** The memory process's heap once everything was indexed, in bytes. */
   readonly heapBytes: number | undefined;
@@ -164,12 +169,20 @@ export async function measureMemory(options: { nc: NatsConnection; url: string; 
     const embedded = await memoryStats(nc);
     if (embedded.vectors > 0) embedPerSecond = embedded.vectors / ((performance.now() - started) / 1000);
     const searches: MemorySearchFigure[] = [];
+    let follow: MemoryFigure['follow'];
     for (const [index, size] of sizes.entries()) {
       if (index > 0) {
+        const followStarted = performance.now();
         appendRates.push(await fillLog(nc, filled, size - filled));
+        const events = size - filled;
         filled = size;
         const end = await lastSeq();
-        await until(async () => (await memoryStats(nc)).lastSeq === end && (await memoryStats(nc)).pendingVectors === 0, 600_000, `indexing up to ${size}`);
+        await until(async () => (await memoryStats(nc)).lastSeq === end, 600_000, `indexing up to ${size}`);
+        const indexedSeconds = (performance.now() - followStarted) / 1000;
+        await until(async () => (await memoryStats(nc)).pendingVectors === 0, 600_000, `embedding up to ${size}`);
+        const embeddedSeconds = (performance.now() - followStarted) / 1000;
+        follow = { events, indexPerSecond: events / indexedSeconds, embeddedPerSecond: events / embeddedSeconds };
+        options.log(`memory followed ${events} appended events at ${follow.indexPerSecond.toFixed(0)}/s full text, ${follow.embeddedPerSecond.toFixed(0)}/s with vectors (appended at ${appendRates.at(-1)!.toFixed(0)}/s)`);
       }
       const { latencyMs, mode } = await searchLatency(nc, options.searches);
       searches.push({ indexed: size, mode, latencyMs });
@@ -180,6 +193,7 @@ export async function measureMemory(options: { nc: NatsConnection; url: string; 
       appendPerSecond: appendRates.reduce((sum, rate) => sum + rate, 0) / appendRates.length,
       indexPerSecond,
       embedPerSecond,
+      ...(follow ? { follow } : {}),
       searches,
       heapBytes: heap.heapUsed,
     };

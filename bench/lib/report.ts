@@ -3,6 +3,7 @@ import type { ServiceLoopDelay } from './event-loop.ts';
 import type { CpuShare } from './cpu.ts';
 import type { DashboardFigure } from './dashboard-load.ts';
 import type { MemoryFigure } from './memory-load.ts';
+import type { RecallFigure } from './recall-load.ts';
 import type { ScaleOutFigure } from './scale-out.ts';
 import type { LoadResult } from './load.ts';
 import type { MachineInfo } from './machine.ts';
@@ -37,6 +38,8 @@ export interface BenchResults {
   readonly dashboard?: DashboardFigure;
   /** Memory's indexing rate against the log's append rate, and its search latency by index size. */
   readonly memory?: MemoryFigure;
+  /** How often a turn got recalled snippets under load, with an embedder as slow as a remote one. */
+  readonly recall?: RecallFigure;
   /** Sessions/s with 1, 2 and 4 runtime nodes, and thousands of sessions in flight behind a slow model. */
   readonly scaleOut?: ScaleOutFigure;
   readonly scaling: ReadonlyArray<{ workers: number; callsPerSecond: number; linear: number; ratioToLinear: number; latencyMs: Summary }>;
@@ -109,6 +112,20 @@ export function targetsOf(results: BenchResults): TargetCheck[] {
       ratio(`session messages handled per message published, ${entry.nodes} nodes, new and held sessions (${mode} ingress)`, worst, false, 1.1, `${fixed(entry.handledPerMessage)} / ${fixed(entry.heldHandledPerMessage ?? Number.NaN)}`);
     }
   }
+  // Memory keeps up with the fleet: it follows the log at least as fast as the 200-concurrent workload appends to it.
+  const follow = results.memory?.follow;
+  if (follow) {
+    const appended = bus * results.sequential.logEventsPerSession;
+    const workload = `the workload's appends at 200: ${fixed(bus, 0)} sessions/s × ${fixed(results.sequential.logEventsPerSession, 1)} events = ${fixed(appended, 0)}/s`;
+    ratio('memory indexing (full text) vs the 200-concurrent append rate', follow.indexPerSecond / appended, true, 1, `${fixed(follow.indexPerSecond, 0)}/s vs ${workload}`);
+    ratio('memory indexing with vectors (scripted embedder) vs the 200-concurrent append rate', follow.embeddedPerSecond / appended, true, 1, `${fixed(follow.embeddedPerSecond, 0)}/s vs ${fixed(appended, 0)}/s`);
+  }
+  const at100k = results.memory?.searches.find((search) => search.indexed >= 100_000);
+  if (at100k) checks.push({ goal: `memory ${at100k.mode} search p50 at ${at100k.indexed} messages`, value: at100k.latencyMs.p50, measured: `${fixed(at100k.latencyMs.p50)} ms`, target: '≤ 20 ms', met: at100k.latencyMs.p50 <= 20 });
+  if (results.recall) {
+    const recall = results.recall;
+    checks.push({ goal: `turns that got recalled snippets at ${recall.concurrency} concurrent, embedder ${recall.embedDelayMs} ms`, value: recall.share, measured: `${recall.recalled} of ${recall.steps} (${fixed(recall.share * 100, 1)}%)`, target: '≥ 99%', met: recall.share >= 0.99 });
+  }
   for (const entry of results.scaling.filter((scaling) => scaling.workers > 1)) {
     ratio(`I/O-bound tool throughput, ${entry.workers} workers vs linear`, entry.ratioToLinear, true, 0.9, `${fixed(entry.callsPerSecond, 0)} vs ${fixed(entry.linear, 0)} calls/s`);
   }
@@ -175,7 +192,18 @@ function figuresTable(results: BenchResults): string[] {
     for (const search of memory.searches) {
       lines.push(`| memory search at ${search.indexed} indexed messages, ${search.mode}, p50 / p99 (ms) | ${fixed(search.latencyMs.p50)} / ${fixed(search.latencyMs.p99)} | raw request/reply ${fixed(rt.request.p50, 3)} | ${fixed(search.latencyMs.p50 / rt.request.p50, 1)}× |`);
     }
+    if (memory.follow) {
+      lines.push(
+        `| memory following the log, ${memory.follow.events} events appended while it runs (events/s) | ${fixed(memory.follow.indexPerSecond, 0)} full text; ${fixed(memory.follow.embeddedPerSecond, 0)} with vectors | the log's append rate ${fixed(memory.appendPerSecond, 0)}/s | ${fixed(memory.follow.indexPerSecond / memory.appendPerSecond)}× |`,
+      );
+    }
     if (memory.heapBytes !== undefined) lines.push(`| memory's heap at ${memory.searches.at(-1)?.indexed ?? 0} indexed messages (MB) | ${mb(memory.heapBytes)} | | |`);
+  }
+  if (results.recall) {
+    const recall = results.recall;
+    lines.push(
+      `| turns whose first model call got recalled snippets, ${recall.concurrency} concurrent, embedder ${recall.embedDelayMs} ms, runtime waits 300 ms | ${recall.recalled} of ${recall.steps} at ${fixed(recall.sessionsPerSecond, 0)} sessions/s | every turn | ${fixed(recall.share)}× |`,
+    );
   }
   if (results.scaleOut) {
     const scale = results.scaleOut;

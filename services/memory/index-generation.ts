@@ -59,6 +59,11 @@ export async function startGeneration(options: GenerationOptions): Promise<Index
       if (stored) options.onEmbedded?.();
       return stored;
     },
+    sinkMany: async (tenant, entries) => {
+      const stored = await store.setVectors(tenant, entries);
+      for (let count = 0; count < stored; count++) options.onEmbedded?.();
+      return stored;
+    },
   });
   const isDeleted = options.isDeleted ?? (() => false);
   const forget = async (tenant: string, sessionId: string) => {

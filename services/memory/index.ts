@@ -5,9 +5,10 @@ import { createReplyGuard, replyPolicyOf } from '../../src/bus/reply-guard.ts';
 import type { ReplyPolicy } from '../../src/bus/reply-guard.ts';
 import { createServiceRegistration } from '../../src/bus/service-registry.ts';
 import type { ServiceRegistration } from '../../src/bus/service-registry.ts';
-import { ErrorCode, InvalidInputError, toErrorData } from '../../src/errors.ts';
+import { ErrorCode, InvalidInputError, TimeoutError, toErrorData } from '../../src/errors.ts';
 import type { Logger } from '../../src/logging.ts';
 import {
+  EMBED_TIMEOUT_HEADER as CALLER_WAIT_HEADER,
   createCodec,
   createHistorySubjects,
   createMemorySubjects,
@@ -56,7 +57,7 @@ export interface MemoryServiceOptions {
   readonly embedder?: Embedder;
   /** Why there is no embedder, said in every full-text answer; default 'no embedding provider configured'. */
   readonly fullTextReason?: string;
-  /** Longest wait for a query's embedding before searching full-text only; default 200 ms. */
+  /** Longest wait for a query's embedding before searching full-text only; default 200 ms, cut to the caller's own wait. */
   readonly queryEmbedTimeoutMs?: number;
   /** Index snapshots in the object store (default on): events that call for one, and the longest wait. */
   readonly snapshots?: false | { readonly everyEvents?: number; readonly intervalMs?: number };
@@ -157,14 +158,37 @@ export async function startMemoryService(options: MemoryServiceOptions): Promise
   }
   const startedWith = generation;
 
-  const searchOf = async (tenant: string, request: MemorySearchRequest): Promise<MemorySearchReply> => {
+  // The query's embedding is waited for up to the configured time, and never past the caller's own wait (less a
+  // margin for the search and the way back): full-text hits in time beat hybrid ones too late.
+  // After a query embedding missed its wait, the next searches answer from full text at once for a while (one of them
+  // still waits, to notice when the embedder is quick again): waiting for what comes too late only makes every answer later.
+  let embedderSlowUntil = 0;
+  let lastProbe = 0;
+  const searchOf = async (tenant: string, request: MemorySearchRequest, callerWaitsMs?: number): Promise<MemorySearchReply> => {
+    const received = performance.now();
     const { store, vectorizer } = generation;
     const status = vectorizer.status();
-    const queryVector = store.hasVectors(tenant) ? await vectorizer.embedQuery(request.query, options.queryEmbedTimeoutMs ?? 200) : undefined;
+    let embedWaitMs = queryEmbedWait(options.queryEmbedTimeoutMs ?? DEFAULT_QUERY_EMBED_TIMEOUT_MS, callerWaitsMs);
+    if (received < embedderSlowUntil) {
+      if (received - lastProbe >= SLOW_EMBEDDER_PROBE_MS) lastProbe = received;
+      else embedWaitMs = 0;
+    }
+    let queryVector: Float32Array | undefined;
+    if (store.hasVectors(tenant) && embedWaitMs > 0) {
+      queryVector = await vectorizer.embedQuery(request.query, embedWaitMs);
+      if (!queryVector) embedderSlowUntil = performance.now() + SLOW_EMBEDDER_HOLD_MS;
+      else if (performance.now() - received < embedWaitMs / 2) embedderSlowUntil = 0;
+    }
+    // The caller gave up meanwhile (an overloaded instance): its search is not worth the time the next caller needs.
+    if (callerWaitsMs !== undefined && performance.now() - received >= callerWaitsMs) throw new TimeoutError(`search past the caller's wait of ${callerWaitsMs} ms`, callerWaitsMs);
     const { hits, hybrid } = await store.search(tenant, request, queryVector);
     if (hybrid) return { hits, mode: 'hybrid' };
     const note =
-      status.state === 'off' ? `full-text only: ${status.reason}` : !store.hasVectors(tenant) ? 'full-text only: nothing of this tenant is embedded yet' : 'full-text only: the query could not be embedded in time';
+      status.state === 'off'
+        ? `full-text only: ${status.reason}`
+        : !store.hasVectors(tenant)
+          ? 'full-text only: nothing of this tenant is embedded yet'
+          : 'full-text only: the query could not be embedded in time';
     return { hits, mode: 'full-text', note };
   };
 
@@ -253,7 +277,7 @@ export async function startMemoryService(options: MemoryServiceOptions): Promise
   const subscriptions: Subscription[] = [
     serve('search', memorySubjects.anySearch(), async (tenant, message): Promise<MemorySearchReply> => {
       const request = codec.decodeAs(memorySearchRequestSchema, message.data, message.headers?.get('Content-Type') || undefined);
-      return searchOf(tenant, request);
+      return searchOf(tenant, request, callerWaitOf(message));
     }),
     serve('sessions-list', memorySubjects.anySessionsList(), (tenant, message) => {
       const value = message.data.length === 0 ? {} : codec.decode(message.data, message.headers?.get('Content-Type') || undefined);
@@ -341,6 +365,31 @@ export async function startMemoryService(options: MemoryServiceOptions): Promise
       refusals.close();
     },
   };
+}
+
+/** How long searches answer from full text at once after a query embedding came too late. */
+const SLOW_EMBEDDER_HOLD_MS = 5_000;
+/** Meanwhile, one search in this many ms still waits for its embedding, to notice a quick embedder again. */
+const SLOW_EMBEDDER_PROBE_MS = 1_000;
+
+/** Default longest wait for a query's embedding (`AGENTBUS_MEMORY_QUERY_EMBED_TIMEOUT_MS`). */
+export const DEFAULT_QUERY_EMBED_TIMEOUT_MS = 200;
+
+/**
+ * How long a search waits for its query's embedding: the configured wait, cut to the caller's own wait (the
+ * request's `Agentbus-Timeout-Ms` header) less a margin of a fifth of it, at least 30 ms, for the search itself,
+ * a loaded event loop and the way back. 0: no time to embed, full text only.
+ */
+export function queryEmbedWait(configuredMs: number, callerWaitsMs: number | undefined): number {
+  if (callerWaitsMs === undefined) return configuredMs;
+  const margin = Math.max(30, Math.ceil(callerWaitsMs / 5));
+  return Math.max(0, Math.min(configuredMs, callerWaitsMs - margin));
+}
+
+/** The caller's wait in ms from a request's `Agentbus-Timeout-Ms` header, when it sends a valid one. */
+function callerWaitOf(message: Msg): number | undefined {
+  const value = Number(message.headers?.get(CALLER_WAIT_HEADER));
+  return Number.isSafeInteger(value) && value > 0 ? value : undefined;
 }
 
 /** A loaded snapshot when it belongs to this log and does not claim more of it than there is; else undefined. */

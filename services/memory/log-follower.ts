@@ -16,6 +16,9 @@ export interface FollowedEvent {
   readonly event: UnsequencedEvent;
 }
 
+/** Log events handled between two turns of the event loop. */
+const YIELD_EVERY = 64;
+
 /** Follows the session log from its first message, or from after a snapshot's. */
 export interface LogFollower {
   /** Resolves once every message that was in the log when following began has been handed on. */
@@ -64,6 +67,7 @@ export async function followLog(options: LogFollowerOptions): Promise<LogFollowe
   // caught up too, told by the consumer's pending count (at its creation, then with each message).
   if (target <= afterSeq || (await consumer.info(true)).num_pending === 0) resolveCaughtUp();
   const skipped = new Set<string>();
+  let handled = 0;
   void (async () => {
     for await (const message of messages) {
       const seq = message.seq;
@@ -81,6 +85,8 @@ export async function followLog(options: LogFollowerOptions): Promise<LogFollowe
       }
       last = seq;
       if (seq >= target || message.info.pending === 0) resolveCaughtUp();
+      // Messages of a pulled batch come without a turn of the event loop between them: searches get theirs every few.
+      if (++handled % YIELD_EVERY === 0) await new Promise((resolve) => setImmediate(resolve));
     }
   })().catch((err: unknown) => logger.error({ err }, 'log follower stopped'));
   return {

@@ -1,7 +1,8 @@
-import { count, create, getByID, insert, remove, search, searchVector } from '@orama/orama';
-import type { AnyOrama } from '@orama/orama';
+import { count, create, getByID, insert, remove, search } from '@orama/orama';
 import { stopwords as englishStopwords } from '@orama/stopwords/english';
 import type { MemoryEventType, MemoryHit, MemorySearchRequest } from '../../src/protocol/index.ts';
+import { createVectorIndex } from './vector-index.ts';
+import type { VectorIndex } from './vector-index.ts';
 
 /** One logged event memory indexes. */
 export interface MemoryEntry {
@@ -34,6 +35,8 @@ export interface TenantIndex {
    * Returns false when the chunk is gone (its session was forgotten meanwhile).
    */
   setVector(id: string, vector: Float32Array): Promise<boolean>;
+  /** Gives many chunks their embeddings at once (see {@link TenantIndex.setVector}); returns how many were stored. */
+  setVectors(entries: ReadonlyArray<{ readonly id: string; readonly vector: Float32Array }>): Promise<number>;
   /**
    * Full-text search, fused with vector search by reciprocal rank when `queryVector` is given and
    * chunks have vectors of its dimension.
@@ -59,21 +62,23 @@ const DEFAULT_K = 5;
 export const RRF_K = 60;
 /** Cosine similarity below which a chunk takes no part in the vector ranking. */
 export const VECTOR_FLOOR = 0.2;
+/** Vectors a restore inserts into the graph at once. */
+const RESTORE_SLICE = 1_024;
 /** How deep each ranking goes before fusion, as a multiple of k. */
 const FUSION_DEPTH = 4;
 
 const TEXT_SCHEMA = { sessionId: 'enum', seq: 'number', type: 'enum', text: 'string', ts: 'number' } as const;
 
 /**
- * A tenant's index on Orama: one database for full-text (BM25) over every chunk, and one for vectors,
- * made when the first embedding arrives (its dimension is the model's). Each event's text is one chunk,
+ * A tenant's index: Orama for full-text (BM25) over every chunk, and an approximate nearest-neighbour graph
+ * for vectors ({@link createVectorIndex}, HNSW), made when the first embedding arrives (its dimension is the model's). Each event's text is one chunk,
  * or overlapping chunks of {@link CHUNK_CHARS} when longer; the chunks of one event share its sequence.
  */
 export function createTenantIndex(): TenantIndex {
   // English stop words (the, is, my, …) take no part: each is in most messages, ranks nothing, and costs BM25 a
   // posting list as long as the index.
   const text = create({ schema: TEXT_SCHEMA, components: { tokenizer: { stopWords: englishStopwords } } });
-  let vectors: { db: AnyOrama; dimensions: number } | undefined;
+  let vectors: VectorIndex | undefined;
   const bySession = new Map<string, Set<string>>();
   const vectorOf = new Map<string, Float32Array>();
   const sessionOf = (id: string) => id.slice(0, id.indexOf(':'));
@@ -88,24 +93,30 @@ export function createTenantIndex(): TenantIndex {
   };
   const removeChunk = async (id: string) => {
     await remove(text, id);
-    if (vectors && getByID(vectors.db, id)) await remove(vectors.db, id);
+    vectors?.remove(id);
     vectorOf.delete(id);
   };
   const setVector = async (id: string, vector: Float32Array): Promise<boolean> => {
-    const document = getByID(text, id) as { sessionId: string; type: string } | undefined;
-    if (!document) return false;
+    if (!getByID(text, id)) return false;
     if (!vectors || vectors.dimensions !== vector.length) {
-      vectors = { db: create({ schema: { sessionId: 'enum', type: 'enum', vector: `vector[${vector.length}]` } as const }), dimensions: vector.length };
+      vectors = createVectorIndex(vector.length);
       vectorOf.clear();
-    } else if (getByID(vectors.db, id)) {
-      await remove(vectors.db, id);
     }
-    await insert(vectors.db, { id, sessionId: document.sessionId, type: document.type, vector: Array.from(vector) });
-    // Orama keeps the vector twice, as 32-bit floats in its index and as the inserted number array in the document:
-    // the document's copy (twice the bytes) goes, and the snapshot's comes from ours.
-    (getByID(vectors.db, id) as unknown as { vector: number[] | null }).vector = null;
+    vectors.set(id, vector);
     vectorOf.set(id, vector);
     return true;
+  };
+  const setVectors = async (entries: ReadonlyArray<{ readonly id: string; readonly vector: Float32Array }>): Promise<number> => {
+    const kept = entries.filter(({ id }) => getByID(text, id) !== undefined);
+    if (kept.length === 0) return 0;
+    // Of another dimension than the graph's (the model changed): one by one, the first starts the graph anew.
+    if (!vectors || kept.some(({ vector }) => vector.length !== vectors!.dimensions)) {
+      for (const { id, vector } of kept) await setVector(id, vector);
+      return kept.length;
+    }
+    vectors.setMany(kept);
+    for (const { id, vector } of kept) vectorOf.set(id, vector);
+    return kept.length;
   };
 
   return {
@@ -119,6 +130,7 @@ export function createTenantIndex(): TenantIndex {
       return pending;
     },
     setVector,
+    setVectors,
     async search(request, queryVector) {
       const k = request.k ?? DEFAULT_K;
       const where: Record<string, unknown> = {};
@@ -128,15 +140,10 @@ export function createTenantIndex(): TenantIndex {
       const hybrid = queryVector !== undefined && vectors !== undefined && vectors.dimensions === queryVector.length;
       const fullText = await search(text, { term: request.query, properties: ['text'], limit: hybrid ? k * FUSION_DEPTH : k, ...filter });
       if (!hybrid) return { hits: fullText.hits.map((hit) => hitOf(hit.document as StoredChunk, hit.score)), hybrid: false };
-      const similar = await searchVector(vectors!.db, {
-        mode: 'vector',
-        vector: { value: Array.from(queryVector!), property: 'vector' },
-        // A floor that keeps unrelated chunks (and the cost of sorting them) out; fusion decides among the rest.
-        similarity: VECTOR_FLOOR,
-        limit: k * FUSION_DEPTH,
-        ...filter,
-      });
-      const fused = fuseByReciprocalRank([fullText.hits.map((hit) => String(hit.id)), similar.hits.map((hit) => String(hit.id))]);
+      // The floor keeps unrelated chunks out; fusion decides among the rest. A filter is checked on the chunk's document.
+      const accept = Object.keys(where).length > 0 ? (id: string) => matches(getByID(text, id) as StoredChunk | undefined, request) : undefined;
+      const similar = vectors!.search(queryVector!, k * FUSION_DEPTH, VECTOR_FLOOR, accept);
+      const fused = fuseByReciprocalRank([fullText.hits.map((hit) => String(hit.id)), similar.map((match) => match.id)]);
       const hits: MemoryHit[] = [];
       for (const { id, score } of fused.slice(0, k)) {
         const document = getByID(text, id) as StoredChunk | undefined;
@@ -162,12 +169,15 @@ export function createTenantIndex(): TenantIndex {
     },
     async restore(saved) {
       const pending: PendingChunk[] = [];
+      const embedded: Array<{ id: string; vector: Float32Array }> = [];
       for (const chunk of saved) {
         if (sessionOf(chunk.id) !== chunk.sessionId) continue;
         await insertChunk(chunk);
-        if (chunk.vector) await setVector(chunk.id, chunk.vector);
+        if (chunk.vector) embedded.push({ id: chunk.id, vector: chunk.vector });
         else pending.push({ id: chunk.id, text: chunk.text });
       }
+      // The graph is built anew from the snapshot's vectors, in slices (a graph insert of many runs on more than one thread).
+      for (let start = 0; start < embedded.length; start += RESTORE_SLICE) await setVectors(embedded.slice(start, start + RESTORE_SLICE));
       return pending;
     },
     size: () => count(text),
@@ -181,6 +191,13 @@ interface StoredChunk {
   readonly type: MemoryEventType;
   readonly text: string;
   readonly ts: number;
+}
+
+/** Whether a chunk passes a search's filter (its session, its types). */
+function matches(document: StoredChunk | undefined, request: MemorySearchRequest): boolean {
+  if (!document) return false;
+  if (request.sessionId !== undefined && document.sessionId !== request.sessionId) return false;
+  return request.types === undefined || request.types.includes(document.type);
 }
 
 function hitOf(document: StoredChunk, score: number): MemoryHit {

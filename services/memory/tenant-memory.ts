@@ -26,6 +26,8 @@ export interface MemoryStore {
   /** Indexes one log event into its tenant's index and catalog; returns the chunks to embed. */
   add(followed: FollowedEvent): Promise<PendingChunk[]>;
   setVector(tenant: string, id: string, vector: Float32Array): Promise<boolean>;
+  /** Gives many chunks of a tenant their vectors at once; returns how many were stored (the others are gone). */
+  setVectors(tenant: string, entries: ReadonlyArray<{ readonly id: string; readonly vector: Float32Array }>): Promise<number>;
   search(tenant: string, request: MemorySearchRequest, queryVector?: Float32Array): Promise<{ hits: MemoryHit[]; hybrid: boolean }>;
   listSessions(tenant: string, request: SessionsListRequest): SessionsListReply;
   /** Drops a session from its tenant's index and catalog. */
@@ -75,6 +77,10 @@ export function createMemoryStore(): MemoryStore {
     async setVector(tenant, id, vector) {
       const found = tenants.get(tenant);
       return found ? found.index.setVector(id, vector) : false;
+    },
+    async setVectors(tenant, entries) {
+      const found = tenants.get(tenant);
+      return found ? found.index.setVectors(entries) : 0;
     },
     async search(tenant, request, queryVector) {
       const found = tenants.get(tenant);

@@ -9,6 +9,9 @@ export interface Embedder {
 /** Where the vectorizer puts an embedding; false when the chunk is gone. */
 export type VectorSink = (tenant: string, id: string, vector: Float32Array) => Promise<boolean>;
 
+/** Where the vectorizer puts many embeddings of one tenant at once; resolves with how many were stored. */
+export type VectorBatchSink = (tenant: string, entries: ReadonlyArray<{ readonly id: string; readonly vector: Float32Array }>) => Promise<number>;
+
 /** Whether memory can rank by vectors now, and if not why. */
 export type VectorStatus = { readonly state: 'off'; readonly reason: string } | { readonly state: 'on'; readonly model: string; readonly dimensions: number } | { readonly state: 'waiting'; readonly reason: string };
 
@@ -35,8 +38,10 @@ export interface VectorizerOptions {
   /** Why there is no embedder; default 'no embedding provider configured'. */
   readonly offReason?: string;
   readonly sink: VectorSink;
+  /** When given, a batch's vectors go here, per tenant, in slices of 32 (one graph insert each), instead of one by one to `sink`. */
+  readonly sinkMany?: VectorBatchSink;
   readonly logger: Logger;
-  /** Texts per embed request; default 64. */
+  /** Texts per embed request; default 256 (`MAX_EMBED_INPUTS`, one request). */
   readonly batchSize?: number;
   /** Longest wait of one batch; default 30 s. */
   readonly timeoutMs?: number;
@@ -45,6 +50,15 @@ export interface VectorizerOptions {
 }
 
 const QUERY_CACHE_SIZE = 256;
+/** Vectors stored between two turns of the event loop: a batch of 256 inserts must not hold a search for long. */
+const YIELD_EVERY = 16;
+/** Vectors of one graph insert when they go in batches (`sinkMany`). */
+const SLICE = 32;
+
+/** Resolves after the I/O waiting now (a search request) had its turn. */
+function yieldToEventLoop(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
 
 /** Codes of embedding failures that no retry mends: vectors go off until the next start or rebuild. */
 const PERMANENT_CODES: ReadonlySet<string> = new Set([ErrorCode.invalidInput, ErrorCode.unsupported, 'unauthorized', ErrorCode.notFound, 'spend_limit']);
@@ -58,7 +72,7 @@ const PERMANENT_CODES: ReadonlySet<string> = new Set([ErrorCode.invalidInput, Er
  */
 export function createVectorizer(options: VectorizerOptions): Vectorizer {
   const { embedder, logger } = options;
-  const batchSize = options.batchSize ?? 64;
+  const batchSize = options.batchSize ?? 256;
   const queue: Array<{ tenant: string; id: string; text: string }> = [];
   const queryCache = new Map<string, Float32Array>();
   const controller = new AbortController();
@@ -104,9 +118,29 @@ export function createVectorizer(options: VectorizerOptions): Vectorizer {
             singlyLeft -= 1;
             singlyEmbedded += 1;
           }
-          for (const [index, item] of batch.entries()) {
-            const vector = vectors[index];
-            if (vector) await options.sink(item.tenant, item.id, Float32Array.from(vector));
+          if (options.sinkMany) {
+            // One graph insert per slice of a tenant's vectors (on more than one thread); searches get their turn between slices.
+            const byTenant = new Map<string, Array<{ id: string; vector: Float32Array }>>();
+            for (const [index, item] of batch.entries()) {
+              const vector = vectors[index];
+              if (!vector) continue;
+              let list = byTenant.get(item.tenant);
+              if (!list) byTenant.set(item.tenant, (list = []));
+              list.push({ id: item.id, vector: Float32Array.from(vector) });
+            }
+            for (const [tenant, entries] of byTenant) {
+              for (let start = 0; start < entries.length; start += SLICE) {
+                await options.sinkMany(tenant, entries.slice(start, start + SLICE));
+                await yieldToEventLoop();
+              }
+            }
+          } else {
+            for (const [index, item] of batch.entries()) {
+              const vector = vectors[index];
+              if (vector) await options.sink(item.tenant, item.id, Float32Array.from(vector));
+              // Each vector is an insert into the ANN graph: searches get their turn between slices of a batch.
+              if (index % YIELD_EVERY === YIELD_EVERY - 1) await yieldToEventLoop();
+            }
           }
           if (status.state !== 'on') logger.info({ model, dimensions }, 'memory search is hybrid: embeddings arrive');
           status = { state: 'on', model, dimensions };

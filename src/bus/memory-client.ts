@@ -1,7 +1,7 @@
 import type { NatsConnection } from '@nats-io/nats-core';
 import { z } from 'zod';
 import { fromErrorData } from '../errors.ts';
-import { createHistorySubjects, createMemorySubjects, logEventSchema, MemoryEventType } from '../protocol/index.ts';
+import { EMBED_TIMEOUT_HEADER, createHistorySubjects, createMemorySubjects, logEventSchema, MemoryEventType } from '../protocol/index.ts';
 import type {
   Codec,
   MemorySearchReply,
@@ -13,7 +13,7 @@ import type {
 } from '../protocol/index.ts';
 import { createReplyMux } from './reply-mux.ts';
 import type { ReplyMux } from './reply-mux.ts';
-import { request } from './request.ts';
+import { msgpackHeaders, request } from './request.ts';
 
 /** Options of {@link createMemoryClient}. */
 export interface MemoryClientOptions {
@@ -79,8 +79,13 @@ export function createMemoryClient(options: MemoryClientOptions): MemoryClient {
   const historySubjects = createHistorySubjects(options.prefix);
   const replies = options.replies ?? createReplyMux(nc);
   const ask = async <S extends z.ZodType>(subject: string, body: unknown, schema: S, requestOptions: MemoryRequestOptions): Promise<z.infer<S>> => {
+    const timeoutMs = requestOptions.timeoutMs ?? 5_000;
+    // The caller's wait goes along (the header embed requests use too): memory answers within it with what it has.
+    const headers = msgpackHeaders();
+    headers.set(EMBED_TIMEOUT_HEADER, String(timeoutMs));
     const reply = await request(nc, subject, codec.encode(body), {
-      timeoutMs: requestOptions.timeoutMs ?? 5_000,
+      timeoutMs,
+      headers,
       replies,
       ...(requestOptions.signal ? { signal: requestOptions.signal } : {}),
     });
