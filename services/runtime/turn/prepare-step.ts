@@ -11,6 +11,7 @@ import type { CompactInput, PrepareInput, PrepareOutput } from '../../../machine
 import { buildContext } from '../context/context-builder.ts';
 import type { PreparedContext } from '../context/context-builder.ts';
 import { stepChain } from '../models/model-chain.ts';
+import { waitForService } from '../models/service-wait.ts';
 import { countValidationFailures, decideModel } from '../models/model-escalation.ts';
 import { discoverTools } from './session-scope.ts';
 import type { StepActorDeps } from './session-scope.ts';
@@ -94,25 +95,38 @@ export function createPrepareActors({ scopeOf, stepScope, progress }: Pick<StepA
       older.push(`${message.role}: ${message.content}`);
     }
     const text = older.join('\n');
-    let summary = '';
-    for await (const chunk of services.provider.generate(
-      {
-        v: 1,
-        requestId: services.newId(),
-        model: input.model,
-        messages: [
-          { role: 'system', content: 'Summarize the conversation below for your own later use: facts, decisions, open tasks. Be brief.' },
-          { role: 'user', content: `${history.summary ? `Earlier summary:\n${history.summary}\n\n` : ''}${text}` },
-        ],
-        tools: [],
-        tenant: services.tenant,
-        sessionId: services.sessionId,
-        turnId: input.turnId,
+    // A provider nobody serves right now (not started yet, restarting) is waited for, as a step's own call is.
+    const summarize = async (): Promise<string> => {
+      let summary = '';
+      for await (const chunk of services.provider.generate(
+        {
+          v: 1,
+          requestId: services.newId(),
+          model: input.model,
+          messages: [
+            { role: 'system', content: 'Summarize the conversation below for your own later use: facts, decisions, open tasks. Be brief.' },
+            { role: 'user', content: `${history.summary ? `Earlier summary:\n${history.summary}\n\n` : ''}${text}` },
+          ],
+          tools: [],
+          tenant: services.tenant,
+          sessionId: services.sessionId,
+          turnId: input.turnId,
+        },
+        { signal, idleTimeoutMs: config.providerIdleTimeoutMs, timeoutMs: config.providerTimeoutMs },
+      )) {
+        if (chunk.type === 'text-delta') summary += chunk.text;
+      }
+      return summary;
+    };
+    const summary = await waitForService({
+      call: summarize,
+      waitMs: config.waitForServiceMs,
+      signal,
+      onWait: (wait) => {
+        services.logger.warn({ turnId: input.turnId, step: input.step, model: input.model, attempt: wait.attempt, delayMs: wait.delayMs, error: wait.error }, 'no provider serves the model; waiting for one to summarize');
+        services.live.publish('retry', stepScope(services, input), { ...wait, model: input.model });
       },
-      { signal, idleTimeoutMs: config.providerIdleTimeoutMs, timeoutMs: config.providerTimeoutMs },
-    )) {
-      if (chunk.type === 'text-delta') summary += chunk.text;
-    }
+    });
     await services.writer.append(LogEventType.summaryCreated, { turnId: input.turnId, step: input.step }, {
       text: summary,
       throughSeq,
