@@ -136,8 +136,12 @@ export async function startRuntimeService(options: RuntimeServiceOptions): Promi
   };
 }
 
-/** Reads runtime settings from the environment (`AGENTBUS_PREFIX`, `AGENTBUS_MODEL`, `AGENTBUS_MAX_STEPS`, …). */
-export function runtimeConfigFromEnv(env: NodeJS.ProcessEnv): Partial<RuntimeConfig> {
+/**
+ * Reads runtime settings from the environment (`AGENTBUS_PREFIX`, `AGENTBUS_MODEL`, `AGENTBUS_MAX_STEPS`, …).
+ * `logger` hears the one warning of a start: an `AGENTBUS_MAX_STEPS` above the default steps ceiling, with no
+ * `AGENTBUS_MAX_STEPS_CEILING` set, raises the ceiling to it (it started before the ceiling existed).
+ */
+export function runtimeConfigFromEnv(env: NodeJS.ProcessEnv, logger?: { warn(fields: object, message: string): void }): Partial<RuntimeConfig> {
   const config: { -readonly [K in keyof RuntimeConfig]?: RuntimeConfig[K] } = {};
   if (env.AGENTBUS_PREFIX) config.prefix = env.AGENTBUS_PREFIX;
   if (env.AGENTBUS_MODEL) config.defaultModel = env.AGENTBUS_MODEL;
@@ -179,10 +183,20 @@ export function runtimeConfigFromEnv(env: NodeJS.ProcessEnv): Partial<RuntimeCon
   if (toolHooks) config.toolHooks = toolHooks;
   const streamLimits = streamLimitsFromEnv(env);
   if (streamLimits) config.streamLimits = streamLimits;
-  const ceilings = ceilingsFromEnv(env);
+  let ceilings = ceilingsFromEnv(env);
+  // A maxSteps that started before the ceiling existed still starts: with no ceiling set, it becomes the ceiling.
+  const ceilingSet = Boolean(env.AGENTBUS_MAX_STEPS_CEILING?.trim());
+  const defaultCeiling = DEFAULT_RUNTIME_CONFIG.ceilings.maxSteps;
+  if (!ceilingSet && config.maxSteps !== undefined && config.maxSteps > defaultCeiling) {
+    ceilings = { ...(ceilings ?? DEFAULT_RUNTIME_CONFIG.ceilings), maxSteps: config.maxSteps };
+    logger?.warn(
+      { maxSteps: config.maxSteps, defaultCeiling },
+      `AGENTBUS_MAX_STEPS (${config.maxSteps}) is above the default steps ceiling (${defaultCeiling}): the ceiling is raised to ${config.maxSteps}; set AGENTBUS_MAX_STEPS_CEILING to choose it`,
+    );
+  }
   if (ceilings) config.ceilings = ceilings;
   // Only a maxSteps set above the ceiling is an error; the built-in default of 8 gives way to a lower ceiling.
-  const ceiling = ceilings?.maxSteps ?? DEFAULT_RUNTIME_CONFIG.ceilings.maxSteps;
+  const ceiling = ceilings?.maxSteps ?? defaultCeiling;
   if (config.maxSteps !== undefined && config.maxSteps > ceiling) {
     throw new Error(`AGENTBUS_MAX_STEPS (${config.maxSteps}) is above AGENTBUS_MAX_STEPS_CEILING (${ceiling}): lower it or raise the ceiling`);
   }

@@ -22,7 +22,7 @@ try {
   const runtime = await startRuntimeService({
     nc,
     logger,
-    config: runtimeConfigFromEnv(process.env),
+    config: runtimeConfigFromEnv(process.env, logger),
     scrubber: createScrubber({ secrets, logger }),
     // Sealed when it logs in as a user; a bad AGENTBUS_TRUSTED_INBOXES is fatal here.
     replyPolicy: replyPolicyFromBus(bus, process.env),

@@ -62,11 +62,26 @@ describe('operator ceilings from the environment', () => {
     for (const bad of ['0', '-1', 'cheap', 'Infinity']) {
       expect(() => runtimeConfigFromEnv({ AGENTBUS_MAX_COST_CEILING: bad })).toThrow(`AGENTBUS_MAX_COST_CEILING must be a positive number of USD, got "${bad}"`);
     }
-    expect(() => runtimeConfigFromEnv({ AGENTBUS_MAX_STEPS: '40' })).toThrow('AGENTBUS_MAX_STEPS (40) is above AGENTBUS_MAX_STEPS_CEILING (32)');
     expect(() => runtimeConfigFromEnv({ AGENTBUS_MAX_STEPS: '10', AGENTBUS_MAX_STEPS_CEILING: '8' })).toThrow('AGENTBUS_MAX_STEPS (10) is above AGENTBUS_MAX_STEPS_CEILING (8)');
     // A ceiling below the built-in default of 8 is no error: the default gives way (at start).
     expect(runtimeConfigFromEnv({ AGENTBUS_MAX_STEPS_CEILING: '4' })).toMatchObject({ ceilings: { maxSteps: 4 } });
     expect(runtimeConfigFromEnv({ AGENTBUS_MAX_STEPS_CEILING: '4' }).maxSteps).toBeUndefined();
+  });
+
+  it('raises an unset steps ceiling to an AGENTBUS_MAX_STEPS above it, with one warning (it started before the ceiling)', () => {
+    const warnings: string[] = [];
+    const logger = { warn: (_fields: object, message: string) => void warnings.push(message) };
+    expect(runtimeConfigFromEnv({ AGENTBUS_MAX_STEPS: '40' }, logger)).toMatchObject({ maxSteps: 40, ceilings: { maxSteps: 40 } });
+    expect(warnings).toEqual(['AGENTBUS_MAX_STEPS (40) is above the default steps ceiling (32): the ceiling is raised to 40; set AGENTBUS_MAX_STEPS_CEILING to choose it']);
+    // A cost ceiling alone does not set the steps ceiling; it is kept.
+    expect(runtimeConfigFromEnv({ AGENTBUS_MAX_STEPS: '50', AGENTBUS_MAX_COST_CEILING: '0.5' }, logger).ceilings).toEqual({ maxSteps: 50, maxCost: 0.5 });
+    expect(warnings).toHaveLength(2);
+    // At or below the default ceiling: nothing raised, nothing said.
+    expect(runtimeConfigFromEnv({ AGENTBUS_MAX_STEPS: '32' }, logger).ceilings).toBeUndefined();
+    expect(warnings).toHaveLength(2);
+    // A ceiling set explicitly stays the operator's word.
+    expect(() => runtimeConfigFromEnv({ AGENTBUS_MAX_STEPS: '40', AGENTBUS_MAX_STEPS_CEILING: '32' }, logger)).toThrow('AGENTBUS_MAX_STEPS (40) is above AGENTBUS_MAX_STEPS_CEILING (32)');
+    expect(warnings).toHaveLength(2);
   });
 });
 
