@@ -5,6 +5,7 @@ import type { AgentEvent, Codec, SessionHistoryReply, Subjects } from '../protoc
 import { createEventQueue } from './event-queue.ts';
 import type { QueuedEvent } from './event-queue.ts';
 import type { EventWatch, WatchOptions } from './event-stream.ts';
+import { createRecentIds } from './recent-ids.ts';
 
 /** Reads one page of a session's log after a sequence (memory's `history`). */
 export type HistoryPage = (sessionId: string, afterSeq: number, signal: AbortSignal | undefined) => Promise<SessionHistoryReply>;
@@ -19,7 +20,10 @@ export type HistoryPage = (sessionId: string, afterSeq: number, signal: AbortSig
  * sequence (`streamSeq` 0, no `seq`): resume with the last `seq` that history gave, or with `history` itself. Live
  * events are not kept for such a connection: `from.live` is not honoured, and what is published while the
  * connection is down is lost (the log is not: read it back from `history`). One connection delivers the log and
- * the live events in the order the runtime published them.
+ * the live events in the order the runtime published them. A subscription sees every publish on the log subject,
+ * not only what the stream kept: a retried append (the same envelope again) is dropped here by its `id` (the last
+ * 1,024 ids are remembered), but an append the stream refused (a conflict, a limit) may still be seen live; `history`
+ * holds only what the log kept.
  */
 export async function openCoreWatch(
   deps: { nc: NatsConnection; subjects: Subjects; codec: Codec; readHistory: HistoryPage },
@@ -36,6 +40,8 @@ export async function openCoreWatch(
   // Until the log is read back, what arrives waits here, so that the history comes first.
   let early: QueuedEvent[] | undefined = resumeFrom === undefined ? undefined : [];
   const subscriptions: Subscription[] = [];
+  // The session writer republishes an envelope after a conflict; the stream dedupes it, a subscription does not.
+  const delivered = createRecentIds();
   const queue = createEventQueue({
     sources: 2,
     stop: async () => {
@@ -49,6 +55,7 @@ export async function openCoreWatch(
     let item: QueuedEvent;
     try {
       const event: AgentEvent = decodeSessionEvent(codec, subjects, message);
+      if (stream === 'log' && delivered.repeat(event.id)) return;
       item = { event, stream, streamSeq: 0 };
     } catch (cause) {
       const reason = cause instanceof AgentbusError ? cause : new InvalidInputError(String(cause), { cause });
@@ -80,6 +87,7 @@ export async function openCoreWatch(
         const page = await readPage(deps.readHistory, target.sessionId, afterSeq, options.signal);
         for (const event of page.events) {
           replayed.add(event.id);
+          delivered.repeat(event.id);
           queue.push({ event, stream: 'log', streamSeq: event.seq ?? 0 });
         }
         afterSeq = page.nextAfterSeq;

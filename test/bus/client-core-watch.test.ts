@@ -116,6 +116,20 @@ describe('openCoreWatch', () => {
     await watch.close();
   });
 
+  it('delivers an envelope published twice on the log once (a retried append, which only the stream dedupes)', async () => {
+    const readHistory = () => Promise.reject(new Error('history is not read without from'));
+    const watch = await openCoreWatch({ nc: nats.nc, subjects, codec, readHistory }, { tenant: 't', sessionId: 's' });
+    publishLog(answer);
+    publishLog(answer);
+    publishLog(ended);
+    const seen: string[] = [];
+    for await (const streamed of watch) {
+      seen.push(`${streamed.event.type}:${streamed.event.id}`);
+      if (streamed.event.type === 'turn.ended') break;
+    }
+    expect(seen).toEqual([`assistant.message:${answer.id}`, `turn.ended:${ended.id}`]);
+  });
+
   it('refuses to resume a whole tenant from the log (history is per session)', async () => {
     const readHistory = () => Promise.resolve({ events: [] });
     await expect(openCoreWatch({ nc: nats.nc, subjects, codec, readHistory }, { tenant: 't', sessionId: '*' }, { from: { log: 0 } })).rejects.toBeInstanceOf(AgentbusError);
