@@ -144,7 +144,10 @@ describe('a call no worker took (no_responders: none listening, or a stopping on
     const started = Date.now();
     const reply = await callToolWithRecovery(services, request, tool({}), scope, options());
     expect(Date.now() - started).toBeGreaterThanOrEqual(650);
-    expect(reply).toMatchObject({ ok: false, error: { code: 'no_responders', retryable: true, message: expect.stringContaining('within 700 ms') } });
+    expect(reply).toMatchObject({
+      ok: false,
+      error: { code: 'no_responders', retryable: false, message: 'no worker of tool lookup is listening now; waited 700 ms for one to start (AGENTBUS_WAIT_FOR_SERVICE_MS)' },
+    });
     // 100 + 200 + 400 = 700: three waits, four sends.
     expect(attempts).toHaveLength(4);
     expect(published.map(({ data }) => data)).toMatchObject([

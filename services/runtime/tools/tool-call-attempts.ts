@@ -116,8 +116,9 @@ export async function callToolWithRecovery(
       continue;
     }
     if (!reply.ok && reply.error.code === ErrorCode.noResponders && waited > 0) {
-      const message = `no worker of ${request.name} took the call within ${services.config.waitForServiceMs} ms (${reply.error.message})`;
-      return { ...reply, error: { ...reply.error, message } };
+      // The wait is over, as the provider's ends (service-wait.ts): retrying now would only wait again.
+      const message = `${reply.error.message}; waited ${services.config.waitForServiceMs} ms for one to start (AGENTBUS_WAIT_FOR_SERVICE_MS)`;
+      return { ...reply, error: { ...reply.error, message, retryable: false } };
     }
     if (reply.ok || reply.error.code !== ErrorCode.workerLost) return reply;
     services.logger.warn({ tool: request.name, effectId: request.effectId, attempt, error: reply.error }, 'a tool worker fell silent during a call');
