@@ -1,5 +1,5 @@
 import { realpath } from 'node:fs/promises';
-import { basename } from 'node:path';
+import { basename, isAbsolute, join } from 'node:path';
 import type { DestinationStream } from 'pino';
 import { createLogger } from '../src/logging.ts';
 import type { Logger } from '../src/logging.ts';
@@ -7,7 +7,7 @@ import { createScrubber, secretsFromEnv } from '../src/scrub/index.ts';
 import type { Scrubber } from '../src/scrub/index.ts';
 import { createMcpBridge, describeMcpSource, mcpServerEnvironment, mcpSourceSecrets, openMcpSession } from '../src/mcp/index.ts';
 import type { McpBridgeEvent, McpSandbox, McpSource } from '../src/mcp/index.ts';
-import { BWRAP_INSTALL_HINT, SANDBOX_PATH, findProgram } from '../src/sandbox/index.ts';
+import { BWRAP_INSTALL_HINT, SANDBOX_PATH, findProgram, realExisting, sandboxHiddenPaths } from '../src/sandbox/index.ts';
 import { createCodec, createSubjects } from '../src/protocol/index.ts';
 import { createToolWorker } from '../src/tool-sdk/index.ts';
 import type { AnyToolDefinition } from '../src/tool-sdk/index.ts';
@@ -38,12 +38,16 @@ export class McpStartError extends Error {
   }
 }
 
-/** The `sandbox` of a stdio source under `--sandbox`: bwrap found on the system's PATH, the current directory writable. */
-async function sandboxOf(options: McpOptions, context: CliContext): Promise<{ sandbox?: McpSandbox }> {
+/** The `sandbox` of a stdio source under `--sandbox`: bwrap found on the system's PATH, the current directory writable but for the state folder of `agentbus up` and `AGENTBUS_WORKSPACE_HIDE`. */
+export async function mcpSandboxOf(options: McpOptions, context: CliContext): Promise<{ sandbox?: McpSandbox }> {
   if (!options.sandbox || options.server.kind !== 'stdio') return {};
   const bwrap = await findProgram('bwrap', SANDBOX_PATH);
   if (bwrap === undefined) throw new McpStartError(options.server.command, `--sandbox runs the MCP server under bubblewrap, which is not installed: ${BWRAP_INSTALL_HINT}`);
-  return { sandbox: { bwrap, workspace: await realpath(context.cwd), network: options.sandbox.network, readOnlyPaths: options.sandbox.readOnlyPaths } };
+  const workspace = await realpath(context.cwd);
+  // As run_command does: the state folder of `agentbus up` here (its bus's token and store) and AGENTBUS_WORKSPACE_HIDE are covered.
+  const hide = [join(workspace, '.agentbus'), context.stateDir, ...(context.env.AGENTBUS_WORKSPACE_HIDE ?? '').split(':').filter((path) => isAbsolute(path))];
+  const hiddenPaths = await sandboxHiddenPaths(workspace, await Promise.all(hide.map((path) => realExisting(path).catch(() => path))));
+  return { sandbox: { bwrap, workspace, network: options.sandbox.network, readOnlyPaths: options.sandbox.readOnlyPaths, hiddenPaths } };
 }
 
 /**
@@ -60,7 +64,7 @@ export async function runMcp(argv: string[], context: CliContext): Promise<numbe
   const options = parseMcp(argv);
   const source: McpSource =
     options.server.kind === 'stdio'
-      ? { ...options.server, env: mcpServerEnvironment(context.env, options.env), cwd: context.cwd, ...(await sandboxOf(options, context)) }
+      ? { ...options.server, env: mcpServerEnvironment(context.env, options.env), cwd: context.cwd, ...(await mcpSandboxOf(options, context)) }
       : options.server;
   const scrubber = createScrubber({ secrets: [...secretsFromEnv(context.env), ...mcpSourceSecrets(source)] });
   const output = createMcpOutput(context, scrubber);

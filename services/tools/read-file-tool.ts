@@ -1,9 +1,9 @@
-import { readFile, stat } from 'node:fs/promises';
 import { z } from 'zod';
 import { ErrorCode, ToolError } from '../../src/errors.ts';
 import { SafetyTier } from '../../src/protocol/index.ts';
 import { defineTool } from '../../src/tool-sdk/index.ts';
 import type { ToolDefinition } from '../../src/tool-sdk/index.ts';
+import { openRegularFile } from './regular-file.ts';
 import type { Workspaces } from './workspace.ts';
 
 /** Largest file read_file opens at all. */
@@ -38,15 +38,17 @@ export function createReadFileTool(workspaces: Workspaces): ToolDefinition<typeo
     async execute({ path, offset = 0, limit = READ_FILE_DEFAULT_LINES }, { signal, tenant }) {
       const workspace = await workspaces.forTenant(tenant, { signal });
       const file = await workspace.resolve(path, { signal });
-      const info = await stat(file).catch((error: NodeJS.ErrnoException) => {
-        if (error.code === 'ENOENT') throw new ToolError(ErrorCode.notFound, `no file ${JSON.stringify(path)} in the workspace`);
-        throw error;
-      });
-      if (info.isDirectory()) throw new ToolError(ErrorCode.invalidArguments, `${path} is a directory; use list_dir`);
-      if (info.size > READ_FILE_MAX_BYTES) {
-        throw new ToolError(ErrorCode.invalidArguments, `${path} has ${info.size} bytes; read_file reads files up to ${READ_FILE_MAX_BYTES} bytes`);
+      // Not stat-then-readFile: a FIFO (a tenant can make one with run_command) would block the open for ever.
+      const { handle, info } = await openRegularFile(file, path);
+      let bytes: Buffer;
+      try {
+        if (info.size > READ_FILE_MAX_BYTES) {
+          throw new ToolError(ErrorCode.invalidArguments, `${path} has ${info.size} bytes; read_file reads files up to ${READ_FILE_MAX_BYTES} bytes`);
+        }
+        bytes = await handle.readFile({ signal });
+      } finally {
+        await handle.close();
       }
-      const bytes = await readFile(file, { signal });
       if (bytes.subarray(0, 8192).includes(0)) return `[${path} is a binary file of ${bytes.byteLength} bytes]`;
       const lines = bytes.toString('utf8').split('\n');
       if (lines.length > 1 && lines[lines.length - 1] === '') lines.pop();

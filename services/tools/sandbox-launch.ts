@@ -1,8 +1,5 @@
-import { lstat } from 'node:fs/promises';
 import { ErrorCode, ToolError } from '../../src/errors.ts';
-import { BWRAP_INSTALL_HINT, SANDBOX_PATH, bwrapArguments, bwrapFailure, findProgram } from '../../src/sandbox/index.ts';
-import type { SandboxHiddenPath } from '../../src/sandbox/index.ts';
-import { isInside } from './hidden-paths.ts';
+import { BWRAP_INSTALL_HINT, SANDBOX_PATH, bwrapArguments, bwrapFailure, findProgram, sandboxHiddenPaths } from '../../src/sandbox/index.ts';
 import type { CommandSandbox } from './sandbox-config.ts';
 
 /** The only variables an unsandboxed command inherits (`AGENTBUS_UNSAFE_NO_SANDBOX=1`): the worker's secrets stay out of its environment, but not out of its reach. */
@@ -30,26 +27,8 @@ export interface CommandPlace {
   readonly hidden?: readonly string[];
 }
 
-/**
- * The hidden paths the sandbox must cover: those that exist and lie inside `workspace`, outermost only. A missing one
- * is left out, since bwrap would make its mount point in the host's workspace; one outside the workspace is not in
- * the sandbox.
- */
-export async function sandboxHiddenPaths(workspace: string, hidden: readonly string[]): Promise<SandboxHiddenPath[]> {
-  const found: SandboxHiddenPath[] = [];
-  for (const path of new Set(hidden)) {
-    if (!isInside(workspace, path)) continue;
-    // One inside another is covered with it; mounting it too would need a mount point in the read-only tmpfs.
-    if (hidden.some((other) => other !== path && isInside(other, path))) continue;
-    // lstat: the paths are resolved already, so a symlink here was put in place since; covering the link itself fails closed.
-    const info = await lstat(path).catch((error: NodeJS.ErrnoException) => {
-      if (error.code === 'ENOENT' || error.code === 'ENOTDIR') return undefined;
-      throw error;
-    });
-    if (info) found.push({ path, kind: info.isDirectory() ? 'directory' : 'file' });
-  }
-  return found;
-}
+// Moved to src/sandbox/ (the MCP sandbox covers the state folder too); still exported here for callers of this module.
+export { sandboxHiddenPaths };
 
 function unsandboxedEnvironment(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   const kept: NodeJS.ProcessEnv = {};

@@ -1,4 +1,4 @@
-import { readFile, readdir, stat } from 'node:fs/promises';
+import { readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setImmediate as yieldToLoop } from 'node:timers/promises';
 import { z } from 'zod';
@@ -11,6 +11,7 @@ import type { GlobMatcher } from './glob.ts';
 import { isHidden } from './hidden-paths.ts';
 import { createLineScanner } from './line-scanner.ts';
 import type { LineScanner } from './line-scanner.ts';
+import { openRegularFile } from './regular-file.ts';
 import type { Workspace, Workspaces } from './workspace.ts';
 
 /** Matches returned when no `maxResults` is given. */
@@ -141,12 +142,19 @@ async function searchFiles(
     if (filesSearched >= SEARCH_TEXT_MAX_FILES) {
       return { matches, filesSearched, truncated: `stopped after ${SEARCH_TEXT_MAX_FILES} files; narrow the search with path or glob` };
     }
-    const info = await stat(file).catch(() => undefined);
-    if (!info || info.size > SEARCH_TEXT_MAX_FILE_BYTES) continue;
-    const bytes = await readFile(file, { signal }).catch((error: NodeJS.ErrnoException) => {
-      if (error.name === 'AbortError') throw error;
-      return undefined;
-    });
+    // Opened without blocking and checked on the handle: a FIFO put here since the walk saw a file is skipped, not waited on.
+    const opened = await openRegularFile(file, shown).catch(() => undefined);
+    if (!opened) continue;
+    let bytes: Buffer | undefined;
+    try {
+      if (opened.info.size > SEARCH_TEXT_MAX_FILE_BYTES) continue;
+      bytes = await opened.handle.readFile({ signal }).catch((error: NodeJS.ErrnoException) => {
+        if (error.name === 'AbortError') throw error;
+        return undefined;
+      });
+    } finally {
+      await opened.handle.close();
+    }
     if (!bytes || bytes.subarray(0, 8192).includes(0)) continue;
     filesSearched += 1;
     // One more than still fits, to know whether the search stops short.

@@ -1,11 +1,12 @@
 import { randomUUID } from 'node:crypto';
-import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { z } from 'zod';
 import { ErrorCode, ToolError } from '../../src/errors.ts';
 import { SafetyTier } from '../../src/protocol/index.ts';
 import { defineTool } from '../../src/tool-sdk/index.ts';
 import type { ToolDefinition } from '../../src/tool-sdk/index.ts';
+import { openRegularFile } from './regular-file.ts';
 import type { Workspaces } from './workspace.ts';
 
 /** Largest content write_file accepts. */
@@ -24,14 +25,23 @@ const parameters = z.strictObject({
   content: z.string().max(WRITE_FILE_MAX_BYTES).describe('The whole new content of the file'),
 });
 
-async function currentContent(file: string, signal: AbortSignal): Promise<Buffer | undefined> {
+/** The file's content now, or undefined when there is none; refuses a directory, FIFO, socket or device (see openRegularFile). */
+async function currentContent(file: string, shown: string, signal: AbortSignal): Promise<Buffer | undefined> {
+  let opened;
   try {
-    return await readFile(file, { signal });
+    opened = await openRegularFile(file, shown);
   } catch (error) {
+    if (error instanceof ToolError && error.code === ErrorCode.notFound) return undefined;
     const code = (error as NodeJS.ErrnoException).code;
-    if (code === 'ENOENT') return undefined;
-    if (code === 'EISDIR') throw new ToolError(ErrorCode.invalidArguments, `${basename(file)} is a directory`);
+    if (code === 'ENOENT' || code === 'ENOTDIR') return undefined;
     throw error;
+  }
+  try {
+    // Larger than any content write_file accepts: it differs, no need to read it.
+    if (opened.info.size > WRITE_FILE_MAX_BYTES) return Buffer.alloc(0);
+    return await opened.handle.readFile({ signal });
+  } finally {
+    await opened.handle.close();
   }
 }
 
@@ -54,8 +64,8 @@ export function createWriteFileTool(workspaces: Workspaces): ToolDefinition<type
       const workspace = await workspaces.forTenant(tenant, { signal });
       const file = await workspace.resolve(path, { signal });
       const bytes = Buffer.from(content, 'utf8');
-      const existing = await currentContent(file, signal);
       const shown = workspace.display(file);
+      const existing = await currentContent(file, shown, signal);
       if (existing?.equals(bytes)) return { path: shown, bytes: bytes.byteLength, changed: false };
       await mkdir(dirname(file), { recursive: true });
       signal.throwIfAborted();

@@ -12,7 +12,7 @@ export interface McpLaunch {
 /**
  * What to start for a stdio MCP server: the command itself, or with `sandbox` the command under `bwrap` (see
  * `bwrapArguments`): its own PID namespace and `/proc`, the system read-only, `sandbox.workspace` the one writable
- * place (and its working directory), a fresh `/tmp` as `HOME`, no network unless `sandbox.network`, and the server's
+ * place (and its working directory) but for `sandbox.hiddenPaths` (covered: the stack's `.agentbus`), a fresh `/tmp` as `HOME`, no network unless `sandbox.network`, and the server's
  * allow-listed environment only (bwrap itself gets the same, since the sandbox's `/proc/1/environ` is bwrap's).
  *
  * @example
@@ -30,6 +30,7 @@ export function mcpLaunch(source: Extract<McpSource, { kind: 'stdio' }>): McpLau
     network: sandbox.network,
     env: { ...env, HOME: SANDBOX_HOME },
     readOnlyPaths: sandbox.readOnlyPaths,
+    hiddenPaths: sandbox.hiddenPaths ?? [],
   });
   return { command: sandbox.bwrap, args, env, cwd: sandbox.workspace };
 }

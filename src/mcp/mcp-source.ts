@@ -1,3 +1,4 @@
+import type { SandboxHiddenPath } from '../sandbox/index.ts';
 import { headerSecrets } from '../scrub/index.ts';
 
 /** How `agentbus mcp --sandbox` runs a stdio server: under bubblewrap, as `run_command` runs commands. */
@@ -10,6 +11,11 @@ export interface McpSandbox {
   readonly network: boolean;
   /** More paths the server sees read-only (`--sandbox-read DIR`). */
   readonly readOnlyPaths: readonly string[];
+  /**
+   * Paths inside `workspace` the server may neither read nor change (see `sandboxHiddenPaths`): the state folder of
+   * `agentbus up` there (`.agentbus`, the bus's token and store) and those of `AGENTBUS_WORKSPACE_HIDE`.
+   */
+  readonly hiddenPaths?: readonly SandboxHiddenPath[];
 }
 
 /** Where an MCP server is: a command `agentbus mcp` starts and talks to over stdio, or a streamable-HTTP endpoint. */

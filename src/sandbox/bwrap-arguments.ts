@@ -59,8 +59,8 @@ export interface SandboxSpec {
 }
 
 /**
- * The arguments of `bwrap` that run `spec.command` in a sandbox: its own PID, IPC, UTS and (unless `network`) network
- * namespaces with its own `/proc`, `/dev` and a fresh `/tmp`; the system paths read-only, the workspace the only
+ * The arguments of `bwrap` that run `spec.command` in a sandbox: its own user (which may make no nested one), PID, IPC,
+ * UTS and (unless `network`) network namespaces with its own `/proc`, `/dev` and a fresh `/tmp`; the system paths read-only, the workspace the only
  * writable place; every capability dropped; a new session (no terminal injection); killed when its parent dies;
  * an environment of `PATH`, `HOME` and what `env` names, nothing inherited. Pure: nothing is checked on disk.
  *
@@ -82,6 +82,10 @@ export function bwrapArguments(spec: SandboxSpec): string[] {
     else args.push('--ro-bind', '/dev/null', hidden.path);
   }
   args.push('--chdir', spec.cwd);
+  // A user namespace of its own, in which no further one can be made: otherwise `unshare -Ur` inside gives a full set
+  // of capabilities in a new namespace (kernel attack surface). The worker's uid and gid map to themselves, so files
+  // written in the workspace stay the worker's on the host.
+  args.push('--unshare-user', '--disable-userns');
   args.push('--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try');
   if (!spec.network) args.push('--unshare-net');
   args.push('--hostname', 'sandbox', '--die-with-parent', '--new-session', '--cap-drop', 'ALL', '--clearenv');

@@ -1,4 +1,4 @@
-import { mkdir, mkdtemp, realpath, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, realpath, rm, stat } from 'node:fs/promises';
 import { readFileSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -196,6 +196,16 @@ describe("run_command's sandbox (bubblewrap)", () => {
     // Pid 1 is bubblewrap's init inside the namespace, not the machine's.
     expect(lines.at(-1)).toMatch(/^(\S*\/)?bwrap /);
     expect(readFileSync('/proc/1/cmdline', 'utf8')).not.toMatch(/^(\S*\/)?bwrap\0/);
+  });
+
+  it('may make no user namespace of its own (a nested one would hold every capability), and what it writes stays the worker\'s', async () => {
+    const result = await run({ command: ['sh', '-c', 'unshare -U true && echo made-userns; unshare -Urn id -u && echo made-root; echo written > owned.txt; echo done'] });
+    expect(result.stdout).not.toContain('made-userns');
+    expect(result.stdout).not.toContain('made-root');
+    expect(result.stdout).toContain('done');
+    const info = await stat(join(root, 'owned.txt'));
+    expect([info.uid, info.gid]).toEqual([process.getuid!(), process.getgid!()]);
+    expect(readFileSync(join(root, 'owned.txt'), 'utf8')).toBe('written\n');
   });
 
   const probe = (target: number) => [

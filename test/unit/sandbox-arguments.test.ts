@@ -22,8 +22,8 @@ describe('bwrapArguments', () => {
     expect(bwrapArguments({ ...spec, command: ['sh', '-c', '--bind / /x'] }).slice(-4)).toEqual(['--', 'sh', '-c', '--bind / /x']);
   });
 
-  it('unshares PID, IPC, UTS and the network, dies with its parent, starts a new session and drops every capability', () => {
-    for (const flag of ['--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-net', '--die-with-parent', '--new-session', '--clearenv']) expect(args).toContain(flag);
+  it('unshares the user (no nested one), PID, IPC, UTS and the network, dies with its parent, starts a new session and drops every capability', () => {
+    for (const flag of ['--unshare-user', '--disable-userns', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-net', '--die-with-parent', '--new-session', '--clearenv']) expect(args).toContain(flag);
     expect(valuesOf(args, '--cap-drop')).toEqual([['ALL']]);
     expect(valuesOf(args, '--proc')).toEqual([['/proc']]);
     expect(valuesOf(args, '--tmpfs')).toEqual([['/tmp']]);
