@@ -7,6 +7,11 @@ export interface PlannedCall extends ToolCall {
   /** The call may have run before (its turn is resumed after its node died): it is sent as a repeat. */
   readonly resumed?: boolean;
   /**
+   * A resumed call whose `tool.use` was logged: the effectId it went out under. A repeat goes out under the same one
+   * (a log written by an older runtime holds another format), so a worker's ledger and an idempotent tool know it.
+   */
+  readonly effectId?: string;
+  /**
    * A resumed call whose `tool.use` was logged before its node died, no hook blocking it: the arguments it went
    * out with (the model's, or as the before-hooks rewrote them). It goes out with these again, and the
    * before-hooks are not asked again: their decision is in the log, and a repeat must be the same call.

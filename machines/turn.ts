@@ -265,7 +265,9 @@ export const turnMachine = setup({
         { guard: 'outOfSteps', target: RunState.budgetExceeded },
         {
           target: RunState.preparing,
-          actions: assign(({ context }) => ({ step: context.step + 1, compacted: false })),
+          // Decisions are per step: models that reuse ids (`call_0` in every response) would otherwise have the
+          // next step's privileged call approved (or denied) by this step's decision.
+          actions: assign(({ context }) => ({ step: context.step + 1, compacted: false, decisions: {} })),
         },
       ],
     },

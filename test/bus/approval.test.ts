@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { defineTool } from '../../src/tool-sdk/index.ts';
 import type { AgentEvent } from '../../src/protocol/index.ts';
+import { createScriptedAdapter } from '../../services/provider/index.ts';
 import { collectEvents, requestJson, startStack } from '../helpers/stack.ts';
 import type { TestStack } from '../helpers/stack.ts';
 
@@ -68,6 +69,40 @@ describe('a privileged tool call', () => {
     });
     expect(done.find((event) => event.type === 'turn.ended')).toMatchObject({ data: { reason: 'yielded' } });
     expect(launched).toEqual(['probe']);
+    watcher.stop();
+  });
+});
+
+describe('privileged calls of a model that names every call call_0', () => {
+  let reusing: TestStack;
+  const targets = (events: AgentEvent[]) => events.filter((event) => event.type === 'approval.requested').length;
+
+  beforeAll(async () => {
+    const script = {
+      responses: [
+        { toolCalls: [{ name: 'launch', args: { target: 'first' } }] },
+        { toolCalls: [{ name: 'launch', args: { target: 'second' } }] },
+        { text: 'both done' },
+      ],
+    };
+    reusing = await startStack({ script, extraTools: [launch], adapters: [createScriptedAdapter({ script, toolCallId: () => 'call_0' })] });
+  });
+
+  afterAll(() => reusing?.stop());
+
+  it('asks for each step’s approval, and takes a second approval of the same id', async () => {
+    const watcher = collectEvents(reusing.client, 'default', 'reused-1');
+    await requestJson(reusing.client, 'agentbus.default.sessions.reused-1.prompt', { text: 'launch twice' });
+    await watcher.until((seen) => targets(seen) === 1);
+    expect(await requestJson(reusing.client, 'agentbus.default.sessions.reused-1.approve', { toolCallId: 'call_0', approved: true })).toMatchObject({ ok: true });
+    await watcher.until((seen) => targets(seen) === 2);
+    // Step 2's call waits for its own approval: step 1's does not stand for it.
+    expect(launched.filter((target) => target === 'second')).toEqual([]);
+    expect(await requestJson(reusing.client, 'agentbus.default.sessions.reused-1.approve', { toolCallId: 'call_0', approved: false, reason: 'once is enough' })).toMatchObject({ ok: true });
+    const done = await watcher.until((seen) => seen.some((event) => event.type === 'turn.ended'));
+    expect(launched.filter((target) => target === 'first' || target === 'second')).toEqual(['first']);
+    expect(done.filter((event) => event.type === 'approval.decided').map((event) => event.step)).toEqual([1, 2]);
+    expect(done.find((event) => event.type === 'turn.ended')).toMatchObject({ data: { reason: 'yielded', text: 'both done' } });
     watcher.stop();
   });
 });

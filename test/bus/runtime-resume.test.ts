@@ -30,6 +30,21 @@ const bump = defineTool({
   },
 });
 
+/** The effectId each run of the idempotent `touch` tool was sent under, by session. */
+const touchedUnder = new Map<string, string[]>();
+const touch = defineTool({
+  name: 'touch',
+  description: 'an idempotent side effect, keyed on its effectId',
+  parameters: z.object({}),
+  tier: 'side_effecting',
+  timeoutMs: 5000,
+  idempotent: true,
+  execute: (_args, { sessionId, effectId }) => {
+    touchedUnder.set(sessionId, [...(touchedUnder.get(sessionId) ?? []), effectId]);
+    return 'touched';
+  },
+});
+
 /** `bump` again, served by a worker that keeps no ledger: the runtime must decide on its own. */
 const bumpUnrecorded = defineTool({ ...bump, name: 'bump_unrecorded' });
 
@@ -38,7 +53,7 @@ let plainConnection: NatsConnection;
 let plainWorker: ToolWorker;
 
 beforeAll(async () => {
-  stack = await startStack({ script: { responses: [{ text: 'resumed turn done' }, { text: 'next turn done' }] }, extraTools: [bump], runtime: { ledgerMaxBytes: 4_000_000 } });
+  stack = await startStack({ script: { responses: [{ text: 'resumed turn done' }, { text: 'next turn done' }] }, extraTools: [bump, touch], runtime: { ledgerMaxBytes: 4_000_000 } });
   plainConnection = await connect({ servers: stack.server.url });
   plainWorker = createToolWorker({ nc: plainConnection, subjects, codec, logger: silentLogger(), tools: [bumpUnrecorded], version: '1.0.0', serviceName: 'plain-tools', ledger: false });
   await plainWorker.start();
@@ -67,6 +82,25 @@ async function logDiedMidTurn(sessionId: string, used: boolean, tool = 'bump'): 
     const envelope = envelopes.create(type, type === LogEventType.sessionCreated ? { tenant: 'default', sessionId } : scope, data as never);
     await js.publish(subjects.log('default', sessionId), codec.encode(envelope), { msgID: envelope.id });
   }
+}
+
+type LoggedEvent = { [T in keyof EventDataMap]: [T, EventDataMap[T], number] }[keyof EventDataMap];
+
+/** Writes a session's log of one unfinished turn `t1`, each event at the step given with it. */
+async function logTurn(sessionId: string, events: readonly LoggedEvent[]): Promise<void> {
+  let id = 0;
+  const envelopes = createEnvelopeFactory({ newId: () => `${sessionId}-e${id++}`, now: Date.now });
+  const js = jetstream(stack.client);
+  const all: LoggedEvent[] = [[LogEventType.sessionCreated, { createdBy: 'node-gone' }, 0], [LogEventType.userMessage, { text: 'go' }, 0], ...events];
+  for (const [type, data, step] of all) {
+    const scope = type === LogEventType.sessionCreated ? { tenant: 'default', sessionId } : { tenant: 'default', sessionId, turnId: 't1', ...(step > 0 ? { step } : {}) };
+    const envelope = envelopes.create(type, scope, data as never);
+    await js.publish(subjects.log('default', sessionId), codec.encode(envelope), { msgID: envelope.id });
+  }
+}
+
+function asked(name: string, id: string): EventDataMap['assistant.message'] {
+  return { text: '', toolCalls: [{ id, name, args: {} }], usage: { inputTokens: 1, outputTokens: 1 }, cost: 0, model: 'scripted:default', finishReason: 'tool_calls' };
 }
 
 /** Sends a prompt to the session (which opens it and resumes its unfinished turn) and waits for both turns to end. */
@@ -112,5 +146,31 @@ describe('a turn resumed from the log of a node that died', () => {
     expect(events.find((event) => event.type === 'tool.result')).toMatchObject({
       data: { toolCallId: 'c1', isError: true, error: { code: 'interrupted', message: expect.stringContaining('was running when its runtime node stopped') } },
     });
+  });
+});
+
+describe('a resumed turn of a model that reuses call ids', () => {
+  it('runs the newest step’s open call_0, though an earlier step’s call_0 has a result', async () => {
+    const sessionId = 'reused-id';
+    await logTurn(sessionId, [
+      [LogEventType.assistantMessage, asked('bump', 'call_0'), 1],
+      [LogEventType.toolUse, { toolCallId: 'call_0', effectId: `${sessionId}:t1:1:call_0`, name: 'bump', args: {}, tier: 'side_effecting', argsFinal: true }, 1],
+      [LogEventType.toolResult, { toolCallId: 'call_0', name: 'bump', output: 'bumped', isError: false, durationMs: 1 }, 1],
+      [LogEventType.assistantMessage, asked('bump', 'call_0'), 2],
+    ]);
+    const events = await resumeWithPrompt(sessionId);
+    expect(bumps.get(sessionId)).toBe(1);
+    expect(events.find((event) => event.type === 'tool.result')).toMatchObject({ step: 2, data: { toolCallId: 'call_0', isError: false, output: 'bumped' } });
+  });
+
+  it('sends a repeat under the effectId its tool.use logged, in the format of the older runtime that logged it', async () => {
+    const sessionId = 'old-effect-id';
+    await logTurn(sessionId, [
+      [LogEventType.assistantMessage, asked('touch', 'c1'), 1],
+      [LogEventType.toolUse, { toolCallId: 'c1', effectId: `${sessionId}:t1:c1`, name: 'touch', args: {}, tier: 'side_effecting', argsFinal: true }, 1],
+    ]);
+    const events = await resumeWithPrompt(sessionId);
+    expect(touchedUnder.get(sessionId)).toEqual([`${sessionId}:t1:c1`]);
+    expect(events.find((event) => event.type === 'tool.use')).toMatchObject({ data: { toolCallId: 'c1', effectId: `${sessionId}:t1:c1` } });
   });
 });

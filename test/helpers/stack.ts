@@ -9,7 +9,7 @@ import type { Logger } from '../../src/logging.ts';
 import { createCodec } from '../../src/protocol/index.ts';
 import type { AgentEvent, PromptReply } from '../../src/protocol/index.ts';
 import { startProviderService } from '../../services/provider/index.ts';
-import type { Script } from '../../services/provider/index.ts';
+import type { ProviderAdapter, Script } from '../../services/provider/index.ts';
 import { startRuntimeService } from '../../services/runtime/index.ts';
 import type { Runtime, RuntimeConfig } from '../../services/runtime/index.ts';
 import { startToolsService } from '../../services/tools/index.ts';
@@ -31,7 +31,14 @@ export interface TestStack {
 export const silentLogger = () => pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });
 
 /** Starts nats-server, provider (scripted), tools (on a temp workspace) and runtime; `logger` is silent unless given. */
-export async function startStack(options: { script: Script; runtime?: Partial<RuntimeConfig>; extraTools?: AnyToolDefinition[]; logger?: Logger }): Promise<TestStack> {
+export async function startStack(options: {
+  script: Script;
+  runtime?: Partial<RuntimeConfig>;
+  extraTools?: AnyToolDefinition[];
+  logger?: Logger;
+  /** Provider adapters in place of the default scripted one (e.g. a scripted adapter that names every call `call_0`). */
+  adapters?: readonly ProviderAdapter[];
+}): Promise<TestStack> {
   const server = await startNatsServer();
   const workspace = await mkdtemp(join(tmpdir(), 'agentbus-ws-'));
   await writeFile(join(workspace, 'README.md'), '# Demo workspace\nHello from the workspace.\n');
@@ -39,7 +46,7 @@ export async function startStack(options: { script: Script; runtime?: Partial<Ru
   const serviceConnection = await connect({ servers: server.url });
   const runtimeConnection = await connect({ servers: server.url });
   const client = await connect({ servers: server.url });
-  const provider = await startProviderService({ nc: serviceConnection, logger, script: options.script });
+  const provider = await startProviderService({ nc: serviceConnection, logger, script: options.script, ...(options.adapters ? { adapters: options.adapters } : {}) });
   const tools = await startToolsService({ nc: serviceConnection, logger, workspace, perTenant: false, ...(options.extraTools ? { extraTools: options.extraTools } : {}) });
   let currentConnection = runtimeConnection;
   const stack: TestStack = {

@@ -6,6 +6,7 @@ import { createBoundedCharCounter } from '../helpers/token-counters.ts';
 import { createRandom, simulateArbitrarySession, simulateRuntimeSession } from '../helpers/random-log.ts';
 import type { Random } from '../helpers/random-log.ts';
 import type { TokenCounter } from '../../src/tokens.ts';
+import type { LogEvent } from '../../src/protocol/index.ts';
 
 const contents = (view: ConversationView) => Array.from({ length: view.length }, (_, index) => view.message(index).content);
 
@@ -204,9 +205,42 @@ describe('transcript turns', () => {
     const [turn] = transcript.unfinishedTurns();
     expect(turn!.openCalls.map((call) => call.id)).toEqual(['c2', 'c3', 'c4', 'c5']);
     expect(turn!.sent).toEqual({
-      c2: { args: { path: 'sandbox/a' }, argsRewrittenBy: ['paths'], final: true },
-      c5: { args: { path: 'b' }, final: false },
+      c2: { args: { path: 'sandbox/a' }, argsRewrittenBy: ['paths'], final: true, effectId: 's:t1:c2' },
+      c5: { args: { path: 'b' }, final: false, effectId: 's:t1:c5' },
     });
+  });
+
+  it('counts only the newest step’s results, sends and approvals when a model reuses a call id in every step', () => {
+    const log = createLogBuilder();
+    const atStep = (event: LogEvent, step: number): LogEvent => ({ ...event, step });
+    const approval = (type: 'approval.requested' | 'approval.decided', step: number): LogEvent =>
+      atStep(
+        {
+          ...log.result('t1', 'call_0', ''),
+          type,
+          data: type === 'approval.requested' ? { toolCallId: 'call_0', name: 'lookup', args: {} } : { toolCallId: 'call_0', approved: true },
+        } as LogEvent,
+        step,
+      );
+    const transcript = createTranscript([
+      log.prompt('t1', 'q1'),
+      atStep(log.answer('t1', '', [{ id: 'call_0' }]), 1),
+      approval('approval.requested', 1),
+      approval('approval.decided', 1),
+      atStep(log.toolUse('t1', 'call_0', { argsFinal: true }), 1),
+      atStep(log.result('t1', 'call_0', 'r1'), 1),
+      atStep(log.answer('t1', '', [{ id: 'call_0' }]), 2),
+      approval('approval.requested', 2),
+    ]);
+    const [turn] = transcript.unfinishedTurns();
+    expect(turn).toMatchObject({ lastStep: 2, openCalls: [{ id: 'call_0' }], sent: {}, decisions: {} });
+    expect(transcript.openCalls('t1').map((call) => call.id)).toEqual(['call_0']);
+  });
+
+  it('keeps the effectId an open call’s tool.use went out under, though an older runtime built it without the step', () => {
+    const log = createLogBuilder();
+    const transcript = createTranscript([log.prompt('t1', 'q1'), log.answer('t1', '', [{ id: 'c1' }]), log.toolUse('t1', 'c1', { argsFinal: true })]);
+    expect(transcript.unfinishedTurns()[0]!.sent['c1']).toMatchObject({ effectId: 's:t1:c1' });
   });
 
   it('keeps its content when trimmed', () => {

@@ -237,6 +237,39 @@ describe('turn machine: approval of privileged calls', () => {
     expect(fakes.calls.executeTools.map((call) => call.input.calls.map((c) => c.id))).toEqual([['p1'], ['p2']]);
     expect(fakes.calls.executeTools[1]?.input.decisions).toEqual({ p1: { approved: true }, p2: { approved: false } });
   });
+
+  it('asks again in the next step for a privileged call that reuses the id of one approved in the step before', async () => {
+    // Models served by OpenAI-compatible local servers name their calls `call_0` in every response.
+    const fakes = createTurnFakes({ stream: streamOf(answer('', [privileged('call_0')]), answer('', [privileged('call_0')]), answer('done')) });
+    const { actor, done } = startTurn(fakes);
+
+    await inState(actor, RunState.awaitingApproval);
+    actor.send({ type: 'APPROVAL', toolCallId: 'call_0', approved: true });
+    await waitFor(actor, () => fakes.calls.requestApproval.length === 2);
+    await settle();
+    expect(actor.getSnapshot().value).toBe(RunState.awaitingApproval);
+    expect(fakes.calls.executeTools).toHaveLength(1);
+
+    actor.send({ type: 'APPROVAL', toolCallId: 'call_0', approved: false, reason: 'not twice' });
+    expect((await done).reason).toBe(TurnEndReason.yielded);
+    expect(fakes.calls.executeTools.map((call) => [call.input.step, call.input.decisions])).toEqual([
+      [1, { call_0: { approved: true } }],
+      [2, { call_0: { approved: false, reason: 'not twice' } }],
+    ]);
+  });
+
+  it('does not carry a denial over to the next step\'s call of the same id', async () => {
+    const fakes = createTurnFakes({ stream: streamOf(answer('', [privileged('call_0')]), answer('', [privileged('call_0')]), answer('done')) });
+    const { actor, done } = startTurn(fakes);
+
+    await inState(actor, RunState.awaitingApproval);
+    actor.send({ type: 'APPROVAL', toolCallId: 'call_0', approved: false });
+    await waitFor(actor, () => fakes.calls.requestApproval.length === 2);
+    actor.send({ type: 'APPROVAL', toolCallId: 'call_0', approved: true });
+    await done;
+
+    expect(fakes.calls.executeTools[1]?.input.decisions).toEqual({ call_0: { approved: true } });
+  });
 });
 
 describe('turn machine: compaction', () => {

@@ -254,7 +254,9 @@ describe('turn machine model: every path of a fresh turn (maxSteps 2)', () => {
   const { adjacency, paths } = modelOf(BASE_INPUT);
 
   it('finds enough states and paths to be meaningful, ending in every terminal state', () => {
-    expect(Object.keys(adjacency).length).toBeGreaterThan(500);
+    // About 220: a step's approval decisions are dropped when the next step starts, so states of step 2 no longer
+    // differ by what was decided in step 1 (they did, about 600, before that fix).
+    expect(Object.keys(adjacency).length).toBeGreaterThan(200);
     expect(paths.length).toBeGreaterThan(5000);
     expect(terminalValues(paths)).toEqual(TERMINAL);
   });
@@ -300,7 +302,7 @@ describe('turn machine model: every path of a fresh turn (maxSteps 2)', () => {
       expect(cancelled.status).toBe('done');
       checked += 1;
     }
-    expect(checked).toBeGreaterThan(100);
+    expect(checked).toBeGreaterThan(60);
   });
 
   it('ignores an APPROVAL for another call: the state stays as it is', () => {

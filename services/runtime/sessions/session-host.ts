@@ -288,15 +288,18 @@ class HostedSession implements SessionHost {
     // The check runs after appends in flight: a client may see `approval.requested` before its ack is back here.
     const refused = await this.writer.exclusive(async (append): Promise<CommandResult | undefined> => {
       const turnEvents = this.transcript.turnEvents(turnId);
-      const requested = turnEvents.some((event) => event.type === LogEventType.approvalRequested && event.data.toolCallId === decision.toolCallId);
-      const decided = turnEvents.some((event) => event.type === LogEventType.approvalDecided && event.data.toolCallId === decision.toolCallId);
+      const ofCall = (event: LogEvent, type: LogEventType) => event.type === type && 'toolCallId' in event.data && event.data.toolCallId === decision.toolCallId;
+      // The newest request of this id: models that reuse ids (`call_0` in every step) have one approved per step.
+      const at = turnEvents.findLastIndex((event) => ofCall(event, LogEventType.approvalRequested));
+      const requested = at >= 0 ? turnEvents[at] : undefined;
+      const decided = turnEvents.slice(at + 1).some((event) => ofCall(event, LogEventType.approvalDecided));
       if (!requested || decided) {
         return {
           ok: false,
           error: { code: ErrorCode.notFound, message: `no approval is awaited for tool call ${decision.toolCallId}`, retryable: false },
         };
       }
-      await append(LogEventType.approvalDecided, { turnId }, decision);
+      await append(LogEventType.approvalDecided, requested.step === undefined ? { turnId } : { turnId, step: requested.step }, decision);
       return undefined;
     });
     if (refused) return refused;
@@ -397,10 +400,10 @@ async function resumeQueue(
  * those were the hooks' final decision. An older runtime's log does not say so (nor mark a blocked call): then the
  * hooks are asked again.
  */
-function repeatOf(sent: UnfinishedTurn['sent'][string]): Pick<PlannedCall, 'resumed' | 'sent'> {
-  if (!sent.final) return { resumed: true };
-  const { args, argsRewrittenBy } = sent;
-  return { resumed: true, sent: argsRewrittenBy ? { args, argsRewrittenBy } : { args } };
+function repeatOf(sent: UnfinishedTurn['sent'][string]): Pick<PlannedCall, 'resumed' | 'sent' | 'effectId'> {
+  const { args, argsRewrittenBy, effectId } = sent;
+  if (!sent.final) return { resumed: true, effectId };
+  return { resumed: true, effectId, sent: argsRewrittenBy ? { args, argsRewrittenBy } : { args } };
 }
 
 /** The result of an open call whose arguments the log holds only scrubbed: it is not made again. */

@@ -6,6 +6,16 @@ import type { ApprovalDecision } from '../../../machines/index.ts';
 import { TRIM_BELOW, createConversationIndex } from '../context/conversation.ts';
 import type { ConversationIndex, ConversationView } from '../context/conversation.ts';
 
+/** How a logged call went out: its `tool.use`. */
+export interface SentCall {
+  readonly args: unknown;
+  readonly argsRewrittenBy?: readonly string[];
+  /** The `args` are the hooks' final decision (false in an older runtime's log). */
+  readonly final: boolean;
+  /** The id its effect went out under; a repeat must use the same one (an older runtime built it another way). */
+  readonly effectId: string;
+}
+
 /** One turn found in the log that has no `turn.ended`. */
 export interface UnfinishedTurn {
   readonly turnId: string;
@@ -18,7 +28,7 @@ export interface UnfinishedTurn {
    * Of the open calls, those whose `tool.use` was logged with no hook blocking them (they may have run): how each
    * went out, and whether those are the hooks' final `args` (`argsFinal`; false in an older runtime's log).
    */
-  readonly sent: Readonly<Record<string, { readonly args: unknown; readonly argsRewrittenBy?: readonly string[]; readonly final: boolean }>>;
+  readonly sent: Readonly<Record<string, SentCall>>;
   /**
    * Of the open calls, those whose arguments the log holds only scrubbed (`argsRedacted`): the ones the call would go
    * out with now, its final `tool.use` args when it went out, else the model's. Such a call cannot be made again.
@@ -100,13 +110,17 @@ class SessionTranscript implements Transcript {
   }
 
   openCalls(turnId: string): ToolCall[] {
-    const asked: ToolCall[] = [];
-    const answered = new Set<string>();
+    // A result answers the oldest open call of its id: models that reuse ids (`call_0` in every response) ask for
+    // one id in several steps, and step 1's result must not close step 2's call.
+    const open: ToolCall[] = [];
     for (const event of this.turnEvents(turnId)) {
-      if (event.type === LogEventType.assistantMessage) asked.push(...event.data.toolCalls);
-      if (event.type === LogEventType.toolResult) answered.add(event.data.toolCallId);
+      if (event.type === LogEventType.assistantMessage) open.push(...event.data.toolCalls);
+      if (event.type === LogEventType.toolResult) {
+        const at = open.findIndex((call) => call.id === event.data.toolCallId);
+        if (at >= 0) open.splice(at, 1);
+      }
     }
-    return asked.filter((call) => !answered.has(call.id));
+    return open;
   }
 
   trim(): void {
@@ -134,26 +148,35 @@ function summarizeTurn(events: readonly LogEvent[], turnId: string, prompt: Unfi
   let text = '';
   let usage = ZERO_USAGE;
   let cost = 0;
-  const answered = new Set<string>();
-  const decisions: Record<string, ApprovalDecision> = {};
-  const sent: Record<string, { args: unknown; argsRewrittenBy?: readonly string[]; final: boolean }> = {};
-  const sentRedacted = new Set<string>();
+  // Results, sends and decisions of the newest step only: models that reuse ids (`call_0` in every response) ask
+  // for one id in several steps, and an earlier step's result or approval must not stand for the newest one's.
+  let answered = new Set<string>();
+  let decisions: Record<string, ApprovalDecision> = {};
+  let sent: Record<string, SentCall> = {};
+  let sentRedacted = new Set<string>();
   let askedRedacted: ReadonlySet<string> = new Set();
   for (const event of events) {
     if (event.turnId !== turnId) continue;
     if (event.type === LogEventType.assistantMessage) {
+      answered = new Set();
+      decisions = {};
+      sent = {};
+      sentRedacted = new Set();
       lastStep = event.step ?? lastStep + 1;
       lastCalls = event.data.toolCalls;
       askedRedacted = new Set(event.data.argsRedacted);
       text = event.data.text;
       usage = addUsage(usage, event.data.usage);
       cost += event.data.cost;
+    } else if (event.step !== undefined && event.step !== lastStep) {
+      // An event of an earlier step logged late (events without a step, from an older runtime, go by log order).
+      continue;
     } else if (event.type === LogEventType.toolResult) {
       answered.add(event.data.toolCallId);
     } else if (event.type === LogEventType.toolUse && event.data.blockedBy === undefined) {
-      const { args, argsRewrittenBy } = event.data;
+      const { args, argsRewrittenBy, effectId } = event.data;
       const final = event.data.argsFinal === true;
-      sent[event.data.toolCallId] = argsRewrittenBy === undefined ? { args, final } : { args, argsRewrittenBy, final };
+      sent[event.data.toolCallId] = argsRewrittenBy === undefined ? { args, final, effectId } : { args, argsRewrittenBy, final, effectId };
       if (event.data.argsRedacted === true) sentRedacted.add(event.data.toolCallId);
     } else if (event.type === LogEventType.approvalDecided) {
       decisions[event.data.toolCallId] =

@@ -35,8 +35,9 @@ async function runTool(services: SessionServices, input: ExecuteToolsInput, call
   const { config, writer, tenant, sessionId } = services;
   const scope = { turnId: input.turnId, step: input.step };
   // The step is part of it: models that reuse ids (`call_0` in every response) give two steps' calls one id, and a
-  // repeat of one must not be answered with the other's recorded outcome.
-  const effectId = `${sessionId}:${input.turnId}:${input.step}:${call.id}`;
+  // repeat of one must not be answered with the other's recorded outcome. A resumed call that went out keeps the id
+  // it went out under, which an older runtime built without the step.
+  const effectId = call.effectId ?? `${sessionId}:${input.turnId}:${input.step}:${call.id}`;
   const started = services.now();
   const hooked = await runBeforeHooks(services, { input, call, effectId, byName }, signal);
   // A blocked call is logged as such, so that a turn resumed from the log knows it never went out.
