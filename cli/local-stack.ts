@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describeDefaultModel } from '../src/default-model.ts';
@@ -15,6 +16,11 @@ export interface LocalStack {
   readonly embedded: boolean;
   /** The embedded server's token, which a client connects with (`embeddedBusEnv`); undefined on a given bus. */
   readonly token: string | undefined;
+  /**
+   * The dashboard's token on the embedded bus (`AGENTBUS_DASHBOARD_TOKEN`, made per start unless the environment sets
+   * one): the dashboard shows every session, and other users of the machine reach its loopback port too.
+   */
+  readonly dashboardToken: string | undefined;
   readonly services: ServiceStack;
   stop(): Promise<void>;
 }
@@ -46,6 +52,7 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
     // The runtime needs the same default model the provider service derives from keys and config.
     const choice = await describeDefaultModel(options.env, options.signal ? { signal: options.signal } : {});
     options.onNotice?.(choice.offline ? choice.message : `default model ${choice.model} (${choice.source})`);
+    const dashboardToken = nats ? options.env.AGENTBUS_DASHBOARD_TOKEN?.trim() || randomBytes(32).toString('base64url') : undefined;
     const env: Record<string, string> = {
       AGENTBUS_MODEL: choice.model,
       NATS_URL: url,
@@ -60,6 +67,8 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       AGENTBUS_WORKSPACE_HIDE: [...(nats ? [resolve(options.stateDir)] : []), options.env.AGENTBUS_WORKSPACE_HIDE ?? ''].filter((path) => path !== '').join(':'),
       LOG_LEVEL: options.logLevel ?? options.env.LOG_LEVEL ?? 'info',
       ...(options.env.AGENTBUS_DASHBOARD_PORT === undefined ? {} : { AGENTBUS_DASHBOARD_PORT: options.env.AGENTBUS_DASHBOARD_PORT }),
+      // The bus lets in only the token's holder; the dashboard, which shows every session, likewise.
+      ...(dashboardToken ? { AGENTBUS_DASHBOARD_TOKEN: dashboardToken } : {}),
     };
     const services = await startServiceStack({
       services: options.services,
@@ -72,6 +81,7 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       url,
       embedded: nats !== undefined,
       token: nats?.token,
+      dashboardToken,
       services,
       async stop() {
         await services.stop();

@@ -72,7 +72,8 @@ export async function runUp(argv: string[], context: CliContext): Promise<number
   }
   log(`agentbus is up on ${stack.url}${stack.embedded ? ' (embedded nats-server, data in .agentbus/)' : ''}: ${services.join(', ')}`);
   const dashboard = stack.services.urls.get(ServiceName.dashboard);
-  if (dashboard) log(`dashboard: ${dashboard}`);
+  // Opened once with its token, the page keeps it in a cookie; only this terminal's user sees the URL.
+  if (dashboard) log(`dashboard: ${stack.dashboardToken ? `${dashboard}?token=${encodeURIComponent(stack.dashboardToken)}` : dashboard}`);
   log(`try: npx agentbus ask "What is in this folder?"   ·   watch: npx agentbus tail   ·   stop: Ctrl-C`);
   const stopped = new Promise<'signal'>((resolve) => context.signal.addEventListener('abort', () => resolve('signal'), { once: true }));
   const outcome = await Promise.race([stopped, stack.services.exited]);

@@ -97,6 +97,12 @@ describe('agentbus up, ask and tail', () => {
     try {
       await expect.poll(() => upOutput, { timeout: 30_000 }).toContain('agentbus is up');
       expect(upOutput).toMatch(/dashboard: http:\/\/127\.0\.0\.1:\d+\//);
+      // The dashboard shows every session, and other users of the machine reach its loopback port: it asks for the
+      // token that up made and printed in its URL.
+      const dashboardUrl = /dashboard: (http:\/\/127\.0\.0\.1:\d+\/)\?token=([A-Za-z0-9_-]{43})/.exec(upOutput);
+      expect(dashboardUrl).not.toBeNull();
+      expect((await fetch(dashboardUrl![1]!)).status).toBe(401);
+      expect((await fetch(`${dashboardUrl![1]}?token=${dashboardUrl![2]}`)).status).toBe(200);
       const tail = spawn(process.execPath, [AGENTBUS_BIN, 'tail', '--session', 'cli-1'], { cwd: workdir, env: offlineEnv() });
       let tailOutput = '';
       let tailErrors = '';
