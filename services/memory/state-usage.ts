@@ -1,6 +1,7 @@
-import { DeliverPolicy, jetstream } from '@nats-io/jetstream';
+import { jetstream } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
 import type { Logger } from '../../src/logging.ts';
+import { followBucket } from './bucket-follow.ts';
 
 /**
  * Bytes of state per tenant: the sizes of its keys' current values, each key `<tenant>.<key>`. Every change is noted
@@ -73,38 +74,31 @@ export interface StateUsage extends StateUsageBook {
  */
 export async function watchStateUsage(options: { nc: NatsConnection; bucket: string; logger: Logger }): Promise<StateUsage> {
   const { nc, bucket, logger } = options;
-  const stream = `KV_${bucket}`;
-  const keyStart = `$KV.${bucket}.`.length;
-  const js = jetstream(nc);
-  const target = (await (await js.jetstreamManager()).streams.info(stream)).state.last_seq;
-  const consumer = await js.consumers.get(stream, { filter_subjects: `$KV.${bucket}.>`, deliver_policy: DeliverPolicy.LastPerSubject, headers_only: true });
-  const messages = await consumer.consume();
+  const lastSeq = (await (await jetstream(nc).jetstreamManager()).streams.info(`KV_${bucket}`)).state.last_seq;
   const book = createStateUsageBook();
   // The last sequence the watch has handed on: a note of this instance at or below it is already counted (or undone).
   let heard = 0;
-  let resolveReady: () => void = () => undefined;
-  const ready = new Promise<void>((resolve) => {
-    resolveReady = resolve;
+  const follow = await followBucket({
+    nc,
+    bucket,
+    lastSeq,
+    deliver: 'last',
+    logger,
+    what: 'the state usage watch (tenant state quotas go by what this instance saw)',
+    onEntry: ({ key, operation, seq, size }) => {
+      if (operation === 'PUT') book.stored(key, size, seq);
+      else book.deleted(key, seq);
+      heard = seq;
+    },
   });
-  if (target === 0 || (await consumer.info(true)).num_pending === 0) resolveReady();
-  void (async () => {
-    for await (const message of messages) {
-      const key = message.subject.slice(keyStart);
-      const operation = message.headers?.get('KV-Operation');
-      if (operation === 'DEL' || operation === 'PURGE') book.deleted(key, message.seq);
-      else book.stored(key, Number(message.headers?.get('Nats-Msg-Size') ?? 0) || 0, message.seq);
-      heard = message.seq;
-      if (message.seq >= target || message.info.pending === 0) resolveReady();
-    }
-  })().catch((err: unknown) => logger.error({ err }, 'the state usage watch stopped; tenant state quotas go by what this instance saw'));
   return {
-    ready,
+    ready: follow.ready,
     bytes: book.bytes,
     sizeOf: book.sizeOf,
     stored(storedKey, size, revision) {
       if (revision > heard) book.stored(storedKey, size, revision);
     },
     deleted: (storedKey, revision) => book.deleted(storedKey, revision),
-    stop: () => void messages.close(),
+    stop: follow.stop,
   };
 }

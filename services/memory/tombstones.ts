@@ -1,4 +1,4 @@
-import { DeliverPolicy, jetstream } from '@nats-io/jetstream';
+import { followBucket } from './bucket-follow.ts';
 import type { NatsConnection } from '@nats-io/nats-core';
 import type { Logger } from '../../src/logging.ts';
 import { parseTombstoneKey, streamNames } from '../../src/protocol/index.ts';
@@ -39,25 +39,20 @@ export async function watchTombstones(options: TombstoneWatchOptions): Promise<T
   const { nc, logger } = options;
   const bucket = streamNames(options.prefix).tombstones;
   const stream = `KV_${bucket}`;
-  const keyStart = `$KV.${bucket}.`.length;
-  const target = (await streamOnceThere(nc, stream, { logger, what: 'the tombstones bucket', ...(options.pollMs ? { pollMs: options.pollMs } : {}), ...(options.signal ? { signal: options.signal } : {}) })).lastSeq;
-  const consumer = await jetstream(nc).consumers.get(stream, { filter_subjects: `$KV.${bucket}.>`, deliver_policy: DeliverPolicy.All });
-  const messages = await consumer.consume();
+  const lastSeq = (await streamOnceThere(nc, stream, { logger, what: 'the tombstones bucket', ...(options.pollMs ? { pollMs: options.pollMs } : {}), ...(options.signal ? { signal: options.signal } : {}) })).lastSeq;
   const deleted = new Set<string>();
-  let resolveReady: () => void = () => undefined;
-  const ready = new Promise<void>((resolve) => {
-    resolveReady = resolve;
-  });
-  // As for the log: the last sequence may name a tombstone purged since; nothing pending is ready too.
-  if (target === 0 || (await consumer.info(true)).num_pending === 0) resolveReady();
-  void (async () => {
-    for await (const message of messages) {
-      const key = message.subject.slice(keyStart);
+  const follow = await followBucket({
+    nc,
+    bucket,
+    lastSeq,
+    deliver: 'all',
+    logger,
+    what: 'tombstone watch',
+    onEntry: async ({ key, operation }) => {
       const session = parseTombstoneKey(key);
-      const operation = message.headers?.get('KV-Operation');
       if (!session) {
-        logger.warn({ subject: message.subject }, 'skipped a tombstone whose key is not <tenant>.<sessionId>');
-      } else if (operation === 'DEL' || operation === 'PURGE') {
+        logger.warn({ subject: `$KV.${bucket}.${key}` }, 'skipped a tombstone whose key is not <tenant>.<sessionId>');
+      } else if (operation !== 'PUT') {
         deleted.delete(key);
       } else if (!deleted.has(key)) {
         deleted.add(key);
@@ -67,13 +62,12 @@ export async function watchTombstones(options: TombstoneWatchOptions): Promise<T
           logger.warn({ err, ...session }, 'a deleted session could not be forgotten');
         }
       }
-      if (message.seq >= target || message.info.pending === 0) resolveReady();
-    }
-  })().catch((err: unknown) => logger.error({ err }, 'tombstone watch stopped'));
+    },
+  });
   return {
-    ready,
+    ready: follow.ready,
     has: (tenant, sessionId) => deleted.has(`${tenant}.${sessionId}`),
     size: () => deleted.size,
-    stop: () => void messages.close(),
+    stop: follow.stop,
   };
 }
