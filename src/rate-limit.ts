@@ -51,14 +51,14 @@ export function createRateLimiter(rate: Rate, now: () => number): RateLimiter {
 
 /**
  * Reads a rate written `<per second>` or `<per second>:<burst>` (0: no limit; the burst defaults to twice the rate,
- * at least 1). Throws an Error naming `name` for anything else.
+ * at least 1). Throws an Error naming `name` for anything else; `what` is counted per second in its message.
  *
  * @example
  * parseRate('AGENTBUS_MEMORY_TENANT_RATE', '50:100'); // { perSecond: 50, burst: 100 }
  */
-export function parseRate(name: string, raw: string): Rate {
+export function parseRate(name: string, raw: string, what = 'requests'): Rate {
   const match = /^(\d+(?:\.\d+)?)(?::(\d+))?$/.exec(raw.trim());
-  if (!match) throw new Error(`${name} must be <requests per second> or <requests per second>:<burst> (0: no limit), got ${JSON.stringify(raw)}`);
+  if (!match) throw new Error(`${name} must be <${what} per second> or <${what} per second>:<burst> (0: no limit), got ${JSON.stringify(raw)}`);
   const perSecond = Number(match[1]);
   const burst = match[2] === undefined ? Math.max(1, Math.ceil(perSecond * 2)) : Number(match[2]);
   if (perSecond > 0 && burst < 1) throw new Error(`${name}: the burst must be at least 1, got ${JSON.stringify(raw)}`);

@@ -15,6 +15,7 @@ import { createTokenCounter } from '../../src/tokens.ts';
 import type { TokenCounter } from '../../src/tokens.ts';
 import { DEFAULT_ADMISSION_LIMITS } from './ingress/admission.ts';
 import type { AdmissionLimits, Rate } from './ingress/admission.ts';
+import { parseRate } from '../../src/rate-limit.ts';
 import { DEFAULT_RUNTIME_CONFIG, IngressMode, ceilingsFromEnv, toolHooksFromEnv } from './config.ts';
 import type { RuntimeConfig } from './config.ts';
 import { startNodeHealth } from './health/node-health.ts';
@@ -248,11 +249,5 @@ function admissionFromEnv(env: NodeJS.ProcessEnv): AdmissionLimits | undefined {
 
 function rateFromEnv(env: NodeJS.ProcessEnv, name: string, fallback: Rate): Rate {
   const raw = env[name];
-  if (!raw) return fallback;
-  const match = /^(\d+(?:\.\d+)?)(?::(\d+))?$/.exec(raw.trim());
-  if (!match) throw new Error(`${name} must be <messages per second> or <messages per second>:<burst> (0: no limit), got ${JSON.stringify(raw)}`);
-  const perSecond = Number(match[1]);
-  const burst = match[2] === undefined ? Math.max(1, Math.ceil(perSecond * 2)) : Number(match[2]);
-  if (perSecond > 0 && burst < 1) throw new Error(`${name}: the burst must be at least 1, got ${JSON.stringify(raw)}`);
-  return { perSecond, burst };
+  return raw ? parseRate(name, raw, 'messages') : fallback;
 }
