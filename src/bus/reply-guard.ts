@@ -78,15 +78,18 @@ export function checkReply(policy: ReplyPolicy, request: ReplyRequest): ReplyVer
   if (reply.length > MAX_REPLY_CHARS) return { allowed: false, reason: `reply subject is longer than ${MAX_REPLY_CHARS} characters` };
   if (!isLiteralSubject(reply)) return { allowed: false, reason: 'reply subject is not one literal subject (an empty token, a wildcard or a space)' };
   const tenantInbox = tenant === undefined ? undefined : userInboxPrefix(tenant);
-  const prefixes = [
-    ...(tenantInbox ? [tenantInbox] : []),
-    ...TRUSTED_INBOX_PREFIXES,
-    SERVICE_IMPORT_REPLY_PREFIX,
-    ...policy.trusted,
-    ...(policy.open ? [DEFAULT_INBOX_PREFIX] : []),
-  ];
-  // The literal check above guarantees a non-empty token after the prefix's dot.
-  if (prefixes.some((prefix) => reply.startsWith(`${prefix}.`))) return ALLOWED;
+  // The literal check above guarantees a non-empty token after the prefix's dot. Checked in place, per request:
+  // every responder runs this on every message, so no list is built here.
+  const under = (prefix: string) => reply.startsWith(prefix) && reply.charCodeAt(prefix.length) === 0x2e;
+  if (
+    (tenantInbox !== undefined && under(tenantInbox)) ||
+    TRUSTED_INBOX_PREFIXES.some(under) ||
+    under(SERVICE_IMPORT_REPLY_PREFIX) ||
+    policy.trusted.some(under) ||
+    (policy.open && under(DEFAULT_INBOX_PREFIX))
+  ) {
+    return ALLOWED;
+  }
   const expected = tenantInbox ? `${tenantInbox}. (the tenant's inbox)` : 'a service inbox';
   return { allowed: false, reason: `reply subject is under no inbox the requester may own: expected ${expected}, or a prefix of ${TRUSTED_INBOXES_ENV}` };
 }
