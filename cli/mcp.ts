@@ -7,7 +7,7 @@ import { createScrubber, secretsFromEnv } from '../src/scrub/index.ts';
 import type { Scrubber } from '../src/scrub/index.ts';
 import { createMcpBridge, describeMcpSource, mcpServerEnvironment, mcpSourceSecrets, openMcpSession } from '../src/mcp/index.ts';
 import type { McpBridgeEvent, McpSandbox, McpSource } from '../src/mcp/index.ts';
-import { BWRAP_INSTALL_HINT, SANDBOX_PATH, findProgram, realExisting, sandboxHiddenPaths } from '../src/sandbox/index.ts';
+import { BWRAP_INSTALL_HINT, SANDBOX_PATH, STATE_DIRECTORY_NAME, findProgram, realExisting, sandboxHiddenPaths } from '../src/sandbox/index.ts';
 import { createCodec, createSubjects } from '../src/protocol/index.ts';
 import { createToolWorker } from '../src/tool-sdk/index.ts';
 import type { AnyToolDefinition } from '../src/tool-sdk/index.ts';
@@ -45,7 +45,7 @@ export async function mcpSandboxOf(options: McpOptions, context: CliContext): Pr
   if (bwrap === undefined) throw new McpStartError(options.server.command, `--sandbox runs the MCP server under bubblewrap, which is not installed: ${BWRAP_INSTALL_HINT}`);
   const workspace = await realpath(context.cwd);
   // As run_command does: the state folder of `agentbus up` here (its bus's token and store) and AGENTBUS_WORKSPACE_HIDE are covered.
-  const hide = [join(workspace, '.agentbus'), context.stateDir, ...(context.env.AGENTBUS_WORKSPACE_HIDE ?? '').split(':').filter((path) => isAbsolute(path))];
+  const hide = [join(workspace, STATE_DIRECTORY_NAME), context.stateDir, ...(context.env.AGENTBUS_WORKSPACE_HIDE ?? '').split(':').filter((path) => isAbsolute(path))];
   const hiddenPaths = await sandboxHiddenPaths(workspace, await Promise.all(hide.map((path) => realExisting(path).catch(() => path))));
   return { sandbox: { bwrap, workspace, network: options.sandbox.network, readOnlyPaths: options.sandbox.readOnlyPaths, hiddenPaths } };
 }

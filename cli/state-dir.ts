@@ -1,5 +1,6 @@
 import { chmod, mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
+import { STATE_DIRECTORY_NAME } from '../src/sandbox/index.ts';
 
 /**
  * What `agentbus up` leaves in `.agentbus/stack.json` (mode 0600, in a folder only its owner may enter) so that
@@ -35,7 +36,7 @@ export async function makePrivateDir(dir: string): Promise<void> {
 
 /** The project's state folder: `.agentbus/` in the working directory. */
 export function stateDir(cwd: string = process.cwd()): string {
-  return resolve(cwd, '.agentbus');
+  return resolve(cwd, STATE_DIRECTORY_NAME);
 }
 
 const stackPath = (dir: string) => join(dir, 'stack.json');

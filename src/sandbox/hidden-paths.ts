@@ -2,6 +2,12 @@ import { lstat, realpath } from 'node:fs/promises';
 import { dirname, isAbsolute, relative, resolve, sep } from 'node:path';
 import type { SandboxHiddenPath } from './bwrap-arguments.ts';
 
+/**
+ * The name of agentbus's state folder in a project folder (`agentbus up`'s `.agentbus/`: the embedded bus's store,
+ * its token, `stack.json`). Every workspace and sandbox hides its own `<root>/.agentbus`.
+ */
+export const STATE_DIRECTORY_NAME = '.agentbus';
+
 /** True when `candidate` is `root` or lies inside it (both absolute, compared as written). */
 export function isInside(root: string, candidate: string): boolean {
   const rel = relative(root, candidate);

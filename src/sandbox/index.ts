@@ -3,4 +3,4 @@ export type { SandboxHiddenPath, SandboxSpec } from './bwrap-arguments.ts';
 export { BWRAP_INSTALL_HINT, bwrapFailure } from './bwrap-failure.ts';
 export type { BwrapFailure } from './bwrap-failure.ts';
 export { findProgram } from './find-program.ts';
-export { isInside, realExisting, sandboxHiddenPaths } from './hidden-paths.ts';
+export { STATE_DIRECTORY_NAME, isInside, realExisting, sandboxHiddenPaths } from './hidden-paths.ts';
