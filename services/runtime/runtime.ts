@@ -196,6 +196,8 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
     ...(deps.onHandled ? { onHandled: deps.onHandled } : {}),
   });
   const ingress = await startIngress({ nc, subjects, prefix: config.prefix, nodeId: config.nodeId, replies, handler, forwarder, logger, mode: config.ingress });
+  // Counted among the nodes that hear session messages only now: the others may pick this node for a new session.
+  liveness.markReady(true);
 
   const adoptOrphans = () => void sessions.adoptOrphans().catch((err: unknown) => logger.warn({ err }, 'could not look for orphaned sessions'));
   // A node found dead: the messages kept for it are handled by this node (which claims each session, or passes
@@ -226,9 +228,14 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
   logger.info({ prefix: config.prefix }, 'runtime started');
   return {
     sessions: () => sessions.size(),
-    ingress: () => ingress.counts(),
+    ingress: () => {
+      const claims = leases.counts();
+      return { ...ingress.counts(), claimsAsked: claims.asked, claimsPresumed: claims.presumed };
+    },
     async stop() {
       stopping = true;
+      // Picked for no new session from now on (the others hear it with this node's next heartbeat).
+      liveness.markReady(false);
       clearInterval(maintenance);
       // What the server sent this node already is handled while it still holds its sessions; messages passed on
       // to it from now on are kept by the nodes that passed them, and answered once this node is gone (below).

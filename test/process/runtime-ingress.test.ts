@@ -3,6 +3,7 @@ import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { createInbox } from '@nats-io/nats-core';
 import { Kvm } from '@nats-io/kv';
+import { rendezvousOwner } from '../../services/runtime/node/rendezvous.ts';
 import { createCodec } from '../../src/protocol/index.ts';
 import type { IngressCounts, NodeHealthFigures } from '../../services/runtime/index.ts';
 import { startProviderService } from '../../services/provider/index.ts';
@@ -64,6 +65,13 @@ function delta(after: Record<string, IngressCounts>, before: Record<string, Ingr
   return { heard: a.heard - b.heard, forwardedIn: a.forwardedIn - b.forwardedIn, forwardedOut: a.forwardedOut - b.forwardedOut };
 }
 
+/** Lease claims a node made through the bucket, and those it answered by rendezvous hashing, since `before`. */
+function claimDelta(after: Record<string, IngressCounts>, before: Record<string, IngressCounts>, node: string) {
+  const a = after[node]!;
+  const b = before[node];
+  return { asked: (a.claimsAsked ?? 0) - (b?.claimsAsked ?? 0), presumed: (a.claimsPresumed ?? 0) - (b?.claimsPresumed ?? 0) };
+}
+
 async function holderOf(sessionId: string): Promise<string | undefined> {
   const leases = await new Kvm(client).open('AGENTBUS_LEASES');
   const entry = await leases.get(`${TENANT}.${sessionId}`);
@@ -118,7 +126,7 @@ describe('partitioned ingress (queue) with three runtime nodes', () => {
     events.stop();
     const after = await ingressCounts(3);
     const deltas = Object.fromEntries(ids.map((id) => [id, delta(after, before, id)]));
-    const sum = (key: keyof IngressCounts) => ids.reduce((total, id) => total + deltas[id]![key], 0);
+    const sum = (key: keyof ReturnType<typeof delta>) => ids.reduce((total, id) => total + deltas[id]![key], 0);
     // Each message published was heard by one node of the fleet (with every node hearing all, it would be 3 × count).
     expect(sum('heard')).toBe(count);
     // What non-holders heard they passed on to the holder, and only the holder was passed anything.
@@ -221,6 +229,50 @@ describe('broadcast ingress (the default) with three runtime nodes', () => {
     for (let index = 0; index < 5; index += 1) expect(await prompt(sessionId, `again ${index}`)).toMatchObject({ accepted: true });
     const after = await ingressCounts(3);
     for (const id of ids) expect(delta(after, before, id)).toEqual({ heard: 5, forwardedIn: 0, forwardedOut: 0 });
+  }, 60_000);
+
+  it("has one node, not all three, ask the lease bucket for a new session's first message once the fleet is settled", async () => {
+    const ids = ['h-a', 'h-b', 'h-c'];
+    await startNodes(ids, { AGENTBUS_LEASE_TTL_MS: '1000' });
+    // Settled: a whole TTL since the last node said it takes messages (and since each heard the others).
+    await new Promise((resolve) => setTimeout(resolve, 2_500));
+    const before = await ingressCounts(3);
+    const sessionIds = Array.from({ length: 30 }, (_, index) => `hrw-${index}`);
+    for (const sessionId of sessionIds) expect(await prompt(sessionId, 'hello')).toMatchObject({ accepted: true });
+    const after = await ingressCounts(3);
+    const claims = ids.map((id) => claimDelta(after, before, id));
+    const asked = claims.reduce((total, claim) => total + claim.asked, 0);
+    const presumed = claims.reduce((total, claim) => total + claim.presumed, 0);
+    // Every node heard every message; per session, the picked node asked the bucket and the other two did not.
+    for (const id of ids) expect(delta(after, before, id).heard).toBe(sessionIds.length);
+    expect(asked).toBe(sessionIds.length);
+    expect(presumed).toBe(2 * sessionIds.length);
+    // The sessions are spread over the nodes, each held by the node the others presumed.
+    const holders = await Promise.all(sessionIds.map((sessionId) => holderOf(sessionId)));
+    for (const id of ids) expect(holders.filter((holder) => holder === id).length).toBeGreaterThan(0);
+    await checkClean(sessionIds);
+    console.log(`ingress (broadcast, 3 nodes, settled): ${asked} bucket claims and ${presumed} presumed for ${sessionIds.length} new sessions; holders ${JSON.stringify(Object.fromEntries(ids.map((id) => [id, holders.filter((holder) => holder === id).length])))}`);
+  }, 60_000);
+
+  it('answers a new session whose picked node is paused, once that node is found dead', async () => {
+    const ids = ['p-a', 'p-b', 'p-c'];
+    const nodes = await startNodes(ids, { AGENTBUS_LEASE_TTL_MS: '1000' });
+    await new Promise((resolve) => setTimeout(resolve, 2_500));
+    // Pause one node, then prompt new sessions until one lands on it (a third of them, by the hashing).
+    const victim = 'p-b';
+    nodes[victim]!.child.kill('SIGSTOP');
+    try {
+      const sessionIds = Array.from({ length: 9 }, (_, index) => `paused-${index}`);
+      // The hashing picks the paused node for some of them: those are answered only once it is found dead.
+      expect(sessionIds.filter((sessionId) => rendezvousOwner(`${TENANT}.${sessionId}`, ids) === victim).length).toBeGreaterThan(0);
+      const replies = await Promise.all(sessionIds.map((sessionId) => prompt(sessionId, 'hello', 15_000)));
+      for (const reply of replies) expect(reply).toMatchObject({ accepted: true });
+      const holders = await Promise.all(sessionIds.map((sessionId) => holderOf(sessionId)));
+      for (const holder of holders) expect(holder).not.toBe(victim);
+      await checkClean(sessionIds);
+    } finally {
+      nodes[victim]!.child.kill('SIGCONT');
+    }
   }, 60_000);
 });
 

@@ -16,6 +16,10 @@ export interface IngressCounts {
   readonly forwardedIn: number;
   /** Messages this node passed on to a session's holder. */
   readonly forwardedOut: number;
+  /** Lease claims that asked the bucket (a KV write or read). */
+  readonly claimsAsked?: number;
+  /** Lease claims of a session nobody was known to hold, answered by rendezvous hashing without the bucket. */
+  readonly claimsPresumed?: number;
 }
 
 /** The session messages one node takes: its share of the queue group, and what other nodes pass on to it. */

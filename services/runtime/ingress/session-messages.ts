@@ -101,7 +101,10 @@ export function createSessionMessageHandler(deps: SessionMessageDeps): SessionMe
     }
     // Only the lease holder acts. Another node passes the message on to the holder and keeps a copy until it
     // knows the holder lived on. A prompt's claim marks the lease active in the same write.
-    const claimed = await leases.claim(tenant, sessionId, verb === SessionVerb.prompt ? { active: true } : {});
+    // Every node heard it (`broadcast`): a session nobody is known to hold is claimed by the one node a settled
+    // fleet agrees on, not raced for by all of them.
+    const presume = deps.forward === undefined && !replayed;
+    const claimed = await leases.claim(tenant, sessionId, { ...(verb === SessionVerb.prompt ? { active: true } : {}), ...(presume ? { presume } : {}) });
     if (!claimed.held) {
       sessions.dropLost(tenant, sessionId);
       if (claimed.owner === '') return;

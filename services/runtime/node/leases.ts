@@ -4,6 +4,7 @@ import type { Logger } from '../../../src/logging.ts';
 import type { NodeLiveness } from './node-liveness.ts';
 import { withTimeout } from '../../../src/with-timeout.ts';
 import { isRevisionConflict } from '../../../src/bus/revision-conflict.ts';
+import { rendezvousOwner } from './rendezvous.ts';
 
 /** A lease as stored in the KV bucket, one key per session (`<tenant>.<sessionId>`). */
 interface LeaseValue {
@@ -37,8 +38,15 @@ export interface SessionLeases {
    * when a live node holds it. `active: true` writes the lease active in the same KV write that takes it (a
    * prompt's claim). A lease this node holds while its heartbeat is current is not read or written at all, so
    * its flag is left as it is: follow with `setActive`, which writes only when the flag changes.
+   *
+   * `presume: true` (a message every node heard, `broadcast` ingress): when nobody is known to hold the session
+   * and the fleet's view is settled ({@link NodeLiveness.view}), only the node that rendezvous hashing picks
+   * among the ready nodes asks the bucket; every other node answers at once with that node as the owner, so a
+   * new session's first message costs the fleet one claim instead of one per node. The picked node claims for
+   * real (and learns the true owner if another node held the session already); should it die first, the nodes
+   * that kept the message for it claim when it is found dead, as for any holder.
    */
-  claim(tenant: string, sessionId: string, options?: { active?: boolean }): Promise<ClaimResult>;
+  claim(tenant: string, sessionId: string, options?: { active?: boolean; presume?: boolean }): Promise<ClaimResult>;
   /**
    * Records whether a held session has work, so a node that finds this one dead resumes it. Written through at
    * once: mark a session active before logging its prompt.
@@ -56,6 +64,10 @@ export interface SessionLeases {
    * node's own id in an earlier life (a restarted node with a stable `AGENTBUS_NODE_ID` takes its own back at once).
    */
   orphans(): Promise<OrphanSession[]>;
+  /**
+   * Claims that asked the bucket, and claims answered by rendezvous hashing without it (`presume`), since start.
+   */
+  counts(): { readonly asked: number; readonly presumed: number };
   /** Reads every held lease back (after this node lapsed); calls `onLost` for those another node took. */
   verifyAll(onLost: (tenant: string, sessionId: string) => void): Promise<void>;
 }
@@ -101,6 +113,9 @@ export function createSessionLeases(deps: { kv: KV; codec: Codec; liveness: Node
   // heard from within its TTL is not this node's to claim, so it costs no bucket operation at all. Entries of
   // a node found dead go at once; the map is cleared when it grows past its bound.
   const owners = new Map<string, string>();
+  /** Claims answered by rendezvous hashing, without the bucket: a figure for the bench. */
+  let presumedClaims = 0;
+  let askedClaims = 0;
   const MAX_OWNERS = 100_000;
   const noteOwner = (key: string, owner: string) => {
     if (owner === '' || owner === nodeId) return;
@@ -111,13 +126,30 @@ export function createSessionLeases(deps: { kv: KV; codec: Codec; liveness: Node
     for (const [key, owner] of owners) if (owner === node) owners.delete(key);
   });
 
-  async function claim(tenant: string, sessionId: string, options: { active?: boolean } = {}): Promise<ClaimResult> {
+  /** The node a settled fleet agrees should claim an unheld session, when it is not this one. */
+  function presumedOwner(key: string): string | undefined {
+    const view = liveness.view();
+    if (!view.settled) return undefined;
+    const picked = rendezvousOwner(key, view.members);
+    return picked === nodeId ? undefined : picked;
+  }
+
+  async function claim(tenant: string, sessionId: string, options: { active?: boolean; presume?: boolean } = {}): Promise<ClaimResult> {
     const key = keyOf(tenant, sessionId);
     // The common case, a lease held while this node is current, asks the bucket nothing.
     if (held.has(key) && liveness.selfCurrent() && !claiming.has(key)) return HELD;
     const owner = owners.get(key);
     if (owner !== undefined && !held.has(key) && liveness.heardFrom(owner)) return { held: false, owner };
+    if (options.presume === true && !held.has(key) && !claiming.has(key)) {
+      const presumed = presumedOwner(key);
+      if (presumed !== undefined) {
+        presumedClaims += 1;
+        noteOwner(key, presumed);
+        return { held: false, owner: presumed };
+      }
+    }
     for (let inFlight = claiming.get(key); inFlight; inFlight = claiming.get(key)) await inFlight.catch(() => undefined);
+    askedClaims += 1;
     const attempt = claimOnce(key, options).then((result) => {
       if (result.held) owners.delete(key);
       else noteOwner(key, result.owner);
@@ -224,6 +256,7 @@ export function createSessionLeases(deps: { kv: KV; codec: Codec; liveness: Node
 
   return {
     claim,
+    counts: () => ({ asked: askedClaims, presumed: presumedClaims }),
     async setActive(tenant, sessionId, active) {
       const key = keyOf(tenant, sessionId);
       const lease = held.get(key);

@@ -9,6 +9,11 @@ interface Heartbeat {
   readonly ttlMs: number;
   /** The writer's wall clock, for people reading the bucket; liveness never compares clocks of two nodes. */
   readonly at: number;
+  /**
+   * True while the node takes session messages (its ingress is subscribed). A heartbeat without it (a node
+   * older than this field) counts as ready.
+   */
+  readonly ready?: boolean;
 }
 
 /** What this node last heard of another one. */
@@ -18,6 +23,20 @@ interface Seen {
   /** KV revision of that heartbeat; a later check that finds the same revision finds the node silent. */
   revision: number;
   dead: boolean;
+  /** What its last heartbeat said of its ingress ({@link Heartbeat.ready}). */
+  ready: boolean;
+}
+
+/** The nodes this one knows to take session messages now, and whether that knowledge is settled. */
+export interface FleetView {
+  /** This node (when ready) and every node heard from within the TTL whose heartbeat says it is ready. */
+  readonly members: readonly string[];
+  /**
+   * True when every node's view is the same as far as this one can tell: no node joined, left, changed its
+   * readiness or missed two heartbeats for a whole TTL, and this node's own heartbeat is current. Only a settled
+   * view may be used to agree on something without asking the bucket.
+   */
+  readonly settled: boolean;
 }
 
 /**
@@ -42,6 +61,15 @@ export interface NodeLiveness {
   isAlive(node: string): Promise<boolean>;
   /** True when `node`'s heartbeat was seen within the TTL: alive, with no I/O to ask. */
   heardFrom(node: string): boolean;
+  /**
+   * The fleet as this node sees it now ({@link FleetView}). Cheap: no I/O, one pass over the nodes known.
+   */
+  view(): FleetView;
+  /**
+   * Says in this node's heartbeats whether it takes session messages: call with `true` once its ingress is
+   * subscribed and with `false` when it starts to stop. A heartbeat goes out at once.
+   */
+  markReady(ready: boolean): void;
   /** Calls `listener` with each node found dead: its heartbeat lapsed (and a read confirmed it), or it said goodbye. */
   onDead(listener: (node: string) => void): void;
   /**
@@ -89,12 +117,26 @@ export async function startNodeLiveness(options: NodeLivenessOptions): Promise<N
   let currentSince = Infinity;
   let lapsed = false;
   let writing = false;
+  let selfReady = false;
+  /** When the membership last changed as this node sees it (a node joined, left, or changed its readiness). */
+  let lastChange = clock();
+  const changed = () => {
+    lastChange = clock();
+  };
+  const readyOf = (value: Uint8Array): boolean => {
+    try {
+      return (codec.decode(value) as Partial<Heartbeat> | undefined)?.ready !== false;
+    } catch {
+      return true;
+    }
+  };
 
   const declareDead = (node: string, why: string) => {
     const known = seen.get(node);
     if (known?.dead) return;
     if (known) known.dead = true;
-    else seen.set(node, { at: -Infinity, revision: 0, dead: true });
+    else seen.set(node, { at: -Infinity, revision: 0, dead: true, ready: false });
+    changed();
     logger.warn({ peer: node, why }, 'runtime node found dead; its sessions are free to take');
     for (const listener of deadListeners) listener(node);
   };
@@ -109,7 +151,7 @@ export async function startNodeLiveness(options: NodeLivenessOptions): Promise<N
       logger.warn({ silentMs: Math.round(sentAt - lastAckedSend) }, 'own heartbeat lapsed; checking the leases held');
     }
     try {
-      await withTimeout(kv.put(nodeId, codec.encode({ ttlMs, at: wallClock() } satisfies Heartbeat)), ttlMs, 'heartbeat write');
+      await withTimeout(kv.put(nodeId, codec.encode({ ttlMs, at: wallClock(), ready: selfReady } satisfies Heartbeat)), ttlMs, 'heartbeat write');
       lastAckedSend = sentAt;
       if (lapsed) {
         try {
@@ -141,7 +183,9 @@ export async function startNodeLiveness(options: NodeLivenessOptions): Promise<N
     // A key nobody rewrote for many TTLs is a node long gone (a rough wall-clock test, tolerant of skew).
     const recent = wallClock() - entry.created.getTime() < Math.max(10 * ttlMs, 30_000);
     if (newer && recent) {
-      seen.set(node, { at: clock(), revision: entry.revision, dead: false });
+      const ready = readyOf(entry.value);
+      if (!known || known.dead || known.ready !== ready) changed();
+      seen.set(node, { at: clock(), revision: entry.revision, dead: false, ready });
       return true;
     }
     return false;
@@ -185,7 +229,9 @@ export async function startNodeLiveness(options: NodeLivenessOptions): Promise<N
         // The watch's first entries are the bucket as it was: a key there is not a sign of life by itself.
         if (!entry.isUpdate && !known) continue;
         if (known?.dead) logger.info({ peer: entry.key }, 'runtime node heard again');
-        seen.set(entry.key, { at: clock(), revision: entry.revision, dead: false });
+        const ready = readyOf(entry.value);
+        if (!known || known.dead || known.ready !== ready) changed();
+        seen.set(entry.key, { at: clock(), revision: entry.revision, dead: false, ready });
       } else if (entry.isUpdate) {
         declareDead(entry.key, 'it stopped');
       }
@@ -202,11 +248,33 @@ export async function startNodeLiveness(options: NodeLivenessOptions): Promise<N
     }
   }, Math.max(25, Math.floor(ttlMs / 8)));
 
+  function view(): FleetView {
+    const now = clock();
+    // A whole TTL without a change: every node has had four heartbeats to hear what this one heard.
+    let settled = selfReady && judging() && now - lastChange >= ttlMs;
+    const members: string[] = selfReady ? [nodeId] : [];
+    for (const [node, known] of seen) {
+      if (known.dead) continue;
+      const silentMs = now - known.at;
+      // Two heartbeats missed: the node may be dying, and others may stop counting it before this one does.
+      if (silentMs > ttlMs / 2) settled = false;
+      if (silentMs <= ttlMs && known.ready) members.push(node);
+    }
+    return { members, settled };
+  }
+
   return {
     nodeId,
     selfCurrent: () => !lapsed && clock() - lastAckedSend < (ttlMs * 3) / 4,
     isAlive,
     heardFrom,
+    view,
+    markReady(ready) {
+      if (ready === selfReady) return;
+      selfReady = ready;
+      changed();
+      void beat();
+    },
     onDead: (listener) => void deadListeners.push(listener),
     onSelfLapse: (listener) => void lapseListeners.push(listener),
     async stop() {
