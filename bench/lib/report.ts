@@ -217,6 +217,9 @@ function figuresTable(results: BenchResults): string[] {
       if (entry.handledPerMessage !== undefined) {
         lines.push(`| ${entry.nodes} runtime node(s), ${mode} ingress: session messages handled per message published, new / held sessions | ${fixed(entry.handledPerMessage)} / ${fixed(entry.heldHandledPerMessage ?? Number.NaN)} | 1 | ${fixed(entry.handledPerMessage)}× |`);
       }
+      if (entry.leaseClaimsPerNewSession !== undefined) {
+        lines.push(`| ${entry.nodes} runtime node(s), ${mode} ingress: lease claims through the bucket per new session, all nodes | ${fixed(entry.leaseClaimsPerNewSession)} | 1 | ${fixed(entry.leaseClaimsPerNewSession)}× |`);
+      }
     }
     const flight = scale.inFlight;
     lines.push(

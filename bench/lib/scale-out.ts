@@ -26,6 +26,11 @@ export interface ScaleOutRow {
   readonly handledPerMessage: number | undefined;
   /** The same for prompts to sessions the fleet holds already (a second turn of sessions of the workload). */
   readonly heldHandledPerMessage: number | undefined;
+  /**
+   * Lease claims that asked the bucket (a KV write or read) per new session of the workload, all nodes together:
+   * 1 when one node claims each new session, up to the node count when every node that heard it raced.
+   */
+  readonly leaseClaimsPerNewSession?: number | undefined;
 }
 
 /** Sessions/s with more runtime nodes on one server, and many sessions in flight behind a slow model. */
@@ -76,26 +81,34 @@ async function rssOf(pid: number | undefined): Promise<number | undefined> {
   return kb === undefined ? undefined : Number(kb) * 1024;
 }
 
-/** Session messages the runtime nodes handled so far (heard + passed on to them), or undefined when one does not say. */
-async function handledSoFar(nc: NatsConnection, nodes: number): Promise<number | undefined> {
+/**
+ * Session messages the runtime nodes handled so far (heard + passed on to them), and the lease claims they made
+ * through the bucket; each undefined when a node does not say (an older runtime).
+ */
+async function ingressSoFar(nc: NatsConnection, nodes: number): Promise<{ handled: number | undefined; claims: number | undefined }> {
   const inbox = createInbox();
   const subscription = nc.subscribe(inbox);
   nc.publish('$SRV.STATS.agentbus-runtime', undefined, { reply: inbox });
   const timer = setTimeout(() => subscription.unsubscribe(), 5_000);
   const counts: Array<number | undefined> = [];
+  const claims: Array<number | undefined> = [];
   const seen = new Set<string>();
   for await (const message of subscription) {
-    const data = (JSON.parse(new TextDecoder().decode(message.data)) as { data?: { node?: string; ingress?: { heard: number; forwardedIn: number } } }).data;
+    const data = (JSON.parse(new TextDecoder().decode(message.data)) as { data?: { node?: string; ingress?: { heard: number; forwardedIn: number; claimsAsked?: number } } }).data;
     if (!data?.node || seen.has(data.node)) continue;
     seen.add(data.node);
     counts.push(data.ingress ? data.ingress.heard + data.ingress.forwardedIn : undefined);
+    claims.push(data.ingress?.claimsAsked);
     if (seen.size >= nodes) break;
   }
   clearTimeout(timer);
   subscription.unsubscribe();
-  if (seen.size < nodes || counts.some((count) => count === undefined)) return undefined;
-  return counts.reduce<number>((sum, count) => sum + (count ?? 0), 0);
+  const total = (values: Array<number | undefined>) => (seen.size < nodes || values.some((value) => value === undefined) ? undefined : values.reduce<number>((sum, value) => sum + (value ?? 0), 0));
+  return { handled: total(counts), claims: total(claims) };
 }
+
+/** `after - before` per `per`, or undefined when either count is unknown. */
+const perUnit = (after: number | undefined, before: number | undefined, per: number) => (after === undefined || before === undefined || per === 0 ? undefined : (after - before) / per);
 
 function runtimeCpuMs(nodes: readonly ServiceProcess[]): number | undefined {
   let total = 0;
@@ -130,20 +143,21 @@ export async function measureScaleOut(deps: ScaleOutDeps): Promise<ScaleOutFigur
         await Promise.all(running.map((node) => node.waitFor('runtime started')));
         const tag = `so${run++}x`;
         await closedLoop((index) => deps.session(`${tag}w${index}`), { concurrency: 50, durationMs: 500 });
-        const handledBefore = await handledSoFar(deps.nc, count);
+        const before = await ingressSoFar(deps.nc, count);
         const cpuBefore = runtimeCpuMs(running);
         const load = await closedLoop((index) => deps.session(`${tag}${index}`), { concurrency: 200, durationMs: deps.durationMs });
         const cpuAfter = runtimeCpuMs(running);
-        const handledAfter = await handledSoFar(deps.nc, count);
+        const after = await ingressSoFar(deps.nc, count);
         // One prompt per session (its reply is the only answer a session's message gets); failed ones were published too.
         const published = load.sessions + load.failures;
-        const handledPerMessage = handledBefore === undefined || handledAfter === undefined ? undefined : (handledAfter - handledBefore) / published;
+        const handledPerMessage = perUnit(after.handled, before.handled, published);
+        const leaseClaimsPerNewSession = perUnit(after.claims, before.claims, published);
         // A second turn of 100 sessions of the load: prompts to sessions a node holds.
         const held = Math.min(100, load.sessions);
-        const heldBefore = await handledSoFar(deps.nc, count);
+        const heldBefore = await ingressSoFar(deps.nc, count);
         await closedLoop((index) => deps.session(`${tag}${index}`), { concurrency: 20, durationMs: 60_000, maxSessions: held });
-        const heldAfter = await handledSoFar(deps.nc, count);
-        const heldHandledPerMessage = heldBefore === undefined || heldAfter === undefined ? undefined : (heldAfter - heldBefore) / held;
+        const heldAfter = await ingressSoFar(deps.nc, count);
+        const heldHandledPerMessage = perUnit(heldAfter.handled, heldBefore.handled, held);
         const runtimeCpuPerSessionMs = cpuBefore === undefined || cpuAfter === undefined || load.sessions === 0 ? undefined : (cpuAfter - cpuBefore) / load.sessions;
         const one = nodes[first];
         const base = one?.sessionsPerSecond ?? load.sessionsPerSecond;
@@ -158,11 +172,12 @@ export async function measureScaleOut(deps: ScaleOutDeps): Promise<ScaleOutFigur
           cpuRatioToOne: runtimeCpuPerSessionMs === undefined || cpuBase === undefined ? undefined : runtimeCpuPerSessionMs / cpuBase,
           handledPerMessage,
           heldHandledPerMessage,
+          leaseClaimsPerNewSession,
         });
         const figure = (value: number | undefined, digits = 2) => (value === undefined ? 'n/a' : value.toFixed(digits));
         deps.log(
           `scale-out (${ingress}): ${count} runtime node(s): ${load.sessionsPerSecond.toFixed(0)} sessions/s at 200 concurrent (p50 ${load.latencyMs.p50.toFixed(1)} ms), runtime CPU ${figure(runtimeCpuPerSessionMs)} ms/session, ` +
-            `session messages handled per message published ${figure(handledPerMessage)} (new sessions), ${figure(heldHandledPerMessage)} (held sessions)`,
+            `session messages handled per message published ${figure(handledPerMessage)} (new sessions), ${figure(heldHandledPerMessage)} (held sessions), lease claims asked per new session ${figure(leaseClaimsPerNewSession)}`,
         );
       }
       for (const node of running.splice(0)) await node.stop();
