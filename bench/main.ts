@@ -256,7 +256,7 @@ try {
     scriptPath,
     slowScriptPath,
     durationMs: plan.scalingMs,
-    inFlightSessions: quick ? 500 : 2_000,
+    inFlightSessions: quick ? [200, 500] : [200, 2_000],
     providerLatencyMs: 1000,
     log,
   });

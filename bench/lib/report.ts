@@ -4,7 +4,7 @@ import type { CpuShare } from './cpu.ts';
 import type { DashboardFigure } from './dashboard-load.ts';
 import type { MemoryFigure } from './memory-load.ts';
 import type { RecallFigure } from './recall-load.ts';
-import type { ScaleOutFigure } from './scale-out.ts';
+import type { InFlightRow, ScaleOutFigure } from './scale-out.ts';
 import type { LoadResult } from './load.ts';
 import type { MachineInfo } from './machine.ts';
 import type { RoundTrips } from './raw-bus.ts';
@@ -110,6 +110,15 @@ export function targetsOf(results: BenchResults): TargetCheck[] {
     if (entry.handledPerMessage !== undefined) {
       const worst = Math.max(entry.handledPerMessage, entry.heldHandledPerMessage ?? 0);
       ratio(`session messages handled per message published, ${entry.nodes} nodes, new and held sessions (${mode} ingress)`, worst, false, 1.1, `${fixed(entry.handledPerMessage)} / ${fixed(entry.heldHandledPerMessage ?? Number.NaN)}`);
+    }
+  }
+  // Sessions in flight behind a 1 s model on one node: the smaller count near its ideal, the larger all finished.
+  const flights = results.scaleOut ? (Array.isArray(results.scaleOut.inFlight) ? results.scaleOut.inFlight : [results.scaleOut.inFlight as unknown as InFlightRow]) : [];
+  for (const flight of flights) {
+    if (flight.sessions <= 200) {
+      ratio(`${flight.sessions} sessions in flight behind a ${flight.providerLatencyMs} ms model, vs ideal`, flight.sessionsPerSecond / flight.idealPerSecond, true, 0.9, `${fixed(flight.sessionsPerSecond, 0)}/s of ${fixed(flight.idealPerSecond, 0)}/s`);
+    } else {
+      ratio(`${flight.sessions} sessions in flight behind a ${flight.providerLatencyMs} ms model: sessions failed`, flight.failures, false, 0, `${flight.failures} failed, ${fixed(flight.sessionsPerSecond, 0)}/s`);
     }
   }
   // Memory keeps up with the fleet: it follows the log at least as fast as the 200-concurrent workload appends to it.
@@ -221,10 +230,15 @@ function figuresTable(results: BenchResults): string[] {
         lines.push(`| ${entry.nodes} runtime node(s), ${mode} ingress: lease claims through the bucket per new session, all nodes | ${fixed(entry.leaseClaimsPerNewSession)} | 1 | ${fixed(entry.leaseClaimsPerNewSession)}× |`);
       }
     }
-    const flight = scale.inFlight;
-    lines.push(
-      `| ${flight.sessions} sessions in flight, one ${flight.providerLatencyMs} ms model call each (sessions/s) | ${fixed(flight.sessionsPerSecond, 0)} (p50 ${fixed(flight.latencyMs.p50, 0)} ms, ${flight.failures} failed); runtime RSS ${flight.runtimeRssBytes === undefined ? 'n/a' : mb(flight.runtimeRssBytes)} MB | ideal ${fixed(flight.idealPerSecond, 0)} | ${fixed(flight.sessionsPerSecond / flight.idealPerSecond)}× |`,
-    );
+    // Results of an older bench hold one row, not a list.
+    const flights = Array.isArray(scale.inFlight) ? scale.inFlight : [scale.inFlight as unknown as InFlightRow];
+    const ceiling = results.cpuAt200?.ceilingPerSecond;
+    for (const flight of flights) {
+      const bound = ceiling === undefined ? `ideal ${fixed(flight.idealPerSecond, 0)}` : `ideal ${fixed(flight.idealPerSecond, 0)}; CPU ceiling ${fixed(ceiling, 0)}`;
+      lines.push(
+        `| ${flight.sessions} sessions in flight, one ${flight.providerLatencyMs} ms model call each (sessions/s) | ${fixed(flight.sessionsPerSecond, 0)} (p50 ${fixed(flight.latencyMs.p50, 0)} ms, ${flight.failures} failed); runtime RSS ${flight.runtimeRssBytes === undefined ? 'n/a' : mb(flight.runtimeRssBytes)} MB, runtime CPU ${fixed(flight.runtimeCpuPerSessionMs ?? Number.NaN)} ms/session | ${bound} | ${fixed(flight.sessionsPerSecond / Math.min(flight.idealPerSecond, ceiling ?? Infinity))}× |`,
+      );
+    }
   }
   const setup = results.scalingSetup;
   for (const entry of results.scaling) {

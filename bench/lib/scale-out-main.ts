@@ -39,7 +39,7 @@ try {
     scriptPath,
     slowScriptPath,
     durationMs,
-    inFlightSessions: 200,
+    inFlightSessions: [200],
     providerLatencyMs: 1000,
     log,
   });

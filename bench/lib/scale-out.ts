@@ -37,19 +37,27 @@ export interface ScaleOutRow {
 export interface ScaleOutFigure {
   /** The same closed loop at 200 concurrent against 1, 3 and 4 runtime nodes, under each ingress mode. */
   readonly nodes: readonly ScaleOutRow[];
-  /** `sessions` sessions in flight at once, each one model call of `providerLatencyMs` (latency-bound, as real LLMs are). */
-  readonly inFlight: {
-    readonly sessions: number;
-    readonly providerLatencyMs: number;
-    readonly seconds: number;
-    readonly sessionsPerSecond: number;
-    /** Every session back-to-back with nothing but the model's latency: sessions / latency. */
-    readonly idealPerSecond: number;
-    readonly latencyMs: Summary;
-    readonly failures: number;
-    /** Resident memory of the runtime process at the end of the run. */
-    readonly runtimeRssBytes: number | undefined;
-  };
+  /**
+   * Sessions in flight at once on one node, each one model call of `providerLatencyMs` (latency-bound, as real
+   * LLMs are): one row per count of `inFlightSessions`.
+   */
+  readonly inFlight: readonly InFlightRow[];
+}
+
+/** One count of sessions in flight behind a slow model, on one runtime node. */
+export interface InFlightRow {
+  readonly sessions: number;
+  readonly providerLatencyMs: number;
+  readonly seconds: number;
+  readonly sessionsPerSecond: number;
+  /** Every session back-to-back with nothing but the model's latency: sessions / latency. */
+  readonly idealPerSecond: number;
+  readonly latencyMs: Summary;
+  readonly failures: number;
+  /** Resident memory of the runtime process at the end of the run. */
+  readonly runtimeRssBytes: number | undefined;
+  /** CPU ms of the runtime per session of this run. */
+  readonly runtimeCpuPerSessionMs: number | undefined;
 }
 
 /** What {@link measureScaleOut} runs on: a way to start processes, and a session function per tag. */
@@ -66,7 +74,8 @@ export interface ScaleOutDeps {
   readonly scriptPath: string;
   readonly slowScriptPath: string;
   readonly durationMs: number;
-  readonly inFlightSessions: number;
+  /** Counts of sessions in flight at once behind the slow model, one row each (e.g. 200 and 2,000). */
+  readonly inFlightSessions: readonly number[];
   readonly providerLatencyMs: number;
   readonly log: (text: string) => void;
 }
@@ -188,21 +197,27 @@ export async function measureScaleOut(deps: ScaleOutDeps): Promise<ScaleOutFigur
     await tools.stop();
   }
 
-  // Latency-bound: one model call of providerLatencyMs per session, thousands in flight on one node.
+  // Latency-bound: one model call of providerLatencyMs per session, hundreds to thousands in flight on one node.
   const slow = deps.start('services/provider/main.ts', { AGENTBUS_SCRIPT: deps.slowScriptPath });
   const node = deps.start('services/runtime/main.ts', UNLIMITED);
+  const inFlight: InFlightRow[] = [];
   try {
     await Promise.all([slow.waitFor('provider service started'), node.waitFor('runtime started')]);
-    const tag = `inflight${run++}x`;
-    const durationMs = Math.max(deps.durationMs, 4 * deps.providerLatencyMs);
-    const load = await closedLoop((index) => deps.session(`${tag}${index}`, { text: 'hi', timeoutMs: 60_000 }), { concurrency: deps.inFlightSessions, durationMs });
-    const runtimeRssBytes = await rssOf(node.child.pid);
-    const idealPerSecond = deps.inFlightSessions / (deps.providerLatencyMs / 1000);
-    deps.log(`scale-out: ${deps.inFlightSessions} sessions in flight behind a ${deps.providerLatencyMs} ms model: ${load.sessionsPerSecond.toFixed(0)}/s of an ideal ${idealPerSecond.toFixed(0)}/s (p50 ${load.latencyMs.p50.toFixed(0)} ms), ${load.failures} failed, runtime RSS ${runtimeRssBytes === undefined ? 'n/a' : (runtimeRssBytes / 1024 / 1024).toFixed(0)} MB`);
-    return {
-      nodes,
-      inFlight: {
-        sessions: deps.inFlightSessions,
+    for (const sessions of deps.inFlightSessions) {
+      const tag = `inflight${run++}x`;
+      const durationMs = Math.max(deps.durationMs, 4 * deps.providerLatencyMs);
+      const cpuBefore = cpuTimeMs(node.child.pid);
+      const load = await closedLoop((index) => deps.session(`${tag}${index}`, { text: 'hi', timeoutMs: 60_000 }), { concurrency: sessions, durationMs });
+      const cpuAfter = cpuTimeMs(node.child.pid);
+      const runtimeRssBytes = await rssOf(node.child.pid);
+      const idealPerSecond = sessions / (deps.providerLatencyMs / 1000);
+      const runtimeCpuPerSessionMs = cpuBefore === undefined || cpuAfter === undefined || load.sessions === 0 ? undefined : (cpuAfter - cpuBefore) / load.sessions;
+      deps.log(
+        `scale-out: ${sessions} sessions in flight behind a ${deps.providerLatencyMs} ms model: ${load.sessionsPerSecond.toFixed(0)}/s of an ideal ${idealPerSecond.toFixed(0)}/s (p50 ${load.latencyMs.p50.toFixed(0)} ms), ${load.failures} failed, ` +
+          `runtime RSS ${runtimeRssBytes === undefined ? 'n/a' : (runtimeRssBytes / 1024 / 1024).toFixed(0)} MB, runtime CPU ${runtimeCpuPerSessionMs === undefined ? 'n/a' : runtimeCpuPerSessionMs.toFixed(2)} ms/session`,
+      );
+      inFlight.push({
+        sessions,
         providerLatencyMs: deps.providerLatencyMs,
         seconds: load.seconds,
         sessionsPerSecond: load.sessionsPerSecond,
@@ -210,8 +225,10 @@ export async function measureScaleOut(deps: ScaleOutDeps): Promise<ScaleOutFigur
         latencyMs: load.latencyMs,
         failures: load.failures,
         runtimeRssBytes,
-      },
-    };
+        runtimeCpuPerSessionMs,
+      });
+    }
+    return { nodes, inFlight };
   } finally {
     await node.stop();
     await slow.stop();
