@@ -55,11 +55,17 @@ describe('forward headers', () => {
 });
 
 describe('a message of a session another node holds', () => {
-  function handlerWith(options: { owner: string; stopping?: boolean; forward?: boolean }) {
+  function handlerWith(options: { owner: string; alone?: boolean; stopping?: boolean; forward?: boolean }) {
     const parked = createParkedMessages({ keepMs: 10_000, maxBytes: 1024 * 1024, clock: () => 0 });
     const forwarded: Array<{ owner: string; origin: MessageOrigin }> = [];
     const dropped: string[] = [];
-    const leases = { claim: async () => ({ held: false, owner: options.owner }) } as unknown as SessionLeases;
+    const claims: Array<{ active?: boolean; presume?: boolean } | undefined> = [];
+    const leases = {
+      claim: async (_tenant: string, _sessionId: string, claim?: { active?: boolean; presume?: boolean }) => {
+        claims.push(claim);
+        return { held: false, owner: options.owner, ...(options.alone ? { alone: true } : {}) };
+      },
+    } as unknown as SessionLeases;
     const sessions = { dropLost: (_tenant: string, sessionId: string) => dropped.push(sessionId) } as unknown as HostedSessions;
     const deps = {
       codec,
@@ -74,8 +80,43 @@ describe('a message of a session another node holds', () => {
       stopping: () => options.stopping === true,
       ...(options.forward === false ? {} : { forward: (owner: string, _message: SessionMessage, origin: MessageOrigin) => forwarded.push({ owner, origin }) }),
     } as unknown as SessionMessageDeps;
-    return { handler: createSessionMessageHandler(deps), parked, forwarded, dropped };
+    return { handler: createSessionMessageHandler(deps), parked, forwarded, dropped, claims };
   }
+
+  /** A message whose replies are recorded, decoded. */
+  function answered(subject: string) {
+    const replies: unknown[] = [];
+    const message = { ...clientMessage(subject), respond: (data?: Uint8Array) => replies.push(codec.decode(data!)) > 0 };
+    return { message, replies };
+  }
+
+  it('asks the leases to presume the holder only when every node heard it, and never for a kept message replayed', async () => {
+    const broadcast = handlerWith({ owner: 'node-b', forward: false });
+    const message = clientMessage('agentbus.acme.sessions.s1.prompt');
+    await broadcast.handler.handle(SessionVerb.prompt, message, directOrigin(message));
+    await broadcast.handler.handle(SessionVerb.prompt, message, directOrigin(message), { replayed: true });
+    expect(broadcast.claims).toEqual([{ active: true, presume: true }, { active: true }]);
+    const queue = handlerWith({ owner: 'node-b' });
+    await queue.handler.handle(SessionVerb.cancel, message, directOrigin(message));
+    expect(queue.claims).toEqual([{}]);
+  });
+
+  it('is answered "send again" when the bucket did not answer and no other node tried: the pick of a settled fleet, or queue ingress', async () => {
+    for (const options of [{ owner: '', alone: true, forward: false }, { owner: '' }]) {
+      const { handler, parked } = handlerWith(options);
+      const { message, replies } = answered('agentbus.acme.sessions.s1.prompt');
+      await handler.handle(SessionVerb.prompt, message, directOrigin(message));
+      expect(replies).toMatchObject([{ accepted: false, sessionId: 's1', error: { code: 'unavailable', retryable: true } }]);
+      expect(parked.take('')).toHaveLength(0);
+    }
+  });
+
+  it('is not answered when the bucket did not answer but other nodes tried too (an unsettled broadcast fleet)', async () => {
+    const { handler } = handlerWith({ owner: '', forward: false });
+    const { message, replies } = answered('agentbus.acme.sessions.s1.steer');
+    await handler.handle(SessionVerb.steer, message, directOrigin(message));
+    expect(replies).toEqual([]);
+  });
 
   it('is kept for its holder and passed on to it (queue ingress)', async () => {
     const { handler, parked, forwarded } = handlerWith({ owner: 'node-b' });

@@ -107,7 +107,16 @@ export function createSessionMessageHandler(deps: SessionMessageDeps): SessionMe
     const claimed = await leases.claim(tenant, sessionId, { ...(verb === SessionVerb.prompt ? { active: true } : {}), ...(presume ? { presume } : {}) });
     if (!claimed.held) {
       sessions.dropLost(tenant, sessionId);
-      if (claimed.owner === '') return;
+      if (claimed.owner === '') {
+        // The bucket did not answer. Where other nodes tried too, one of them may have won: say nothing. Where this
+        // node was the only one to hear the message (`queue`) or to try (the pick of a settled fleet), silence
+        // would leave the requester waiting out its timeout: it is told to send again.
+        if (deps.forward !== undefined || claimed.alone === true) {
+          const error = { code: ErrorCode.unavailable, message: `session ${tenant}/${sessionId}: its lease could not be claimed now (the lease bucket did not answer); send again`, retryable: true };
+          reply(message, verb === SessionVerb.prompt ? { accepted: false, sessionId, error } : { ok: false, error });
+        }
+        return;
+      }
       // A node that stops keeps nothing (it will not be there to answer), but still passes on what it heard.
       if (!replayed && !deps.stopping()) deps.parked.park(claimed.owner, { verb, message, origin });
       if (deps.forward && origin.hops < MAX_FORWARD_HOPS) deps.forward(claimed.owner, message, origin);

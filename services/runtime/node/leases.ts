@@ -21,7 +21,13 @@ export interface OrphanSession {
 }
 
 /** The outcome of a claim: held by this node, or the live node that holds it. */
-export type ClaimResult = { readonly held: true } | { readonly held: false; readonly owner: string };
+export type ClaimResult =
+  | { readonly held: true }
+  /**
+   * `owner: ''`: the claim could not be written (the bucket did not answer in time). `alone`: this node was the
+   * only one to try (the pick of a settled fleet, see `presume`), so nobody else will answer the message.
+   */
+  | { readonly held: false; readonly owner: string; readonly alone?: boolean };
 
 const HELD: ClaimResult = { held: true };
 
@@ -126,27 +132,22 @@ export function createSessionLeases(deps: { kv: KV; codec: Codec; liveness: Node
     for (const [key, owner] of owners) if (owner === node) owners.delete(key);
   });
 
-  /** The node a settled fleet agrees should claim an unheld session, when it is not this one. */
-  function presumedOwner(key: string): string | undefined {
-    const view = liveness.view();
-    if (!view.settled) return undefined;
-    const picked = rendezvousOwner(key, view.members);
-    return picked === nodeId ? undefined : picked;
-  }
-
   async function claim(tenant: string, sessionId: string, options: { active?: boolean; presume?: boolean } = {}): Promise<ClaimResult> {
     const key = keyOf(tenant, sessionId);
     // The common case, a lease held while this node is current, asks the bucket nothing.
     if (held.has(key) && liveness.selfCurrent() && !claiming.has(key)) return HELD;
     const owner = owners.get(key);
     if (owner !== undefined && !held.has(key) && liveness.heardFrom(owner)) return { held: false, owner };
+    let alone = false;
     if (options.presume === true && !held.has(key) && !claiming.has(key)) {
-      const presumed = presumedOwner(key);
-      if (presumed !== undefined) {
+      const view = liveness.view();
+      const picked = view.settled ? rendezvousOwner(key, view.members) : undefined;
+      if (picked !== undefined && picked !== nodeId) {
         presumedClaims += 1;
-        noteOwner(key, presumed);
-        return { held: false, owner: presumed };
+        noteOwner(key, picked);
+        return { held: false, owner: picked };
       }
+      alone = picked === nodeId;
     }
     for (let inFlight = claiming.get(key); inFlight; inFlight = claiming.get(key)) await inFlight.catch(() => undefined);
     askedClaims += 1;
@@ -157,7 +158,8 @@ export function createSessionLeases(deps: { kv: KV; codec: Codec; liveness: Node
     });
     claiming.set(key, attempt);
     try {
-      return await attempt;
+      const result = await attempt;
+      return alone && !result.held && result.owner === '' ? { held: false, owner: '', alone } : result;
     } finally {
       if (claiming.get(key) === attempt) claiming.delete(key);
     }
