@@ -34,8 +34,9 @@ const MAX_SYSTEM_COUNTS = 64;
 
 /**
  * Characters of one text counted exactly; the rest is counted by its UTF-8 length, an upper bound. Byte-pair
- * encoding this much text takes 10 ms (prose) to 35 ms (random letters, the costliest) on a slow core, so one
- * count stays inside 50 ms.
+ * encoding this much text takes about 20 ms of prose, but 200-300 ms of text whose pieces no cache holds
+ * (random letters, random CJK ideographs), so the time budget ({@link TokenCounterOptions.exactMsPerWindow}),
+ * not this limit, is what keeps one count inside 50 ms.
  */
 export const EXACT_COUNT_CHARS = 64 * 1024;
 
@@ -80,30 +81,44 @@ export interface TokenCounterOptions {
   readonly windowMs?: number;
   /** Clock for the budget, in ms; default `performance.now`. */
   readonly now?: () => number;
+  /**
+   * Makes the exact counter of an encoding, called on the first count (default {@link gptTokenizerCount}). For
+   * measuring another byte-pair encoder behind the same guards and budget (bench/lib/tokenizer-ab-main.ts).
+   */
+  readonly encoder?: (encoding: TokenEncoding) => (text: string) => number;
 }
 
 /**
- * Creates a token counter on a tiktoken encoding (default `o200k_base`), byte-pair encoded by `gpt-tokenizer`.
+ * Exact counts of `encoding` by `gpt-tokenizer`, ranks loaded now. Text that spells a special token
+ * ('<|endoftext|>') is text a user or a tool wrote: counted as text, as providers tokenize message content (the
+ * library's default throws, which failed every later step).
+ */
+export function gptTokenizerCount(encoding: TokenEncoding): (text: string) => number {
+  const ranks = (require(`gpt-tokenizer/cjs/bpeRanks/${encoding}`) as { default: Parameters<typeof GptEncoding.getEncodingApi>[1] extends () => infer R ? R : never }).default;
+  const encoder = GptEncoding.getEncodingApi(encoding, () => ranks);
+  encoder.setMergeCacheSize(MERGE_CACHE_SIZE);
+  const asText = { disallowedSpecial: new Set<string>() };
+  return (text) => encoder.countTokens(text, asText);
+}
+
+/**
+ * Creates a token counter on a tiktoken encoding (default `o200k_base`), byte-pair encoded by `gpt-tokenizer`:
+ * js-tiktoken (the design's tokenizer) counts the same tokens but took 8 times the CPU on CJK text, past what
+ * one count may take, and three times as long to load (docs/architecture.md, "Context building").
  * The encoding's ranks are loaded on the first count or by `warmUp()` (half a second and some memory): make one
  * counter per process and pass it around.
  */
 export function createTokenCounter(options: TokenEncoding | TokenCounterOptions = {}): TokenCounter {
-  const { encoding = 'o200k_base', exactMsPerWindow = 25, windowMs = 100, now = () => performance.now() } = typeof options === 'string' ? { encoding: options } : options;
-  let encoder: GptEncoding | undefined;
-  // Text that spells a special token ('<|endoftext|>') is text a user or a tool wrote: counted as text, as
-  // providers tokenize message content (the library's default throws, which failed every later step).
-  const asText = { disallowedSpecial: new Set<string>() };
+  const { encoding = 'o200k_base', exactMsPerWindow = 25, windowMs = 100, now = () => performance.now(), encoder: makeEncoder = gptTokenizerCount } =
+    typeof options === 'string' ? { encoding: options } : options;
+  let encoder: ((text: string) => number) | undefined;
   let windowStart = -Infinity;
   let spent = 0;
   const exact = (text: string): number => {
-    if (!encoder) {
-      const ranks = (require(`gpt-tokenizer/cjs/bpeRanks/${encoding}`) as { default: Parameters<typeof GptEncoding.getEncodingApi>[1] extends () => infer R ? R : never }).default;
-      encoder = GptEncoding.getEncodingApi(encoding, () => ranks);
-      encoder.setMergeCacheSize(MERGE_CACHE_SIZE);
-    }
+    encoder ??= makeEncoder(encoding);
     const started = now();
     try {
-      return encoder.countTokens(text, asText);
+      return encoder(text);
     } finally {
       spent += now() - started;
     }
