@@ -9,7 +9,7 @@ import type {
   ToolCallReply,
   ToolCallRequest,
 } from '../../src/protocol/index.ts';
-import type { ToolCallOptions } from '../../src/bus/tool-client.ts';
+import type { ToolCallOptions, ToolClientReply } from '../../src/bus/tool-client.ts';
 import type { ToolDescriptor } from '../../src/tool-sdk/index.ts';
 
 /**
@@ -31,7 +31,7 @@ export interface ToolPort {
   listTools(options: { signal?: AbortSignal }): Promise<readonly ToolInfo[]>;
   /** The tool as a worker last announced it, served now or not; undefined when none ever did (absent: never known). */
   announced?(name: string): ToolInfo | undefined;
-  call(request: ToolCallRequest, options: ToolCallOptions & { readonly signal: AbortSignal; readonly timeoutMs: number }): Promise<ToolCallReply>;
+  call(request: ToolCallRequest, options: ToolCallOptions & { readonly signal: AbortSignal; readonly timeoutMs: number }): Promise<ToolClientReply>;
 }
 
 /**

@@ -128,7 +128,8 @@ export function createProviderClient(options: ProviderClientOptions): ProviderCl
 
   function decodeChunk(message: Msg, provider: string): GenerateChunk {
     try {
-      return codec.decodeAs(generateChunkSchema, message.data, message.headers?.get('Content-Type'));
+      const value = codec.decode(message.data, message.headers?.get('Content-Type'));
+      return textDelta(value) ?? codec.validate(generateChunkSchema, value);
     } catch (cause) {
       throw new ProviderError(ErrorCode.providerError, `provider ${provider} sent a malformed chunk: ${(cause as Error).message}`, {
         provider,
@@ -266,4 +267,15 @@ function createHeartbeatWatchdog(options: {
       clearInterval(timer);
     },
   };
+}
+
+/**
+ * The most common chunk, a `text-delta` (one per streamed word or so), checked by hand as `generateChunkSchema` would
+ * check it; undefined for any other value, which then goes through the schema.
+ */
+function textDelta(value: unknown): GenerateChunk | undefined {
+  if (typeof value !== 'object' || value === null) return undefined;
+  const { v, requestId, seq, type, text } = value as Record<string, unknown>;
+  if (type !== 'text-delta' || v !== 1 || typeof requestId !== 'string' || !Number.isSafeInteger(seq) || typeof text !== 'string') return undefined;
+  return { v: 1, requestId, seq: seq as number, type: 'text-delta', text };
 }

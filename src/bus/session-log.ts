@@ -20,6 +20,23 @@ const pubAckSchema = z.object({
   error: z.object({ code: z.number(), err_code: z.number().optional(), description: z.string() }).optional(),
 });
 
+type PubAck = z.infer<typeof pubAckSchema>;
+
+/**
+ * A PubAck: the common one, `{"stream":"…","seq":n}` (with `duplicate`, perhaps), checked by hand, as every append
+ * gets one; anything else (a refusal, a malformed answer) goes through the schema.
+ */
+function decodePubAck(codec: Codec, data: Uint8Array): PubAck {
+  const value = codec.decode(data, ContentType.json);
+  if (typeof value === 'object' && value !== null && !('error' in value)) {
+    const { stream, seq, duplicate } = value as Record<string, unknown>;
+    if (typeof stream === 'string' && Number.isSafeInteger(seq) && (seq as number) >= 0 && (duplicate === undefined || typeof duplicate === 'boolean')) {
+      return duplicate === undefined ? { stream, seq: seq as number } : { stream, seq: seq as number, duplicate };
+    }
+  }
+  return codec.validate(pubAckSchema, value);
+}
+
 /** A session's log as read back. */
 export interface SessionLogRead {
   /** The valid events, in order, each with its `seq`. */
@@ -168,7 +185,7 @@ export function createSessionLog(deps: {
       }
       throw error;
     }
-    const ack = codec.decodeAs(pubAckSchema, reply.data, ContentType.json);
+    const ack = decodePubAck(codec, reply.data);
     if (ack.error) {
       if (expectedSeq !== undefined && ack.error.err_code === WRONG_LAST_SEQUENCE) {
         throw new LogConflictError(event.sessionId, expectedSeq, { cause: new Error(ack.error.description) });

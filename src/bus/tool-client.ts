@@ -56,7 +56,21 @@ export interface ToolCallOptions {
   readonly attempt?: number;
   /** Hears the worker's progress reports. */
   readonly onProgress?: (event: ToolCallEvent) => void;
+  /**
+   * Asks the worker for its output as text scrubbed of secrets (`Agentbus-Scrub-Output`); a reply that comes so
+   * has {@link ToolClientReply.outputScrubbed}. A worker that does not scrub answers as usual.
+   */
+  readonly scrubOutput?: boolean;
 }
+
+/** A tool's reply as the client returns it. */
+export type ToolClientReply = ToolCallReply & {
+  /**
+   * True when the worker said (`Agentbus-Output-Scrubbed`) that `output`, text, is scrubbed with the full pass. Not
+   * on the wire: the client sets it from the reply's header, on successful replies asked with `scrubOutput` only.
+   */
+  readonly outputScrubbed?: true;
+};
 
 /** The runtime's view of the tools on the bus. */
 export interface ToolClient {
@@ -69,7 +83,7 @@ export interface ToolClient {
    * worker announced to this client before, `unknown_tool` for one none ever did. On abort it sends a cancel
    * naming the call's id, tenant and session to the workers and rejects with the signal's reason.
    */
-  call(request: ToolCallRequest, options: ToolCallOptions): Promise<ToolCallReply>;
+  call(request: ToolCallRequest, options: ToolCallOptions): Promise<ToolClientReply>;
   /**
    * The tool as a worker last announced it to this client, whether or not one serves it now; undefined for a tool
    * no discovery ever found.
@@ -112,7 +126,8 @@ export function createToolClient(options: ToolClientOptions): ToolClient {
   let pending: Promise<DiscoveredTool[]> | undefined;
   // Every tool a discovery found, as last announced: a worker that went away is waited for, not taken for unknown.
   const seen = new Map<string, DiscoveredTool>();
-  const firstHeaders = callHeaders(1);
+  const firstHeaders = callHeaders(1, false);
+  const firstScrubbedHeaders = callHeaders(1, true);
 
   async function discover(): Promise<DiscoveredTool[]> {
     const instances = await discoverServices(nc, options.serviceName, {
@@ -201,7 +216,7 @@ export function createToolClient(options: ToolClientOptions): ToolClient {
     }
   }
 
-  async function call(toolRequest: ToolCallRequest, callOptions: ToolCallOptions): Promise<ToolCallReply> {
+  async function call(toolRequest: ToolCallRequest, callOptions: ToolCallOptions): Promise<ToolClientReply> {
     const { callId, name } = toolRequest;
     const signal = callOptions.signal;
     signal?.throwIfAborted();
@@ -219,11 +234,12 @@ export function createToolClient(options: ToolClientOptions): ToolClient {
     // a lost call. Otherwise silence counts only after a first heartbeat.
     const beats = cached?.byName.get(name)?.heartbeatMs;
     const attempt = callOptions.attempt ?? 1;
+    const scrubOutput = callOptions.scrubOutput === true;
     try {
       const message = await requestToolCall(nc, subjects.toolCall(name), payload, {
         replies,
         codec,
-        headers: attempt === 1 ? firstHeaders : callHeaders(attempt),
+        headers: attempt === 1 ? (scrubOutput ? firstScrubbedHeaders : firstHeaders) : callHeaders(attempt, scrubOutput),
         timeoutMs,
         lapseMs: Math.max(lapseMs, 3 * (beats ?? 0)),
         expectHeartbeats: beats !== undefined,
@@ -236,7 +252,8 @@ export function createToolClient(options: ToolClientOptions): ToolClient {
         logger.warn({ tool: name, callId }, 'malformed tool reply');
         return failed(callId, { code: ErrorCode.internal, message: `tool ${name} sent a malformed reply`, retryable: false });
       }
-      return reply.data;
+      const scrubbed = scrubOutput && reply.data.ok && typeof reply.data.output === 'string' && message.headers?.get(ToolCallHeader.outputScrubbed) === '1';
+      return scrubbed ? { ...reply.data, outputScrubbed: true } : reply.data;
     } catch (error) {
       if (signal?.aborted) {
         await sendCancel(name, toolRequest);
@@ -282,11 +299,12 @@ export function createToolClient(options: ToolClientOptions): ToolClient {
   };
 }
 
-/** The headers of a call: msgpack, heartbeats asked for, and the attempt when it is a repeat. */
-function callHeaders(attempt: number): MsgHdrs {
+/** The headers of a call: msgpack, heartbeats asked for, the attempt when it is a repeat, and scrubbed output when asked. */
+function callHeaders(attempt: number, scrubOutput: boolean): MsgHdrs {
   const extra = createHeaders();
   extra.set(ToolCallHeader.heartbeat, '1');
   if (attempt > 1) extra.set(ToolCallHeader.attempt, String(attempt));
+  if (scrubOutput) extra.set(ToolCallHeader.scrubOutput, '1');
   return msgpackHeaders(extra);
 }
 

@@ -12,6 +12,13 @@ export const ToolCallHeader = {
   attempt: 'Agentbus-Attempt',
   /** On a message a worker sends before its reply: `heartbeat` or `progress`. Absent on the reply itself. */
   event: 'Agentbus-Tool-Event',
+  /**
+   * `1` on a call: the caller logs the output as text, scrubbed; a worker that can scrub may send it so (a
+   * successful reply's `output` as that text, scrubbed with the full pass) and say so with {@link outputScrubbed}.
+   */
+  scrubOutput: 'Agentbus-Scrub-Output',
+  /** `1` on a reply: its `output` is text the worker scrubbed with the full pass, as {@link scrubOutput} asked. */
+  outputScrubbed: 'Agentbus-Output-Scrubbed',
 } as const;
 export type ToolCallHeader = (typeof ToolCallHeader)[keyof typeof ToolCallHeader];
 

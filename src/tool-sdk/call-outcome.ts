@@ -17,6 +17,8 @@ export interface CallToSettle {
   readonly signal: AbortSignal;
   /** 1 for a first attempt; more for a repeat of the same `effectId` (`Agentbus-Attempt`). */
   readonly attempt: number;
+  /** The caller asked for the output as scrubbed text (`Agentbus-Scrub-Output`). */
+  readonly scrubOutput?: boolean;
 }
 
 /** What settling a call needs of its worker. */
@@ -33,12 +35,15 @@ export interface CallOutcomeDeps extends Pick<ExecuteToolCallOptions, 'now' | 's
 export interface CallOutcome {
   readonly body: ToolCallReply;
   readonly recording?: Promise<void>;
+  /** True when `body` is a successful reply whose output is text scrubbed with the full pass, as the caller asked. */
+  readonly scrubbed?: true;
 }
 
 /**
  * The outcome of a call: a repeat of a recorded tool's call may be answered from the ledger without running (and a
  * repeat of a non-idempotent side effect on a worker keeping no ledger is not run at all: at most once); otherwise
- * the tool runs, and a recorded tool's settled outcome is scrubbed and sent to the ledger before the reply goes out.
+ * the tool runs, and a recorded tool's settled outcome is scrubbed and sent to the ledger before the reply goes out. A
+ * successful output the caller asked for scrubbed (`scrubOutput`) is sent as that scrubbed text, `scrubbed` then set.
  * The reply wins over the record: a record that cannot be made is logged, and the reply goes out all the same.
  */
 export async function settleCall(call: CallToSettle, deps: CallOutcomeDeps): Promise<CallOutcome> {
@@ -65,14 +70,21 @@ export async function settleCall(call: CallToSettle, deps: CallOutcomeDeps): Pro
       ran = true;
     },
   });
-  if (!ledger || !ran || !isSettled(body)) return { body };
+  const recorded = ledger !== undefined && ran && isSettled(body);
+  // A successful output scrubbed for a caller that asked is what the ledger keeps too: one scrub serves both.
+  const scrubbing = call.scrubOutput === true && body.ok;
+  if (!recorded && !scrubbing) return { body };
   let kept: ToolCallReply;
   try {
     kept = await scrubbedForLedger(body, deps.scrubber);
   } catch (err) {
-    // The tool ran: its caller gets its reply whatever becomes of the record (a repeat then ends interrupted).
-    logger.warn({ err, tool: tool.name, effectId: request.effectId }, 'could not prepare a call outcome for the result ledger: a repeat of it will end interrupted');
+    // The tool ran: its caller gets its reply whatever becomes of the record (a repeat then ends interrupted), as
+    // it is, not marked scrubbed (the caller scrubs it then).
+    const what = recorded ? 'could not prepare a call outcome for the result ledger: a repeat of it will end interrupted' : 'could not scrub a tool output; it is sent as it is';
+    logger.warn({ err, tool: tool.name, effectId: request.effectId }, what);
     return { body };
   }
-  return { body, recording: recordOutcome(ledger, tool, request, kept, { now: deps.now, workerId: deps.workerId(), logger }) };
+  const sent: CallOutcome = scrubbing ? { body: kept, scrubbed: true } : { body };
+  if (!recorded) return sent;
+  return { ...sent, recording: recordOutcome(ledger, tool, request, kept, { now: deps.now, workerId: deps.workerId(), logger }) };
 }

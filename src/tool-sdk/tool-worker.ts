@@ -99,6 +99,8 @@ interface AcceptedCall {
   readonly started: number;
   /** 1 for a first attempt; more for a repeat of the same `effectId`. */
   readonly attempt: number;
+  /** The caller asked for the output as scrubbed text (`Agentbus-Scrub-Output`). */
+  readonly scrubOutput: boolean;
 }
 
 /** The attempt a call says it is (`Agentbus-Attempt`); a missing or malformed header is a first attempt. */
@@ -169,14 +171,19 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
   let refusing = false;
   let stopped: Promise<void> | undefined;
 
-  function reply(call: { tool: AnyToolDefinition; message: Msg; started: number; request?: ToolCallRequest }, body: ToolCallReply): void {
+  // nats.js encodes headers at publish: one object of each kind serves every reply.
+  const replyHeaders = msgpackHeaders();
+  const scrubbedReplyHeaders = msgpackHeaders();
+  scrubbedReplyHeaders.set(ToolCallHeader.outputScrubbed, '1');
+
+  function reply(call: { tool: AnyToolDefinition; message: Msg; started: number; request?: ToolCallRequest }, body: ToolCallReply, scrubbed = false): void {
     if (call.request) beats.remove(callKey(call.tool.name, call.request));
     registration?.record(call.tool.name, {
       durationMs: now() - call.started,
       ...(body.ok ? {} : { error: `${body.error.code}: ${body.error.message}` }),
     });
     try {
-      call.message.respond(codec.encode(body), { headers: msgpackHeaders() });
+      call.message.respond(codec.encode(body), { headers: scrubbed ? scrubbedReplyHeaders : replyHeaders });
     } catch (err) {
       logger.warn({ err, tool: call.tool.name }, 'could not send a tool reply');
     }
@@ -236,7 +243,7 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
       reply(base, errorReply(request.callId, refusing ? notStarted : toErrorData(error)));
       return;
     }
-    void run({ ...base, controller, attempt: attemptOf(message) }, release);
+    void run({ ...base, controller, attempt: attemptOf(message), scrubOutput: message.headers?.get(ToolCallHeader.scrubOutput) === '1' }, release);
   }
 
   /** The outcome of a call (see {@link settleCall}): from the ledger, or by running the tool and recording it. */
@@ -244,7 +251,7 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
     const { tool, request } = call;
     const key = callKey(tool.name, request);
     return settleCall(
-      { tool, request, signal: call.controller.signal, attempt: call.attempt },
+      { tool, request, signal: call.controller.signal, attempt: call.attempt, scrubOutput: call.scrubOutput },
       {
         ledger: ledgered(tool) ? ledger : undefined,
         scrubber,
@@ -270,7 +277,7 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
           settled = { body: errorReply(call.request.callId, { code: ErrorCode.internal, message: `the worker of ${call.tool.name} failed: ${error instanceof Error ? error.message : String(error)}`, retryable: false }) };
         }
         // The record went out first; its acknowledgement is awaited after the reply, not before it.
-        reply(call, settled.body);
+        reply(call, settled.body, settled.scrubbed === true);
         await settled.recording;
       } finally {
         calls.close(call.tool.name, call.request.callId, call.controller);

@@ -215,6 +215,16 @@ describe('provider client', () => {
     fake.stop();
   });
 
+  it('throws provider_error on a text-delta whose fields are wrong (checked by hand, not by the schema)', async () => {
+    for (const bad of [{ text: 5 }, { seq: 0.5 }, { seq: '0' }, { v: 2 }]) {
+      const fake = fakeProvider('badtext', (reply, requestId) => {
+        nc.publish(reply, codec.encode({ v: 1, requestId, seq: 0, type: 'text-delta', text: 'a', ...bad }), { headers: msgpackHeaders() });
+      });
+      await expect(collect(client.generate(generateRequest({ model: 'badtext:x' })))).rejects.toMatchObject({ code: 'provider_error' });
+      fake.stop();
+    }
+  });
+
   it('throws provider_error on a chunk that does not match the schema', async () => {
     const fake = fakeProvider('garbled', (reply, requestId) => {
       nc.publish(reply, codec.encode({ v: 1, requestId, seq: 0, type: 'smoke-signal' }), { headers: msgpackHeaders() });

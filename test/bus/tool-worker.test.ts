@@ -4,7 +4,7 @@ import { connect } from '@nats-io/transport-node';
 import { pino } from 'pino';
 import { z } from 'zod';
 import { AgentbusError } from '../../src/errors.ts';
-import { SafetyTier, createCodec, createSubjects } from '../../src/protocol/index.ts';
+import { SafetyTier, ToolCallHeader, createCodec, createSubjects } from '../../src/protocol/index.ts';
 import type { CancelAck, ToolCallRequest } from '../../src/protocol/index.ts';
 import { msgpackHeaders } from '../../src/bus/request.ts';
 import { discoverServices } from '../../src/bus/service-registry.ts';
@@ -95,6 +95,38 @@ describe('tool worker', () => {
     const reply = await client().call(callRequest('echo', { text: 'ab', times: 2 }), {});
     expect(reply).toMatchObject({ ok: true, output: 'abab' });
     await worker.stop();
+  });
+
+  it('sends the output as text scrubbed with the full pass, and says so, only to a caller that asks', async () => {
+    const token = 'ghp_aB3dE6gH9jK2mN5pQ8sT1vW4yZ7bC0eF3hI6';
+    const leaky = plainTool('leaky', 'Returns a token', 2000, () => ({ config: `token: ${token}` }));
+    const worker = await startWorker([leaky]);
+    const asked = await client().call(callRequest('leaky', {}), { scrubOutput: true });
+    expect(asked).toMatchObject({ ok: true, outputScrubbed: true });
+    expect(asked.ok && typeof asked.output).toBe('string');
+    expect(JSON.stringify(asked)).not.toContain(token);
+    expect(asked.ok && asked.output).toContain('[REDACTED:github]');
+    const plain = await client().call(callRequest('leaky', {}), {});
+    expect(plain).toEqual(expect.objectContaining({ ok: true, output: { config: `token: ${token}` } }));
+    expect(plain.outputScrubbed).toBeUndefined();
+    await worker.stop();
+  });
+
+  it('takes a reply as scrubbed only when it asked and the worker said so', async () => {
+    // A worker of its own making: says scrubbed whether asked or not, and scrubs nothing.
+    const subject = subjects.toolCall('claims');
+    const raw = nc.subscribe(subject, {
+      callback: (_error, message) => {
+        const request = codec.decode(message.data, 'application/msgpack') as ToolCallRequest;
+        const replyHeaders = msgpackHeaders();
+        replyHeaders.set(ToolCallHeader.outputScrubbed, '1');
+        message.respond(codec.encode({ v: 1, callId: request.callId, ok: true, output: 'text' }), { headers: replyHeaders });
+      },
+    });
+    await nc.flush();
+    expect((await client().call(callRequest('claims', {}), { timeoutMs: 2000 })).outputScrubbed).toBeUndefined();
+    expect((await client().call(callRequest('claims', {}), { timeoutMs: 2000, scrubOutput: true })).outputScrubbed).toBe(true);
+    raw.unsubscribe();
   });
 
   it('gives a tool a logger bound to its call', async () => {

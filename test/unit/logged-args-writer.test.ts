@@ -69,4 +69,21 @@ describe('the session writer with a scrubber', () => {
     await writer.append(LogEventType.toolUse, { turnId: 't', step: 1 }, data);
     expect(stored[0]?.data).toEqual(data);
   });
+
+  it('scrubs a call\'s arguments once for its assistant.message and its tool.use, and a rewritten copy again', async () => {
+    const { log, stored } = memoryLog();
+    const real = createScrubber();
+    const seen: unknown[] = [];
+    const scrubber: Pick<Scrubber, 'scrubValue'> = { scrubValue: (value) => (seen.push(value), real.scrubValue(value)) };
+    const writer = createSessionWriter({ tenant: 't', sessionId: 's', log, envelopes: createEnvelopeFactory({ newId: () => 'e1', now: () => 1 }), transcript: createTranscript(), scrubber });
+    const args = { cmd: `curl -H "Authorization: token ${token}"` };
+    const rewritten = { cmd: `curl -H "Authorization: token ${token}" -v` };
+    const scope = { turnId: 't', step: 1 };
+    await writer.append(LogEventType.assistantMessage, scope, { text: '', toolCalls: [{ id: 'c1', name: 'run_command', args }], usage, cost: 0, model: 'scripted:default', finishReason: 'tool_calls' });
+    await writer.append(LogEventType.toolUse, scope, { toolCallId: 'c1', effectId: 's:t:c1', name: 'run_command', args, tier: 'privileged', argsFinal: true });
+    await writer.append(LogEventType.toolUse, scope, { toolCallId: 'c1', effectId: 's:t:c1', name: 'run_command', args: rewritten, tier: 'privileged', argsFinal: true });
+    expect(seen).toEqual([args, rewritten]);
+    expect(JSON.stringify(stored)).not.toContain(token);
+    expect(stored.slice(1).map((event) => event.data)).toMatchObject([{ argsRedacted: true }, { argsRedacted: true }]);
+  });
 });

@@ -42,4 +42,18 @@ describe('a tool output on its way to the log', () => {
     const result = await toolOutputForLog(output, { scrubber, maxChars: 5_000 });
     expect(result).toBe('[REDACTED:private-key]\n[output truncated at 5000 characters]');
   });
+
+  it('gets only the fast pass, with the runtime\'s configured secrets, when its worker scrubbed it', async () => {
+    const configured = createScrubber({ secrets: ['runtime-only-secret-value'] });
+    const seen: string[] = [];
+    const watching: Scrubber = { ...configured, scrub: async (text) => (seen.push(text), configured.scrub(text)) };
+    const output = 'the key is runtime-only-secret-value, and password=hunter2hunter2';
+    const result = await toolOutputForLog(output, { scrubber: watching, maxChars: 1000, scrubbedBy: 'worker' });
+    expect(seen).toEqual([]);
+    expect(result).not.toContain('runtime-only-secret-value');
+    expect(result).not.toContain('hunter2hunter2');
+    // Without the worker's word the full pass runs.
+    await toolOutputForLog(output, { scrubber: watching, maxChars: 1000 });
+    expect(seen).toEqual([output]);
+  });
 });

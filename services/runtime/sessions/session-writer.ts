@@ -2,7 +2,7 @@ import type { SessionLog } from '../../../src/bus/session-log.ts';
 import { LogConflictError } from '../../../src/errors.ts';
 import type { EnvelopeFactory, EventDataMap, LogEvent, LogEventType } from '../../../src/protocol/index.ts';
 import type { Scrubber } from '../../../src/scrub/index.ts';
-import { argsForLog } from '../tools/logged-args.ts';
+import { argsForLog, rememberingScrubber } from '../tools/logged-args.ts';
 import type { Transcript } from './transcript.ts';
 
 /** Appends an event (write-through) and returns it with its `seq`. */
@@ -97,6 +97,8 @@ class SerialWriter implements SessionWriter {
   private readonly deps: SessionWriterDeps;
   /** The last message known to be stored on the log past the transcript's events and skipped (see `readSeq`). */
   private skippedSeq: number;
+  /** The scrubber, remembering the arguments it scrubbed (see {@link rememberingScrubber}); made on first use. */
+  private argsScrubber: Pick<Scrubber, 'scrubValue'> | undefined;
 
   constructor(deps: SessionWriterDeps) {
     this.deps = deps;
@@ -205,7 +207,8 @@ class SerialWriter implements SessionWriter {
   /** The event's data as it is to be logged, tool-call arguments scrubbed; undefined for events without any. */
   private scrubbing<T extends LogEventType>(type: T, data: EventDataMap[T]): Promise<EventDataMap[T]> | undefined {
     const scrubber = this.deps.scrubber;
-    return scrubber ? argsForLog(scrubber, type, data) : undefined;
+    if (!scrubber) return undefined;
+    return argsForLog((this.argsScrubber ??= rememberingScrubber(scrubber)), type, data);
   }
 
   private envelope(type: LogEventType, scope: { turnId?: string; step?: number }, data: EventDataMap[LogEventType]): LogEvent {

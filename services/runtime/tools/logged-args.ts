@@ -42,3 +42,25 @@ async function scrubMessage(scrubber: Pick<Scrubber, 'scrubValue'>, data: EventD
     argsRedacted: data.toolCalls.filter((_, index) => scrubbed[index]!.redacted).map((call) => call.id),
   };
 }
+
+/**
+ * `scrubber` remembering what it made of each arguments object: a step's calls are logged twice with the same
+ * `args` object (in `assistant.message`, then in each `tool.use`), and a second full scrub would find the same.
+ * Keyed weakly by the object itself, so nothing outlives the call; other values are scrubbed each time.
+ */
+export function rememberingScrubber(scrubber: Pick<Scrubber, 'scrubValue'>): Pick<Scrubber, 'scrubValue'> {
+  const scrubbed = new WeakMap<object, ReturnType<Scrubber['scrubValue']>>();
+  return {
+    scrubValue(value) {
+      if (typeof value !== 'object' || value === null) return scrubber.scrubValue(value);
+      let result = scrubbed.get(value);
+      if (!result) {
+        result = scrubber.scrubValue(value);
+        scrubbed.set(value, result);
+        // A failed scrub is not remembered: the next append tries again.
+        result.catch(() => scrubbed.delete(value));
+      }
+      return result;
+    },
+  };
+}

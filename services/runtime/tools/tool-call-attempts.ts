@@ -1,7 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { abortReason } from '../../../src/errors.ts';
 import { ErrorCode, LiveEventType, SafetyTier } from '../../../src/protocol/index.ts';
-import type { ToolCallReply, ToolCallRequest } from '../../../src/protocol/index.ts';
+import type { ToolCallRequest } from '../../../src/protocol/index.ts';
+import type { ToolClientReply } from '../../../src/bus/tool-client.ts';
 import type { ToolInfo } from '../ports.ts';
 import type { SessionServices } from '../turn/session-services.ts';
 import { TOOL_WAIT_DELAYS_MS, serviceWaitSchedule } from '../models/service-wait.ts';
@@ -58,7 +59,7 @@ export async function callToolWithRecovery(
   info: ToolInfo,
   scope: CallScope,
   options: { signal: AbortSignal; timeoutMs: number },
-): Promise<ToolCallReply> {
+): Promise<ToolClientReply> {
   const { tenant, sessionId } = services;
   const where = { tenant, sessionId, turnId: scope.turnId, step: scope.step };
   const onProgress = (event: { message?: string; progress?: number; total?: number }) =>
@@ -83,7 +84,7 @@ export async function callToolWithRecovery(
     const callId = services.newId();
     // Each send has the whole timeout, the worker's deadline with it: a retry after a late loss is not cut short.
     const deadline = sends === 0 ? request.deadline : services.now() + options.timeoutMs;
-    const reply = await services.tools.call({ ...request, callId, toolCallId: scope.toolCallId, deadline }, { ...options, attempt, onProgress });
+    const reply = await services.tools.call({ ...request, callId, toolCallId: scope.toolCallId, deadline }, { ...options, attempt, onProgress, scrubOutput: true });
     if (!reply.ok && reply.error.code === ErrorCode.noResponders && waited < waits.length) {
       // No worker took it (none listening, or one stopping passed it on): it never started, so it goes out again
       // whatever its tier, and as the same attempt (not a repeat: nothing ran that a ledger could record).

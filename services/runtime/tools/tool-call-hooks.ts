@@ -72,7 +72,7 @@ export async function runAfterHooks(services: Pick<SessionServices, 'hooks' | 's
   return { ...rewritten, logged: rewrittenBy.length > 0 ? { outputRewrittenBy: rewrittenBy } : {} };
 }
 
-/** Scrubs an output and cuts it to `maxToolOutputChars`, as `runTool` does with every tool's. */
-export function fitToolOutput(services: Pick<SessionServices, 'scrubber' | 'config'>, output: string): Promise<string> {
-  return toolOutputForLog(output, { scrubber: services.scrubber, maxChars: services.config.maxToolOutputChars });
+/** Scrubs an output (the fast pass alone when its worker scrubbed it) and cuts it to `maxToolOutputChars`, as `runTool` does with every tool's. */
+export function fitToolOutput(services: Pick<SessionServices, 'scrubber' | 'config'>, output: string, scrubbedBy?: 'worker'): Promise<string> {
+  return toolOutputForLog(output, { scrubber: services.scrubber, maxChars: services.config.maxToolOutputChars, ...(scrubbedBy ? { scrubbedBy } : {}) });
 }

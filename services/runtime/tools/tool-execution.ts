@@ -47,6 +47,7 @@ async function runTool(services: SessionServices, input: ExecuteToolsInput, call
   const decision = input.decisions[call.id];
   const info = toolOf(services, call, byName);
   let settled: HookedResult;
+  let scrubbedBy: 'worker' | undefined;
   if (decision && !decision.approved) {
     settled = failed({ code: ErrorCode.denied, message: `approval denied${decision.reason ? `: ${decision.reason}` : ''}`, retryable: false });
   } else if (!info) {
@@ -64,10 +65,11 @@ async function runTool(services: SessionServices, input: ExecuteToolsInput, call
       { signal, timeoutMs },
     );
     settled = reply.ok ? { output: typeof reply.output === 'string' ? reply.output : JSON.stringify(reply.output ?? null) } : failed(reply.error);
+    if (reply.outputScrubbed) scrubbedBy = 'worker';
   }
   // A tool's error message is tool output too: it reaches the log and the model.
   settled = {
-    output: await fitToolOutput(services, settled.output),
+    output: await fitToolOutput(services, settled.output, scrubbedBy),
     ...(settled.error ? { error: { ...settled.error, message: await fitToolOutput(services, settled.error.message) } } : {}),
   };
   const { output, error, logged } = await runAfterHooks(services, hooked, settled, signal);
