@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/nats-core';
+import { createCodec } from '../../src/protocol/index.ts';
 import { startNatsServer } from '../helpers/nats-server.ts';
 import type { TestNatsServer } from '../helpers/nats-server.ts';
 import { startServiceProcess } from '../helpers/service-process.ts';
@@ -50,6 +51,7 @@ let dir: string;
 const processes: ServiceProcess[] = [];
 let agentsEnv: Record<string, string>;
 
+const codec = createCodec();
 const decode = (data: Uint8Array) => JSON.parse(new TextDecoder().decode(data)) as unknown;
 
 async function gather(subject: string, body = '', maxWait = 1500): Promise<unknown[]> {
@@ -179,9 +181,19 @@ describe('prompts and the response stream (§5, §6)', () => {
     expect(isTerminator(messages.at(-1)!)).toBe(true);
   });
 
-  it('takes the JSON envelope, leading whitespace and unknown top-level fields included', async () => {
+  it('takes the JSON envelope, leading whitespace included, and relays its unknown top-level fields with the prompt (§5.6)', async () => {
     const body = `  \n{"prompt":"Hello?","attachments":[],"x_trace":{"id":"t-1"},"future_field":true}`;
+    // The session's log, as any observer with the right may read it: the prompt and the fields relayed with it.
+    const logged: Array<{ type: string; data: { text?: string; metadata?: unknown } }> = [];
+    const log = caller.subscribe('agentbus.acme.sessions.*.log', {
+      callback: (_error, message) => {
+        logged.push(codec.decode(message.data, message.headers?.get('Content-Type') || undefined) as (typeof logged)[number]);
+      },
+    });
     const messages = await promptStream(caller, FRESH, body);
+    log.unsubscribe();
+    const userMessage = logged.find((event) => event.type === 'user.message' && event.data.text === 'Hello?');
+    expect(userMessage?.data.metadata).toEqual({ agentProtocol: { x_trace: { id: 't-1' }, future_field: true } });
     expect(messages[0]!.text).toBe('{"type":"status","data":"ack"}');
     expect(messages.slice(1, -1).map(chunkOf).filter((chunk) => chunk.type === 'response').map((chunk) => chunk.data).join('')).toBe(ANSWER);
     expect(isTerminator(messages.at(-1)!)).toBe(true);
