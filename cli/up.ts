@@ -51,7 +51,7 @@ export async function runUp(argv: string[], context: CliContext): Promise<number
   });
   const services = parseServices(values.services);
   const agents = values.agents === undefined ? context.env.AGENTBUS_AGENTS : resolve(context.cwd, values.agents);
-  if (agents && values.services === undefined) services.push(ServiceName.agents);
+  if (agents && (values.agents !== undefined || values.services === undefined) && !services.includes(ServiceName.agents)) services.push(ServiceName.agents);
   const dashboardPort = values['dashboard-port'] ?? context.env.AGENTBUS_DASHBOARD_PORT;
   if (dashboardPort !== undefined) parseDashboardPort(dashboardPort);
   const url = values.nats ?? context.env.NATS_URL;

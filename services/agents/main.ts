@@ -21,7 +21,13 @@ try {
     logger,
     ...busOptionsFromEnv(process.env, ServiceInboxPrefix.agents),
   });
-  const service = startAgentsService({ nc, logger, config, trustedInboxes, ...(prefix ? { prefix } : {}) });
+  let service: ReturnType<typeof startAgentsService>;
+  try {
+    service = startAgentsService({ nc, logger, config, trustedInboxes, ...(prefix ? { prefix } : {}) });
+  } catch (error) {
+    await nc.close();
+    throw error;
+  }
   drainOnSignals(nc, logger, () => service.stop());
   logger.info({ agents: config.agents.length }, 'agents service started');
   notifyReady('agents');
