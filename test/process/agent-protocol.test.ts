@@ -82,9 +82,10 @@ beforeAll(async () => {
   agentsEnv = { NATS_URL: server.url, AGENTBUS_AGENTS: agentsFile };
   const agents = startServiceProcess('services/agents/main.ts', agentsEnv);
   processes.push(runtime, provider, agents);
-  await Promise.all([runtime.waitFor('runtime started'), provider.waitFor('provider service started'), agents.waitFor('agents service started')]);
+  // Three processes starting at once on a shared machine: a generous wait.
+  await Promise.all([runtime.waitFor('runtime started', 60_000), provider.waitFor('provider service started', 60_000), agents.waitFor('agents service started', 60_000)]);
   caller = await connect({ servers: server.url, inboxPrefix: '_INBOX.agents' });
-}, 45_000);
+}, 90_000);
 
 afterAll(async () => {
   await caller?.close();
@@ -240,7 +241,7 @@ describe('several instances of one agent (§3.4)', () => {
   it('shares each prompt and status request among instances through queue group `agents`: each answered once', async () => {
     const second = startServiceProcess('services/agents/main.ts', agentsEnv);
     processes.push(second);
-    await second.waitFor('agents service started');
+    await second.waitFor('agents service started', 60_000);
     const pings = (await gather('$SRV.PING.agents')) as Array<{ id: string }>;
     expect(pings).toHaveLength(4);
     const instances = new Set<string>();
@@ -254,5 +255,5 @@ describe('several instances of one agent (§3.4)', () => {
     expect(messages.filter((message) => message.text === '{"type":"status","data":"ack"}').length).toBeGreaterThanOrEqual(1);
     expect(messages[0]!.text).toBe('{"type":"status","data":"ack"}');
     expect(messages.filter(isTerminator)).toHaveLength(1);
-  });
+  }, 90_000);
 });

@@ -48,6 +48,7 @@ describe('the prompt request decoder (§5.3)', () => {
     for (const body of ['', '{', '{"prompt":1}', '{"prompt":"  "}', '   ', 'x'.repeat(65), '{"prompt":"a","attachments":[{"filename":"f","content":"aGk="}]}']) {
       expect(() => decodePromptRequest(codec, bytes(body), limits), body).toThrow(BadPromptRequestError);
     }
+    expect(() => decodePromptRequest(codec, new Uint8Array([0x68, 0xff, 0xfe]), limits)).toThrow(/UTF-8/);
   });
 
   it('checks attachments as standard padded base64 even where they are taken', () => {
