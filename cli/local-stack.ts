@@ -66,6 +66,7 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       // The embedded bus's store and token are in the state folder, often inside the workspace: hidden from the tools.
       AGENTBUS_WORKSPACE_HIDE: [...(nats ? [resolve(options.stateDir)] : []), options.env.AGENTBUS_WORKSPACE_HIDE ?? ''].filter((path) => path !== '').join(':'),
       LOG_LEVEL: options.logLevel ?? options.env.LOG_LEVEL ?? 'info',
+      ...(options.env.AGENTBUS_AGENTS ? { AGENTBUS_AGENTS: options.env.AGENTBUS_AGENTS } : {}),
       ...(options.env.AGENTBUS_DASHBOARD_PORT === undefined ? {} : { AGENTBUS_DASHBOARD_PORT: options.env.AGENTBUS_DASHBOARD_PORT }),
       // The bus lets in only the token's holder; the dashboard, which shows every session, likewise.
       ...(dashboardToken ? { AGENTBUS_DASHBOARD_TOKEN: dashboardToken } : {}),

@@ -10,6 +10,8 @@ export const ServiceName = {
   tools: 'tools',
   memory: 'memory',
   dashboard: 'dashboard',
+  /** The Synadia Agent Protocol host: started only with an agents config (`--agents FILE`, `AGENTBUS_AGENTS`). */
+  agents: 'agents',
 } as const;
 export type ServiceName = (typeof ServiceName)[keyof typeof ServiceName];
 

@@ -1,3 +1,4 @@
+import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { ServiceName } from './service-stack.ts';
 import { removeStackFile, readStackFile, writeStackFile } from './state-dir.ts';
@@ -5,13 +6,15 @@ import { startLocalStack } from './local-stack.ts';
 import { UsageError } from './context.ts';
 import type { CliContext } from './context.ts';
 
-export const UP_USAGE = 'agentbus up [--nats URL] [--services runtime,provider,tools,memory,dashboard] [--script FILE] [--workspace DIR] [--dashboard-port PORT]';
+export const UP_USAGE = 'agentbus up [--nats URL] [--services runtime,provider,tools,memory,dashboard] [--script FILE] [--workspace DIR] [--dashboard-port PORT] [--agents FILE]';
 
 const ALL_SERVICES: readonly ServiceName[] = Object.values(ServiceName);
+/** Started without --services: all but the agent protocol host, which runs when an agents config is given. */
+const DEFAULT_SERVICES = ALL_SERVICES.filter((name) => name !== ServiceName.agents);
 
 /** Parses `--services a,b`: known names, no duplicates. */
 export function parseServices(value: string | undefined): ServiceName[] {
-  if (value === undefined) return [...ALL_SERVICES];
+  if (value === undefined) return [...DEFAULT_SERVICES];
   const names = value.split(',').map((name) => name.trim()).filter((name) => name !== '');
   if (names.length === 0) throw new UsageError('--services needs at least one service name');
   const result: ServiceName[] = [];
@@ -41,11 +44,14 @@ export async function runUp(argv: string[], context: CliContext): Promise<number
       script: { type: 'string' },
       workspace: { type: 'string' },
       'dashboard-port': { type: 'string' },
+      agents: { type: 'string' },
     },
     strict: true,
     allowPositionals: false,
   });
   const services = parseServices(values.services);
+  const agents = values.agents === undefined ? context.env.AGENTBUS_AGENTS : resolve(context.cwd, values.agents);
+  if (agents && (values.agents !== undefined || values.services === undefined) && !services.includes(ServiceName.agents)) services.push(ServiceName.agents);
   const dashboardPort = values['dashboard-port'] ?? context.env.AGENTBUS_DASHBOARD_PORT;
   if (dashboardPort !== undefined) parseDashboardPort(dashboardPort);
   const url = values.nats ?? context.env.NATS_URL;
@@ -60,7 +66,7 @@ export async function runUp(argv: string[], context: CliContext): Promise<number
     services,
     ...(values.script ? { script: values.script } : {}),
     workspace: values.workspace ?? context.cwd,
-    env: dashboardPort === undefined ? context.env : { ...context.env, AGENTBUS_DASHBOARD_PORT: dashboardPort },
+    env: { ...context.env, ...(dashboardPort === undefined ? {} : { AGENTBUS_DASHBOARD_PORT: dashboardPort }), ...(agents ? { AGENTBUS_AGENTS: agents } : {}) },
     onLog: (service, line) => log(`[${service}] ${humanLogLine(line)}`),
     onRestart: (service, code, attempt) => log(`the ${service} service exited (code ${code}); starting it again (restart ${attempt} within a minute)`),
     onNotice: (message) => context.stderr.write(`agentbus: ${message}\n`),

@@ -16,6 +16,8 @@ export const ServiceInboxPrefix = {
   dashboard: '_INBOX_dashboard',
   /** A tool hook process (the `hooks` user). */
   hooks: '_INBOX_hooks',
+  /** The Synadia Agent Protocol host (the `agents` user), which prompts sessions as a client does. */
+  agents: '_INBOX_agents',
 } as const;
 export type ServiceInboxPrefix = (typeof ServiceInboxPrefix)[keyof typeof ServiceInboxPrefix];
 

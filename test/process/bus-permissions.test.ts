@@ -19,6 +19,7 @@ import type { AgentEvent, ToolCallReply } from '../../src/protocol/index.ts';
 import { createHookWorker, createToolWorker, defineTool } from '../../src/tool-sdk/index.ts';
 import type { HookWorker, ToolWorker } from '../../src/tool-sdk/index.ts';
 import { startServiceProcess } from '../helpers/service-process.ts';
+import { chunkOf, isTerminator, promptStream } from '../helpers/agent-protocol-caller.ts';
 import type { ServiceProcess } from '../helpers/service-process.ts';
 import { ShippedConf, startShippedNats } from '../helpers/shipped-nats.ts';
 import type { ShippedNats } from '../helpers/shipped-nats.ts';
@@ -28,19 +29,23 @@ import type { ShippedNats } from '../helpers/shipped-nats.ts';
 // nobody reads a reply but its own, and only the runtime asks hooks and only `hooks` answers for them.
 // deploy/nats/nats-server.conf puts each tenant in an account of its own (no JetStream there: the SDK reads events
 // by subscription and memory's history); deploy/nats/nats-server.users.conf keeps every user in one account, where
-// tenants read JetStream through consumers filtered to their sessions.
+// tenants read JetStream through consumers filtered to their sessions. The Synadia Agent Protocol host runs as
+// `agents`, and a caller of the protocol as `agents-caller`, prompts acme's agent through it.
 
 const codec = createCodec();
-const USERS = ['runtime', 'provider', 'tools', 'hooks', 'memory', 'dashboard', 'client', 'operator', 'acme', 'globex'] as const;
+const USERS = ['runtime', 'provider', 'tools', 'hooks', 'memory', 'dashboard', 'client', 'operator', 'agents', 'agents-caller', 'acme', 'globex'] as const;
 type User = (typeof USERS)[number];
-const inbox = (user: User) => `_INBOX_${user}`;
+/** Each user's reply inbox: `_INBOX_<user>`, but the protocol's callers make theirs under `_INBOX.agents`, as its SDKs do. */
+const inbox = (user: User) => (user === 'agents-caller' ? '_INBOX.agents' : `_INBOX_${user}`);
+/** The agent the agents host exposes in this test: acme's, bound to one session. */
+const AGENT_PROMPT = 'agents.prompt.agentbus.acme.desk';
 /**
  * What the refusal test asks to be refused, by layout: the same list for both, and in the accounts layout also every
  * JetStream request of a tenant (its account has none).
  */
 const EXPECTED_REFUSALS = {
-  accounts: { refusals: 353, publish: 179, subscribe: 174, byTenants: 187, inboxSubscriptions: 100, consumerCreates: 36 },
-  users: { refusals: 325, publish: 151, subscribe: 174, byTenants: 159, inboxSubscriptions: 100, consumerCreates: 28 },
+  accounts: { refusals: 484, publish: 228, subscribe: 256, byTenants: 199, inboxSubscriptions: 144, consumerCreates: 36 },
+  users: { refusals: 456, publish: 200, subscribe: 256, byTenants: 171, inboxSubscriptions: 144, consumerCreates: 28 },
 } as const;
 /** Refused on purpose by the other tests: the SDK acting for another tenant, and stream info in the accounts layout. */
 const EXPECTED_SDK_REFUSALS = { accounts: 6, users: 3 } as const;
@@ -132,10 +137,17 @@ describe.each([
     });
     await hookWorker.start();
     await Promise.all([runtime.waitFor('runtime started'), provider.waitFor('provider service started'), memory.waitFor('memory caught up with the log')]);
+    // The Synadia Agent Protocol host, once the others run (one process fewer starting at once on a loaded machine).
+    const agents = startServiceProcess('services/agents/main.ts', {
+      ...as('agents'),
+      AGENTBUS_AGENTS: JSON.stringify({ heartbeatIntervalS: 1, agents: [{ owner: 'acme', name: 'desk', tenant: 'acme', session: `desk-${Date.now()}` }] }),
+    });
+    processes.push(agents);
+    await agents.waitFor('agents service started', 30_000);
     acme = await connectCli(nats.url, 'acme-app', { NATS_USER: 'acme', NATS_PASSWORD: nats.passwords['acme']! });
     globex = await connectCli(nats.url, 'globex-app', { NATS_USER: 'globex', NATS_PASSWORD: nats.passwords['globex']! });
     acmeClient = createAgentbusClient({ nc: acme });
-  }, 45_000);
+  }, 75_000);
 
   afterAll(async () => {
     await acme?.close().catch(() => undefined);
@@ -212,7 +224,42 @@ describe.each([
 
     it('lets a tool worker discover every service, as agentbus mcp does to warn of a tool served twice, and each answers it', async () => {
       const instances = await discoverServices(toolsConnection, undefined, { timeoutMs: 2000, codec, logger: createLogger({ name: 'discover', level: 'silent' }) });
-      expect(new Set(instances.map((instance) => instance.name))).toEqual(new Set(['agentbus-runtime', 'agentbus-provider', 'agentbus-memory', 'agentbus-memory-tools', 'agentbus-tools', 'agentbus-hooks']));
+      expect(new Set(instances.map((instance) => instance.name))).toEqual(new Set(['agentbus-runtime', 'agentbus-provider', 'agentbus-memory', 'agentbus-memory-tools', 'agentbus-tools', 'agentbus-hooks', 'agents']));
+    });
+
+    it('lets a caller of the Synadia Agent Protocol find acme\'s agent, prompt it and read the answer streamed back through the agents host', async () => {
+      const caller = await connectBus({
+        servers: nats.url,
+        name: 'agents-caller-app',
+        logger: createLogger({ name: 'agents-caller', level: 'silent' }),
+        user: 'agents-caller',
+        pass: nats.passwords['agents-caller']!,
+        inboxPrefix: inbox('agents-caller'),
+      });
+      try {
+        const [info] = await discoverServices(caller, 'agents', { timeoutMs: 2000, codec });
+        expect(info?.metadata).toMatchObject({ agent: 'agentbus', owner: 'acme', protocol_version: '0.3' });
+        expect(info?.endpoints.map((endpoint) => endpoint.subject)).toEqual([AGENT_PROMPT, 'agents.status.agentbus.acme.desk']);
+        const messages = await promptStream(caller, AGENT_PROMPT, 'Remember this for me.');
+        expect(messages[0]?.text).toBe('{"type":"status","data":"ack"}');
+        expect(isTerminator(messages.at(-1)!)).toBe(true);
+        const answer = messages.slice(1, -1).map(chunkOf).filter((chunk) => chunk.type === 'response').map((chunk) => chunk.data).join('');
+        expect(answer).toContain(SCRIPT.responses[1]!.text);
+        // Its heartbeats (one a second here) and its status, both naming the instance that registered.
+        const heartbeats = caller.subscribe('agents.hb.*.*.*', { max: 1 });
+        const beat = await Promise.race([
+          (async () => {
+            for await (const message of heartbeats) return codec.decode(message.data, 'application/json');
+            return undefined;
+          })(),
+          new Promise((resolve) => setTimeout(() => resolve('no heartbeat within 5 s'), 5000)),
+        ]);
+        expect(beat).toMatchObject({ agent: 'agentbus', owner: 'acme', instance_id: info?.id });
+        const status = await caller.request('agents.status.agentbus.acme.desk', '', { timeout: 2000 });
+        expect(codec.decode(status.data, 'application/json')).toMatchObject({ agent: 'agentbus', owner: 'acme', instance_id: info?.id });
+      } finally {
+        await caller.close();
+      }
     });
 
     it('lets acme delete a session; the tool outcomes recorded for it are purged with its log', async () => {
@@ -331,6 +378,26 @@ describe.each([
           }
         }
       }
+
+      // Only the agents host serves an agent or beats its heart; nobody else reaches `agents.>` but its callers.
+      for (const user of USERS) {
+        if (user !== 'agents') {
+          subscribe(user, AGENT_PROMPT, 'agents.status.agentbus.acme.desk');
+          publish(user, 'agents.hb.agentbus.acme.desk');
+        }
+        if (user !== 'agents-caller' && user !== 'agents') publish(user, AGENT_PROMPT);
+      }
+      // The agents host prompts sessions as a client does and nothing more: no cancel, steer, approval or delete (a
+      // caller of the protocol cannot approve a privileged tool), no events written, no memory, state, tools,
+      // providers or JetStream, and it cannot hear the runtime's session verbs.
+      const desk = 'agentbus.acme.sessions.desk';
+      publish('agents', `${desk}.cancel`, `${desk}.steer`, `${desk}.approve`, `${desk}.delete`, `${desk}.history`, `${desk}.log`, `${desk}.live.assistant.delta`);
+      publish('agents', 'agentbus.acme.memory.search', 'agentbus.acme.state.load', 'agentbus.tools.remember.call', 'agentbus.provider.scripted.generate');
+      publish('agents', '$JS.API.INFO', '$JS.API.STREAM.INFO.AGENTBUS_LOG', '$SRV.INFO', 'agents.status.agentbus.acme.desk');
+      subscribe('agents', 'agentbus.*.sessions.*.prompt', `${desk}.approve`, 'agentbus.>', 'agents.hb.>', 'agents.>', '$JS.>');
+      // A caller reaches agents only: it cannot serve as one, read another's replies, or touch agentbus subjects.
+      publish('agents-caller', `${desk}.prompt`, '$SRV.PING', '$SRV.INFO.agentbus-runtime', '$JS.API.INFO', '_INBOX.agents.forged');
+      subscribe('agents-caller', 'agents.>', 'agentbus.>', '$SRV.>', `${desk}.log`);
 
       // Nor may a tenant write events itself, answer for memory, call providers or tools, or touch the streams and buckets.
       const own = `agentbus.acme.sessions.${acmeSession}`;

@@ -1,0 +1,38 @@
+import type { Codec } from '../../src/protocol/index.ts';
+import type { Logger } from '../../src/logging.ts';
+import type { RunTurn } from './agentbus-turn.ts';
+import { thrownFailure } from './failures.ts';
+import { decodePromptRequest } from './request-envelope.ts';
+import type { PromptLimits } from './request-envelope.ts';
+import type { ResponseStream } from './response-stream.ts';
+import type { AgentFailure } from './wire.ts';
+
+/** What {@link handlePrompt} needs for one request. */
+export interface PromptHandling {
+  readonly codec: Codec;
+  readonly limits: PromptLimits;
+  readonly runTurn: RunTurn;
+  readonly logger: Logger;
+  readonly signal: AbortSignal;
+}
+
+/**
+ * Answers one `prompt` request in the order of §6 (as the reference host does): decode the request (a bad one gets
+ * a 400 and the terminator, no ack); send the ack before any work; stream the answer's text as `response` chunks;
+ * on failure send the error message; always end with the terminator. Resolves with the failure, if any, for the
+ * endpoint's stats; never rejects.
+ */
+export async function handlePrompt(data: Uint8Array, stream: ResponseStream, handling: PromptHandling): Promise<AgentFailure | undefined> {
+  let failure: AgentFailure | undefined;
+  try {
+    const request = decodePromptRequest(handling.codec, data, handling.limits);
+    stream.ack();
+    failure = await handling.runTurn(request, (text) => stream.text(text), handling.signal);
+  } catch (error) {
+    failure = thrownFailure(error);
+    if (failure.status === 500) handling.logger.warn({ err: error }, 'an agent protocol prompt failed');
+  }
+  if (failure) stream.fail(failure);
+  stream.end();
+  return failure;
+}
