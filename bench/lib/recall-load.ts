@@ -1,7 +1,9 @@
+import { jetstreamManager } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
-import { createCodec } from '../../src/protocol/index.ts';
+import { createCodec, streamNames } from '../../src/protocol/index.ts';
 import type { ServiceProcess } from '../../test/helpers/service-process.ts';
 import { closedLoop } from './load.ts';
+import { memoryStats } from './memory-load.ts';
 import { PROMPT } from './workload.ts';
 
 /** How often a turn's first model call got memory's recall section, under load with a slow embedder. */
@@ -18,6 +20,11 @@ export interface RecallFigure {
   /** Memory's own time per search request over the run (`$SRV.STATS`, from receipt to answer): what is memory's part. */
   readonly memorySearchMs?: number;
   readonly memorySearches?: number;
+  /** The workload's log appends per second during the run, and memory's indexing of them (it follows the log). */
+  readonly appendPerSecond?: number;
+  readonly indexPerSecond?: number;
+  /** Log events memory had not yet indexed when the run ended. */
+  readonly indexLagEvents?: number;
 }
 
 /** What {@link measureRecall} runs on. */
@@ -64,17 +71,26 @@ export async function measureRecall(deps: RecallDeps): Promise<RecallFigure> {
       const search = stats.endpoints?.find((endpoint) => endpoint.name === 'search');
       return { requests: search?.num_requests ?? 0, nanos: search?.processing_time ?? 0 };
     };
+    const jsm = await jetstreamManager(deps.nc);
+    const logLast = async () => (await jsm.streams.info(streamNames('agentbus').log)).state.last_seq;
     const searchesBefore = await searchStats();
     const before = await count();
+    const [logBefore, memoryBefore] = await Promise.all([logLast(), memoryStats(deps.nc)]);
+    const loadStarted = performance.now();
     const load = await closedLoop(async (index) => deps.session(`${tag}${index}`, { text: text(index) }), { concurrency: deps.concurrency, durationMs: deps.durationMs });
+    const [logAfter, memoryAfter] = await Promise.all([logLast(), memoryStats(deps.nc)]);
+    const loadSeconds = (performance.now() - loadStarted) / 1000;
     const after = await count();
     const searchesAfter = await searchStats();
+    const appendPerSecond = (logAfter - logBefore) / loadSeconds;
+    const indexPerSecond = (memoryAfter.indexed - memoryBefore.indexed) / loadSeconds;
+    const indexLagEvents = Math.max(0, logAfter - memoryAfter.lastSeq);
     const memorySearches = searchesAfter.requests - searchesBefore.requests;
     const memorySearchMs = memorySearches === 0 ? undefined : (searchesAfter.nanos - searchesBefore.nanos) / 1e6 / memorySearches;
     const steps = after.steps - before.steps;
     const recalled = after.recalled - before.recalled;
-    const figure = { concurrency: deps.concurrency, embedDelayMs: deps.embedDelayMs, sessionsPerSecond: load.sessionsPerSecond, steps, recalled, share: steps === 0 ? 0 : recalled / steps, memorySearches, ...(memorySearchMs === undefined ? {} : { memorySearchMs }) };
-    log(`recall at ${deps.concurrency} concurrent, embedder ${deps.embedDelayMs} ms: ${recalled} of ${steps} turns got recalled snippets (${(figure.share * 100).toFixed(1)}%), ${load.sessionsPerSecond.toFixed(0)} sessions/s; memory answered ${memorySearches} searches in ${memorySearchMs?.toFixed(1) ?? 'n/a'} ms each`);
+    const figure = { concurrency: deps.concurrency, embedDelayMs: deps.embedDelayMs, sessionsPerSecond: load.sessionsPerSecond, steps, recalled, share: steps === 0 ? 0 : recalled / steps, memorySearches, ...(memorySearchMs === undefined ? {} : { memorySearchMs }), appendPerSecond, indexPerSecond, indexLagEvents };
+    log(`recall at ${deps.concurrency} concurrent, embedder ${deps.embedDelayMs} ms: ${recalled} of ${steps} turns got recalled snippets (${(figure.share * 100).toFixed(1)}%), ${load.sessionsPerSecond.toFixed(0)} sessions/s; memory answered ${memorySearches} searches in ${memorySearchMs?.toFixed(1) ?? 'n/a'} ms each; the workload appended ${appendPerSecond.toFixed(0)} log events/s, memory indexed ${indexPerSecond.toFixed(0)}/s (${indexLagEvents} behind at the end)`);
     return figure;
   } finally {
     await Promise.all([runtime.stop(), tools.stop(), memory.stop(), provider.stop()]);

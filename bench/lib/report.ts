@@ -213,6 +213,9 @@ function figuresTable(results: BenchResults): string[] {
     lines.push(
       `| turns whose first model call got recalled snippets, ${recall.concurrency} concurrent, embedder ${recall.embedDelayMs} ms, runtime waits 300 ms | ${recall.recalled} of ${recall.steps} at ${fixed(recall.sessionsPerSecond, 0)} sessions/s | every turn | ${fixed(recall.share)}× |`,
     );
+    if (recall.indexPerSecond !== undefined && recall.appendPerSecond) {
+      lines.push(`| memory indexing during that run (log events/s; behind at its end) | ${fixed(recall.indexPerSecond, 0)}; ${recall.indexLagEvents ?? 0} behind | the workload appended ${fixed(recall.appendPerSecond, 0)}/s | ${fixed(recall.indexPerSecond / recall.appendPerSecond)}× |`);
+    }
   }
   if (results.scaleOut) {
     const scale = results.scaleOut;

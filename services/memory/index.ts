@@ -142,11 +142,15 @@ export async function startMemoryService(options: MemoryServiceOptions): Promise
     indexes.add(started);
     return started;
   };
+  const followStarted = performance.now();
   let generation: IndexGeneration = await begin(saved);
   let caughtUp = false;
+  // How fast the log read at start was indexed (events and ms from following to caught up), for operators and the bench.
+  let catchUp: { events: number; ms: number } | undefined;
   void generation.caughtUp.then(() => {
     caughtUp = true;
-    logger.info({ entries: generation.store.size(), lastSeq: generation.lastSeq(), fromSnapshot: saved?.seq ?? 0, read: generation.indexed() }, 'memory caught up with the log');
+    catchUp = { events: generation.indexed(), ms: Math.round(performance.now() - followStarted) };
+    logger.info({ entries: generation.store.size(), lastSeq: generation.lastSeq(), fromSnapshot: saved?.seq ?? 0, read: catchUp.events, ms: catchUp.ms }, 'memory caught up with the log');
   });
   if (snapshotStore) {
     snapshots = scheduleSnapshots({
@@ -173,6 +177,8 @@ export async function startMemoryService(options: MemoryServiceOptions): Promise
       if (received - lastProbe >= SLOW_EMBEDDER_PROBE_MS) lastProbe = received;
       else embedWaitMs = 0;
     }
+    // Full-text hits first, at once (top k, a millisecond or so): what the answer is when the query's embedding is late.
+    const fullText = await store.search(tenant, request);
     let queryVector: Float32Array | undefined;
     if (store.hasVectors(tenant) && embedWaitMs > 0) {
       queryVector = await vectorizer.embedQuery(request.query, embedWaitMs);
@@ -181,7 +187,7 @@ export async function startMemoryService(options: MemoryServiceOptions): Promise
     }
     // The caller gave up meanwhile (an overloaded instance): its search is not worth the time the next caller needs.
     if (callerWaitsMs !== undefined && performance.now() - received >= callerWaitsMs) throw new TimeoutError(`search past the caller's wait of ${callerWaitsMs} ms`, callerWaitsMs);
-    const { hits, hybrid } = await store.search(tenant, request, queryVector);
+    const { hits, hybrid } = queryVector ? await store.search(tenant, request, queryVector) : fullText;
     if (hybrid) return { hits, mode: 'hybrid' };
     const note =
       status.state === 'off'
@@ -238,6 +244,8 @@ export async function startMemoryService(options: MemoryServiceOptions): Promise
         pendingVectors: generation.vectorizer.pending(),
         vectorStatus: generation.vectorizer.status(),
         lastSeq: generation.lastSeq(),
+        indexed: generation.indexed(),
+        ...(catchUp ? { catchUp } : {}),
         snapshots: snapshots?.written() ?? 0,
       }),
       replyPolicy,

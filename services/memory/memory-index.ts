@@ -1,5 +1,4 @@
-import { count, create, getByID, insert, remove, search } from '@orama/orama';
-import { stopwords as englishStopwords } from '@orama/stopwords/english';
+import { createFullTextIndex } from './full-text-index.ts';
 import type { MemoryEventType, MemoryHit, MemorySearchRequest } from '../../src/protocol/index.ts';
 import { createVectorIndex } from './vector-index.ts';
 import type { VectorIndex } from './vector-index.ts';
@@ -67,17 +66,15 @@ const RESTORE_SLICE = 1_024;
 /** How deep each ranking goes before fusion, as a multiple of k. */
 const FUSION_DEPTH = 4;
 
-const TEXT_SCHEMA = { sessionId: 'enum', seq: 'number', type: 'enum', text: 'string', ts: 'number' } as const;
-
 /**
- * A tenant's index: Orama for full-text (BM25) over every chunk, and an approximate nearest-neighbour graph
+ * A tenant's index: full text (BM25, top k by MaxScore: {@link createFullTextIndex}) over every chunk, and an approximate nearest-neighbour graph
  * for vectors ({@link createVectorIndex}, HNSW), made when the first embedding arrives (its dimension is the model's). Each event's text is one chunk,
  * or overlapping chunks of {@link CHUNK_CHARS} when longer; the chunks of one event share its sequence.
  */
 export function createTenantIndex(): TenantIndex {
   // English stop words (the, is, my, …) take no part: each is in most messages, ranks nothing, and costs BM25 a
   // posting list as long as the index.
-  const text = create({ schema: TEXT_SCHEMA, components: { tokenizer: { stopWords: englishStopwords } } });
+  const text = createFullTextIndex<StoredChunk>();
   let vectors: VectorIndex | undefined;
   const bySession = new Map<string, Set<string>>();
   const vectorOf = new Map<string, Float32Array>();
@@ -89,15 +86,15 @@ export function createTenantIndex(): TenantIndex {
     // A redelivered event (the follower started again before a snapshot covered it) replaces what it put there.
     if (ids.has(chunk.id)) await removeChunk(chunk.id);
     ids.add(chunk.id);
-    await insert(text, { id: chunk.id, sessionId: chunk.sessionId, seq: chunk.seq, type: chunk.type, text: chunk.text, ts: chunk.ts });
+    text.add(chunk.id, chunk.text, { sessionId: chunk.sessionId, seq: chunk.seq, type: chunk.type, text: chunk.text, ts: chunk.ts });
   };
   const removeChunk = async (id: string) => {
-    await remove(text, id);
+    text.remove(id);
     vectors?.remove(id);
     vectorOf.delete(id);
   };
   const setVector = async (id: string, vector: Float32Array): Promise<boolean> => {
-    if (!getByID(text, id)) return false;
+    if (!text.get(id)) return false;
     if (!vectors || vectors.dimensions !== vector.length) {
       vectors = createVectorIndex(vector.length);
       vectorOf.clear();
@@ -107,7 +104,7 @@ export function createTenantIndex(): TenantIndex {
     return true;
   };
   const setVectors = async (entries: ReadonlyArray<{ readonly id: string; readonly vector: Float32Array }>): Promise<number> => {
-    const kept = entries.filter(({ id }) => getByID(text, id) !== undefined);
+    const kept = entries.filter(({ id }) => text.get(id) !== undefined);
     if (kept.length === 0) return 0;
     // Of another dimension than the graph's (the model changed): one by one, the first starts the graph anew.
     if (!vectors || kept.some(({ vector }) => vector.length !== vectors!.dimensions)) {
@@ -133,20 +130,18 @@ export function createTenantIndex(): TenantIndex {
     setVectors,
     async search(request, queryVector) {
       const k = request.k ?? DEFAULT_K;
-      const where: Record<string, unknown> = {};
-      if (request.sessionId) where['sessionId'] = { eq: request.sessionId };
-      if (request.types) where['type'] = { in: request.types };
-      const filter = Object.keys(where).length > 0 ? { where } : {};
+      const filtered = request.sessionId !== undefined || request.types !== undefined;
+      const acceptChunk = filtered ? (document: StoredChunk) => matches(document, request) : undefined;
       const hybrid = queryVector !== undefined && vectors !== undefined && vectors.dimensions === queryVector.length;
-      const fullText = await search(text, { term: request.query, properties: ['text'], limit: hybrid ? k * FUSION_DEPTH : k, ...filter });
-      if (!hybrid) return { hits: fullText.hits.map((hit) => hitOf(hit.document as StoredChunk, hit.score)), hybrid: false };
+      const fullText = text.search(request.query, hybrid ? k * FUSION_DEPTH : k, acceptChunk);
+      if (!hybrid) return { hits: fullText.map((match) => hitOf(text.get(match.id)!, match.score)), hybrid: false };
       // The floor keeps unrelated chunks out; fusion decides among the rest. A filter is checked on the chunk's document.
-      const accept = Object.keys(where).length > 0 ? (id: string) => matches(getByID(text, id) as StoredChunk | undefined, request) : undefined;
+      const accept = filtered ? (id: string) => matches(text.get(id), request) : undefined;
       const similar = vectors!.search(queryVector!, k * FUSION_DEPTH, VECTOR_FLOOR, accept);
-      const fused = fuseByReciprocalRank([fullText.hits.map((hit) => String(hit.id)), similar.map((match) => match.id)]);
+      const fused = fuseByReciprocalRank([fullText.map((match) => match.id), similar.map((match) => match.id)]);
       const hits: MemoryHit[] = [];
       for (const { id, score } of fused.slice(0, k)) {
-        const document = getByID(text, id) as StoredChunk | undefined;
+        const document = text.get(id);
         if (document) hits.push(hitOf(document, score));
       }
       return { hits, hybrid: true };
@@ -159,7 +154,7 @@ export function createTenantIndex(): TenantIndex {
       const all: IndexedChunk[] = [];
       for (const ids of bySession.values()) {
         for (const id of ids) {
-          const document = getByID(text, id) as StoredChunk | undefined;
+          const document = text.get(id);
           if (!document) continue;
           const vector = vectorOf.get(id);
           all.push({ id, sessionId: document.sessionId, seq: document.seq, type: document.type, text: document.text, ts: document.ts, ...(vector ? { vector } : {}) });
@@ -180,7 +175,7 @@ export function createTenantIndex(): TenantIndex {
       for (let start = 0; start < embedded.length; start += RESTORE_SLICE) await setVectors(embedded.slice(start, start + RESTORE_SLICE));
       return pending;
     },
-    size: () => count(text),
+    size: () => text.size(),
     vectorCount: () => vectorOf.size,
   };
 }
