@@ -7,7 +7,7 @@ import type { ServiceRegistration } from '../../src/bus/service-registry.ts';
 import { AgentbusError, CancelledError, ErrorCode, InvalidInputError, ProviderError, TimeoutError, abortReason, toErrorData } from '../../src/errors.ts';
 import type { ErrorData } from '../../src/errors.ts';
 import type { Logger } from '../../src/logging.ts';
-import { EMBED_TIMEOUT_HEADER, PROVIDER_HEARTBEAT_EVENT, PROVIDER_HEARTBEAT_MS, ProviderCallHeader, cancelRequestSchema, embedRequestSchema, generateRequestSchema } from '../../src/protocol/index.ts';
+import { contentTypeOf, EMBED_TIMEOUT_HEADER, PROVIDER_HEARTBEAT_EVENT, PROVIDER_HEARTBEAT_MS, ProviderCallHeader, cancelRequestSchema, embedRequestSchema, generateRequestSchema } from '../../src/protocol/index.ts';
 import type { CancelAck, Codec, EmbedReply, GenerateRequest, Subjects } from '../../src/protocol/index.ts';
 import type { AdapterRequest, ProviderAdapter } from './adapter.ts';
 import type { EmbedAdapter } from './embedders.ts';
@@ -103,7 +103,7 @@ function toAdapterRequest(request: GenerateRequest, provider: string): AdapterRe
 /** The requestId of a body that failed validation, when it has a usable one. */
 function salvageRequestId(codec: Codec, message: Msg): string {
   try {
-    const value = codec.decode(message.data, message.headers?.get('Content-Type'));
+    const value = codec.decode(message.data, contentTypeOf(message));
     if (typeof value === 'object' && value !== null && 'requestId' in value && typeof value.requestId === 'string') {
       return value.requestId.slice(0, 200);
     }
@@ -194,7 +194,7 @@ export function createProviderHost(options: ProviderHostOptions): ProviderHost {
     let request: AdapterRequest;
     try {
       // Converting checks that the model belongs to this provider.
-      request = toAdapterRequest(codec.decodeAs(generateRequestSchema, message.data, message.headers?.get('Content-Type')), adapter.name);
+      request = toAdapterRequest(codec.decodeAs(generateRequestSchema, message.data, contentTypeOf(message)), adapter.name);
     } catch (error) {
       const requestId = salvageRequestId(codec, message);
       refusals.refused({ ...toErrorData(error), requestId, provider: adapter.name });
@@ -235,7 +235,7 @@ export function createProviderHost(options: ProviderHostOptions): ProviderHost {
   function onCancel(adapter: ProviderAdapter, message: Msg, logger: Logger): void {
     let id: string;
     try {
-      id = codec.decodeAs(cancelRequestSchema, message.data, message.headers?.get('Content-Type')).id;
+      id = codec.decodeAs(cancelRequestSchema, message.data, contentTypeOf(message)).id;
     } catch (err) {
       // Every instance hears a cancel and refuses a bad one alike; the caller takes the first answer.
       const error = toErrorData(err);
@@ -265,7 +265,7 @@ export function createProviderHost(options: ProviderHostOptions): ProviderHost {
     let id = '';
     void (async (): Promise<EmbedReply> => {
       try {
-        const request = codec.decodeAs(embedRequestSchema, message.data, message.headers?.get('Content-Type'));
+        const request = codec.decodeAs(embedRequestSchema, message.data, contentTypeOf(message));
         id = request.id;
         const embedder = embedders.get(provider);
         if (!embedder) {

@@ -2,7 +2,7 @@ import type { Msg, NatsConnection, Subscription } from '@nats-io/nats-core';
 import { CancelledError, ErrorCode, InvalidInputError, toErrorData } from '../errors.ts';
 import { createRefusalLog } from '../refusal-log.ts';
 import type { Logger } from '../logging.ts';
-import { SafetyTier, ToolCallHeader, ToolWorkerMetadataKey, cancelRequestSchema, toolCallRequestSchema } from '../protocol/index.ts';
+import { contentTypeOf, SafetyTier, ToolCallHeader, ToolWorkerMetadataKey, cancelRequestSchema, toolCallRequestSchema } from '../protocol/index.ts';
 import type { CancelAck, CancelRequest, Codec, Subjects, ToolCallReply, ToolCallRequest } from '../protocol/index.ts';
 import { abortPromise, msgpackHeaders } from '../bus/request.ts';
 import { createReplyMux } from '../bus/reply-mux.ts';
@@ -185,7 +185,7 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
   function decodeRequest(tool: AnyToolDefinition, message: Msg, started: number): ToolCallRequest | undefined {
     let raw: unknown;
     try {
-      raw = codec.decode(message.data, message.headers?.get('Content-Type') || undefined);
+      raw = codec.decode(message.data, contentTypeOf(message));
       return codec.validate(toolCallRequestSchema, raw, 'tool call');
     } catch (error) {
       const data = toErrorData(error);
@@ -304,7 +304,7 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
     if (!replies.admits(message)) return;
     let cancel: CancelRequest;
     try {
-      cancel = codec.decodeAs(cancelRequestSchema, message.data, message.headers?.get('Content-Type') || undefined);
+      cancel = codec.decodeAs(cancelRequestSchema, message.data, contentTypeOf(message));
     } catch (err) {
       // Every worker hears a cancel and refuses a bad one alike; the caller takes the first answer.
       const error = toErrorData(err);
