@@ -3,12 +3,13 @@ import { msgpackHeaders } from '../../src/bus/request.ts';
 import { createReplyGuard, replyPolicyOf } from '../../src/bus/reply-guard.ts';
 import type { ReplyPolicy } from '../../src/bus/reply-guard.ts';
 import { createServiceRegistration } from '../../src/bus/service-registry.ts';
-import type { ServiceRegistration } from '../../src/bus/service-registry.ts';
+import type { EndpointOutcome, ServiceRegistration } from '../../src/bus/service-registry.ts';
+import { serveEndpoint } from '../../src/bus/serve-endpoint.ts';
 import { AgentbusError, CancelledError, ErrorCode, InvalidInputError, ProviderError, TimeoutError, abortReason, toErrorData } from '../../src/errors.ts';
 import type { ErrorData } from '../../src/errors.ts';
 import type { Logger } from '../../src/logging.ts';
 import { contentTypeOf, EMBED_TIMEOUT_HEADER, PROVIDER_HEARTBEAT_EVENT, PROVIDER_HEARTBEAT_MS, ProviderCallHeader, cancelRequestSchema, embedRequestSchema, generateRequestSchema } from '../../src/protocol/index.ts';
-import type { CancelAck, Codec, EmbedReply, GenerateRequest, Subjects } from '../../src/protocol/index.ts';
+import type { CancelAck, Codec, EmbedReply, EmbedRequest, GenerateRequest, Subjects } from '../../src/protocol/index.ts';
 import type { AdapterRequest, ProviderAdapter } from './adapter.ts';
 import type { EmbedAdapter } from './embedders.ts';
 import { createRefusalLog } from '../../src/refusal-log.ts';
@@ -143,6 +144,8 @@ export function createProviderHost(options: ProviderHostOptions): ProviderHost {
   const embedding = new Set<AbortController>();
   const subscriptions: Subscription[] = [];
   let registration: ServiceRegistration | undefined;
+  // Endpoints subscribe before the registration exists; their requests count once it does.
+  const stats = { record: (endpoint: string, outcome: EndpointOutcome) => registration?.record(endpoint, outcome) };
   let state: 'idle' | 'started' | 'stopped' = 'idle';
 
   /** Ends a request early: the terminal chunk goes out now, the adapter is aborted behind it. */
@@ -253,8 +256,7 @@ export function createProviderHost(options: ProviderHostOptions): ProviderHost {
   }
 
   /** Answers one embed request: the vectors, or a typed error (`unsupported` when the provider has no embedding model). */
-  function onEmbed(provider: string, message: Msg, logger: Logger): void {
-    const started = performance.now();
+  async function embed(provider: string, request: EmbedRequest, message: Msg): Promise<EmbedReply> {
     const controller = new AbortController();
     embedding.add(controller);
     // The caller's own wait, when it says it, bounds the work: a query memory gave up on after 200 ms is not retried for a minute.
@@ -262,36 +264,22 @@ export function createProviderHost(options: ProviderHostOptions): ProviderHost {
     const ownMs = options.embedTimeoutMs ?? 60_000;
     const timeoutMs = Number.isInteger(callerWaitsMs) && callerWaitsMs > 0 ? Math.min(ownMs, callerWaitsMs) : ownMs;
     const timer = setTimeout(() => controller.abort(new TimeoutError(`embed request ran past ${timeoutMs} ms`, timeoutMs)), timeoutMs);
-    let id = '';
-    void (async (): Promise<EmbedReply> => {
-      try {
-        const request = codec.decodeAs(embedRequestSchema, message.data, contentTypeOf(message));
-        id = request.id;
-        const embedder = embedders.get(provider);
-        if (!embedder) {
-          throw new AgentbusError(
-            ErrorCode.unsupported,
-            `provider ${provider} has no embedding model here (Anthropic has no embeddings API): point AGENTBUS_EMBED_PROVIDER at an OpenAI-compatible provider, or at none`,
-          );
-        }
-        const { model, vectors } = await embedder.embed({ input: request.input, ...(request.model ? { model: adapterModel(request.model, provider) } : {}) }, { signal: controller.signal });
-        registration?.record(`${provider}-embed`, { durationMs: performance.now() - started });
-        return { v: 1, id, model, dimensions: vectors[0]?.length ?? 0, vectors };
-      } catch (err) {
-        const error = toErrorData(controller.signal.aborted ? abortReason(controller.signal) : err);
-        if (error.code === ErrorCode.internal) logger.error({ err }, 'embed request failed');
-        else refusals.refused({ ...error, provider, what: 'embed' });
-        registration?.record(`${provider}-embed`, { durationMs: performance.now() - started, error: `${error.code}: ${error.message}` });
-        return { v: 1, id, error };
+    try {
+      const embedder = embedders.get(provider);
+      if (!embedder) {
+        throw new AgentbusError(
+          ErrorCode.unsupported,
+          `provider ${provider} has no embedding model here (Anthropic has no embeddings API): point AGENTBUS_EMBED_PROVIDER at an OpenAI-compatible provider, or at none`,
+        );
       }
-    })()
-      .then((reply) => {
-        if (message.reply && !nc.isClosed()) nc.publish(message.reply, codec.encode(reply), { headers: msgpackHeaders() });
-      })
-      .finally(() => {
-        clearTimeout(timer);
-        embedding.delete(controller);
-      });
+      const { model, vectors } = await embedder.embed({ input: request.input, ...(request.model ? { model: adapterModel(request.model, provider) } : {}) }, { signal: controller.signal });
+      return { v: 1, id: request.id, model, dimensions: vectors[0]?.length ?? 0, vectors };
+    } catch (err) {
+      throw controller.signal.aborted ? abortReason(controller.signal) : err;
+    } finally {
+      clearTimeout(timer);
+      embedding.delete(controller);
+    }
   }
 
   return {
@@ -315,12 +303,21 @@ export function createProviderHost(options: ProviderHostOptions): ProviderHost {
               else if (replies.admits(message)) onCancel(adapter, message, logger);
             },
           }),
-          nc.subscribe(subjects.providerEmbed(adapter.name), {
+          serveEndpoint({
+            nc,
+            codec,
+            logger,
+            replies,
+            refusals,
+            stats,
+            name: `${adapter.name}-embed`,
+            subject: subjects.providerEmbed(adapter.name),
             queue: subjects.providerQueue(adapter.name),
-            callback: (error, message) => {
-              if (error) logger.warn({ err: error }, 'embed subscription error');
-              else if (replies.admits(message)) onEmbed(adapter.name, message, logger);
-            },
+            schema: embedRequestSchema,
+            what: 'embed request',
+            handle: (request, message) => embed(adapter.name, request, message),
+            errorReply: (error, request): EmbedReply => ({ v: 1, id: request?.id ?? '', error }),
+            failureMessage: 'embed request failed',
           }),
         );
         logger.info({ subject: subjects.providerGenerate(adapter.name) }, 'provider serving');
