@@ -8,6 +8,7 @@ import type { ServiceRegistration } from '../../src/bus/service-registry.ts';
 import { InvalidInputError, TimeoutError } from '../../src/errors.ts';
 import type { Logger } from '../../src/logging.ts';
 import {
+  DEFAULT_PREFIX,
   EMBED_TIMEOUT_HEADER as CALLER_WAIT_HEADER,
   createCodec,
   createHistorySubjects,
@@ -101,7 +102,7 @@ export interface MemoryService {
  */
 export async function startMemoryService(options: MemoryServiceOptions): Promise<MemoryService> {
   const { nc } = options;
-  const prefix = options.prefix ?? 'agentbus';
+  const prefix = options.prefix ?? DEFAULT_PREFIX;
   const logger = options.logger.child({ service: 'memory' });
   const codec = createCodec();
   const subjects = createSubjects(prefix);
