@@ -253,7 +253,8 @@ export async function startMemoryService(options: MemoryServiceOptions): Promise
     if (!tenant) throw new InvalidInputError(`bad subject ${message.subject}: the tenant must match [A-Za-z0-9_-]{1,64}`);
     return tenant;
   };
-  const endpoint = { nc, codec, logger, replies, refusals, stats: registration, queue: memorySubjects.queue, tenantOf, admit: (message: Msg) => rateLimit.admit(tenantOfRequest(message)) };
+  const host = { nc, codec, logger, replies, refusals, stats: registration };
+  const endpoint = { ...host, queue: memorySubjects.queue, tenantOf, admit: (message: Msg) => rateLimit.admit(tenantOfRequest(message)) };
   const subscriptions: Subscription[] = [
     serveEndpoint({
       ...endpoint,
@@ -293,12 +294,7 @@ export async function startMemoryService(options: MemoryServiceOptions): Promise
     serveEndpoint({ ...endpoint, name: 'state-delete', subject: stateSubjects.any('delete'), schema: stateKeySchema, what: 'state delete request', emptyBody: {}, handle: (request, message) => state.delete(tenantOfRequest(message), request.key) }),
     // Every instance rebuilds (no queue group, no tenant) and answers once its new index has caught up.
     serveEndpoint({
-      nc,
-      codec,
-      logger,
-      replies,
-      refusals,
-      stats: registration,
+      ...host,
       name: 'rebuild',
       subject: memorySubjects.rebuild(),
       schema: z.unknown(),
