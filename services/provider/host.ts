@@ -4,7 +4,7 @@ import { createReplyGuard, replyPolicyOf } from '../../src/bus/reply-guard.ts';
 import type { ReplyPolicy } from '../../src/bus/reply-guard.ts';
 import { createServiceRegistration } from '../../src/bus/service-registry.ts';
 import type { EndpointOutcome, ServiceRegistration } from '../../src/bus/service-registry.ts';
-import { serveEndpoint } from '../../src/bus/serve-endpoint.ts';
+import { NO_REPLY, serveEndpoint } from '../../src/bus/serve-endpoint.ts';
 import { AgentbusError, CancelledError, ErrorCode, InvalidInputError, ProviderError, TimeoutError, abortReason, toErrorData } from '../../src/errors.ts';
 import type { ErrorData } from '../../src/errors.ts';
 import type { Logger } from '../../src/logging.ts';
@@ -235,24 +235,13 @@ export function createProviderHost(options: ProviderHostOptions): ProviderHost {
     return () => clearInterval(timer);
   }
 
-  function onCancel(adapter: ProviderAdapter, message: Msg, logger: Logger): void {
-    let id: string;
-    try {
-      id = codec.decodeAs(cancelRequestSchema, message.data, contentTypeOf(message)).id;
-    } catch (err) {
-      // Every instance hears a cancel and refuses a bad one alike; the caller takes the first answer.
-      const error = toErrorData(err);
-      refusals.refused({ ...error, provider: adapter.name, what: 'cancel' });
-      const refusal: CancelAck = { v: 1, id: '', cancelled: false, error };
-      if (message.reply) nc.publish(message.reply, codec.encode(refusal), { headers: msgpackHeaders() });
-      return;
-    }
+  /** Cancels a request this instance runs; every instance hears the cancel, the one running it answers. */
+  function cancel(adapter: ProviderAdapter, id: string, logger: Logger): CancelAck | typeof NO_REPLY {
     const entry = running.get(adapter.name)?.get(id);
-    if (!entry) return;
+    if (!entry) return NO_REPLY;
     logger.info({ requestId: id }, 'provider request cancelled');
     interrupt(entry.writer, entry.controller, new CancelledError('provider request cancelled by the caller'));
-    const ack: CancelAck = { v: 1, id, cancelled: true };
-    if (message.reply) nc.publish(message.reply, codec.encode(ack), { headers: msgpackHeaders() });
+    return { v: 1, id, cancelled: true };
   }
 
   /** Answers one embed request: the vectors, or a typed error (`unsupported` when the provider has no embedding model). */
@@ -297,11 +286,20 @@ export function createProviderHost(options: ProviderHostOptions): ProviderHost {
               else if (replies.admits(message)) onGenerate(adapter, message, logger);
             },
           }),
-          nc.subscribe(subjects.providerCancel(adapter.name), {
-            callback: (error, message) => {
-              if (error) logger.warn({ err: error }, 'cancel subscription error');
-              else if (replies.admits(message)) onCancel(adapter, message, logger);
-            },
+          // No queue group: the instance holding the request hears its cancel. Every instance refuses a bad one alike;
+          // the caller takes the first answer.
+          serveEndpoint({
+            nc,
+            codec,
+            logger,
+            replies,
+            refusals,
+            name: `${adapter.name}-cancel`,
+            subject: subjects.providerCancel(adapter.name),
+            schema: cancelRequestSchema,
+            what: 'cancel request',
+            handle: (request) => cancel(adapter, request.id, logger),
+            errorReply: (error): CancelAck => ({ v: 1, id: '', cancelled: false, error }),
           }),
           serveEndpoint({
             nc,

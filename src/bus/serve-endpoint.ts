@@ -10,6 +10,12 @@ import type { ReplyGuard } from './reply-guard.ts';
 import { msgpackHeaders } from './request.ts';
 import type { EndpointOutcome } from './service-registry.ts';
 
+/**
+ * What a handler returns to answer nothing: a broadcast request (a cancel every instance hears) that is another
+ * instance's to answer.
+ */
+export const NO_REPLY: unique symbol = Symbol('no reply');
+
 /** Where an endpoint's requests are counted for `$SRV.STATS`: a `ServiceRegistration`. */
 export interface EndpointStats {
   record(endpoint: string, outcome: EndpointOutcome): void;
@@ -41,7 +47,7 @@ export interface ServeEndpointOptions<S extends z.ZodType> {
   readonly stats?: EndpointStats | undefined;
   /** Runs before the body is decoded (a tenant check, a rate limit): a throw refuses the request cheaply. */
   readonly admit?: (message: Msg) => void;
-  /** Answers one valid request; what it returns (or resolves with) is the reply. A throw becomes an error reply. */
+  /** Answers one valid request; what it returns (or resolves with) is the reply, {@link NO_REPLY} none. A throw becomes an error reply. */
   readonly handle: (request: z.infer<S>, message: Msg) => unknown;
   /** The reply of a failed request; default `{ error }`. `request` is there when the body was valid. */
   readonly errorReply?: (error: ErrorData, request: z.infer<S> | undefined) => unknown;
@@ -85,7 +91,7 @@ export function serveEndpoint<S extends z.ZodType>(options: ServeEndpointOptions
       const value = empty ? undefined : codec.decode(message.data, contentTypeOf(message));
       request = codec.validate(schema, value ?? options.emptyBody, what);
       const body = await options.handle(request, message);
-      respond(message, body);
+      if (body !== NO_REPLY) respond(message, body);
       options.stats?.record(name, { durationMs: performance.now() - started });
     } catch (err) {
       const data = toErrorData(err);
