@@ -4,11 +4,11 @@ import { createReplyGuard, replyPolicyOf } from '../../src/bus/reply-guard.ts';
 import type { ReplyPolicy } from '../../src/bus/reply-guard.ts';
 import { createServiceRegistration } from '../../src/bus/service-registry.ts';
 import type { EndpointOutcome, ServiceRegistration } from '../../src/bus/service-registry.ts';
-import { NO_REPLY, serveEndpoint } from '../../src/bus/serve-endpoint.ts';
+import { NO_REPLY, serveCancelEndpoint, serveEndpoint } from '../../src/bus/serve-endpoint.ts';
 import { AgentbusError, CancelledError, ErrorCode, InvalidInputError, ProviderError, TimeoutError, abortReason, toErrorData } from '../../src/errors.ts';
 import type { ErrorData } from '../../src/errors.ts';
 import type { Logger } from '../../src/logging.ts';
-import { contentTypeOf, EMBED_TIMEOUT_HEADER, PROVIDER_HEARTBEAT_EVENT, PROVIDER_HEARTBEAT_MS, ProviderCallHeader, cancelRequestSchema, embedRequestSchema, generateRequestSchema } from '../../src/protocol/index.ts';
+import { contentTypeOf, EMBED_TIMEOUT_HEADER, PROVIDER_HEARTBEAT_EVENT, PROVIDER_HEARTBEAT_MS, ProviderCallHeader, embedRequestSchema, generateRequestSchema } from '../../src/protocol/index.ts';
 import type { CancelAck, Codec, EmbedReply, EmbedRequest, GenerateRequest, Subjects } from '../../src/protocol/index.ts';
 import type { AdapterRequest, ProviderAdapter } from './adapter.ts';
 import type { EmbedAdapter } from './embedders.ts';
@@ -278,6 +278,7 @@ export function createProviderHost(options: ProviderHostOptions): ProviderHost {
       for (const adapter of options.adapters) {
         const logger = options.logger.child({ provider: adapter.name });
         running.set(adapter.name, new Map());
+        const host = { nc, codec, logger, replies, refusals };
         subscriptions.push(
           nc.subscribe(subjects.providerGenerate(adapter.name), {
             queue: subjects.providerQueue(adapter.name),
@@ -286,27 +287,9 @@ export function createProviderHost(options: ProviderHostOptions): ProviderHost {
               else if (replies.admits(message)) onGenerate(adapter, message, logger);
             },
           }),
-          // No queue group: the instance holding the request hears its cancel. Every instance refuses a bad one alike;
-          // the caller takes the first answer.
+          serveCancelEndpoint({ ...host, name: `${adapter.name}-cancel`, subject: subjects.providerCancel(adapter.name), cancel: (request) => cancel(adapter, request.id, logger) }),
           serveEndpoint({
-            nc,
-            codec,
-            logger,
-            replies,
-            refusals,
-            name: `${adapter.name}-cancel`,
-            subject: subjects.providerCancel(adapter.name),
-            schema: cancelRequestSchema,
-            what: 'cancel request',
-            handle: (request) => cancel(adapter, request.id, logger),
-            errorReply: (error): CancelAck => ({ v: 1, id: '', cancelled: false, error }),
-          }),
-          serveEndpoint({
-            nc,
-            codec,
-            logger,
-            replies,
-            refusals,
+            ...host,
             stats,
             name: `${adapter.name}-embed`,
             subject: subjects.providerEmbed(adapter.name),

@@ -3,8 +3,8 @@ import type { z } from 'zod';
 import { ErrorCode, toErrorData } from '../errors.ts';
 import type { ErrorData } from '../errors.ts';
 import type { Logger } from '../logging.ts';
-import { contentTypeOf } from '../protocol/index.ts';
-import type { Codec } from '../protocol/index.ts';
+import { cancelRequestSchema, contentTypeOf } from '../protocol/index.ts';
+import type { CancelAck, CancelRequest, Codec } from '../protocol/index.ts';
 import type { RefusalLog } from '../refusal-log.ts';
 import type { ReplyGuard } from './reply-guard.ts';
 import { msgpackHeaders } from './request.ts';
@@ -111,5 +111,27 @@ export function serveEndpoint<S extends z.ZodType>(options: ServeEndpointOptions
       if (!replies.admits(message, options.tenantOf?.(message.subject))) return;
       void serve(message, performance.now());
     },
+  });
+}
+
+/** Options of {@link serveCancelEndpoint}: those of {@link serveEndpoint} less what every cancel endpoint shares. */
+export type ServeCancelOptions = Omit<ServeEndpointOptions<typeof cancelRequestSchema>, 'schema' | 'what' | 'handle' | 'errorReply' | 'queue'> & {
+  /** Cancels the call when this instance runs it: its ack, or {@link NO_REPLY} when another instance runs it. */
+  readonly cancel: (request: CancelRequest) => CancelAck | typeof NO_REPLY;
+};
+
+/**
+ * Serves a cancel subject (`{ v, id }` → {@link CancelAck}) the way providers and tool workers do: without a queue
+ * group, so the instance running the call hears it; that instance acks, the others stay silent, and every instance
+ * refuses a bad request alike (`cancelled: false` with the error), the caller taking the first answer.
+ */
+export function serveCancelEndpoint(options: ServeCancelOptions): Subscription {
+  const { cancel, ...rest } = options;
+  return serveEndpoint({
+    ...rest,
+    schema: cancelRequestSchema,
+    what: 'cancel request',
+    handle: (request) => cancel(request),
+    errorReply: (error): CancelAck => ({ v: 1, id: '', cancelled: false, error }),
   });
 }

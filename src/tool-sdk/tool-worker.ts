@@ -2,13 +2,13 @@ import type { Msg, NatsConnection, Subscription } from '@nats-io/nats-core';
 import { CancelledError, ErrorCode, InvalidInputError, toErrorData } from '../errors.ts';
 import { createRefusalLog } from '../refusal-log.ts';
 import type { Logger } from '../logging.ts';
-import { contentTypeOf, SafetyTier, ToolCallHeader, ToolWorkerMetadataKey, cancelRequestSchema, toolCallRequestSchema } from '../protocol/index.ts';
+import { contentTypeOf, SafetyTier, ToolCallHeader, ToolWorkerMetadataKey, toolCallRequestSchema } from '../protocol/index.ts';
 import type { CancelAck, CancelRequest, Codec, Subjects, ToolCallReply, ToolCallRequest } from '../protocol/index.ts';
 import { abortPromise, msgpackHeaders } from '../bus/request.ts';
 import { createReplyMux } from '../bus/reply-mux.ts';
 import type { ReplyMux } from '../bus/reply-mux.ts';
 import { createReplyGuard, replyPolicyOf } from '../bus/reply-guard.ts';
-import { NO_REPLY, serveEndpoint } from '../bus/serve-endpoint.ts';
+import { NO_REPLY, serveCancelEndpoint } from '../bus/serve-endpoint.ts';
 import type { ReplyPolicy } from '../bus/reply-guard.ts';
 import { createServiceRegistration } from '../bus/service-registry.ts';
 import { createStateClient } from '../bus/state-client.ts';
@@ -316,21 +316,7 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
       callSubscriptions.push(subscription);
       loops.push(serve(tool, subscription));
       cancelSubscriptions.push(
-        // No queue group: the worker running the call hears its cancel. Every worker refuses a bad one alike; the
-        // caller takes the first answer.
-        serveEndpoint({
-          nc,
-          codec,
-          logger,
-          replies,
-          refusals,
-          name: `${tool.name}-cancel`,
-          subject: subjects.toolCancel(tool.name),
-          schema: cancelRequestSchema,
-          what: 'cancel request',
-          handle: (request) => cancel(tool, request),
-          errorReply: (error): CancelAck => ({ v: 1, id: '', cancelled: false, error }),
-        }),
+        serveCancelEndpoint({ nc, codec, logger, replies, refusals, name: `${tool.name}-cancel`, subject: subjects.toolCancel(tool.name), cancel: (request) => cancel(tool, request) }),
       );
     }
     registration = createServiceRegistration(
