@@ -3,7 +3,7 @@ import { nuid } from '@nats-io/nats-core';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { createAgentbusClient } from '../src/client/index.ts';
 import { AgentbusError, ErrorCode, toErrorData } from '../src/errors.ts';
-import { MODEL_PATTERN, isToken } from '../src/protocol/index.ts';
+import { MODEL_PATTERN, isToken, prefixFromEnv } from '../src/protocol/index.ts';
 import type { AgentEvent, Prompt } from '../src/protocol/index.ts';
 import { findBus } from './bus-target.ts';
 import { connectCli } from './connect.ts';
@@ -107,7 +107,7 @@ export async function runAsk(argv: string[], context: CliContext): Promise<numbe
 }
 
 async function ask(nc: NatsConnection, options: AskOptions, context: CliContext): Promise<number> {
-  const client = createAgentbusClient({ nc, prefix: context.env.AGENTBUS_PREFIX ?? 'agentbus' });
+  const client = createAgentbusClient({ nc, prefix: prefixFromEnv(context.env) });
   const target = { tenant: options.tenant, sessionId: options.sessionId };
   // Ctrl-C cancels the turn and waits (briefly) for its end; the wait itself is cut after 3 s.
   const stopWaiting = new AbortController();

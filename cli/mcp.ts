@@ -8,7 +8,7 @@ import type { Scrubber } from '../src/scrub/index.ts';
 import { createMcpBridge, describeMcpSource, mcpServerEnvironment, mcpSourceSecrets, openMcpSession } from '../src/mcp/index.ts';
 import type { McpBridgeEvent, McpSandbox, McpSource } from '../src/mcp/index.ts';
 import { BWRAP_INSTALL_HINT, SANDBOX_PATH, STATE_DIRECTORY_NAME, findProgram, realExisting, sandboxHiddenPaths } from '../src/sandbox/index.ts';
-import { createCodec, createSubjects } from '../src/protocol/index.ts';
+import { createCodec, createSubjects, prefixFromEnv } from '../src/protocol/index.ts';
 import { createToolWorker } from '../src/tool-sdk/index.ts';
 import type { AnyToolDefinition } from '../src/tool-sdk/index.ts';
 import { findBus } from './bus-target.ts';
@@ -83,7 +83,7 @@ async function serveMcp(options: McpOptions, source: McpSource, output: McpOutpu
   const label = describeMcpSource(source);
   const replyPolicy = cliReplyPolicy(target.env);
   const nc = await connectCli(target.url, `agentbus-mcp`, target.env, { reconnectForever: true });
-  const subjects = createSubjects(context.env.AGENTBUS_PREFIX ?? 'agentbus');
+  const subjects = createSubjects(prefixFromEnv(context.env));
   const codec = createCodec();
   // The server's own name unless --name says otherwise: known once the first session is open, then kept.
   let serviceName = options.name;

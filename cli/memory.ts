@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util';
 import { discoverServices } from '../src/bus/service-discovery.ts';
 import { isNoResponders } from '../src/bus/request.ts';
-import { createCodec, createMemorySubjects } from '../src/protocol/index.ts';
+import { createCodec, createMemorySubjects, prefixFromEnv } from '../src/protocol/index.ts';
 import type { MemoryRebuildReply } from '../src/protocol/index.ts';
 import { findBus } from './bus-target.ts';
 import { connectCli } from './connect.ts';
@@ -40,7 +40,7 @@ export async function runMemory(argv: string[], context: CliContext): Promise<nu
       return 1;
     }
     context.stderr.write(`rebuilding the index of ${instances.length} memory instance(s) from the log…\n`);
-    const replies = await nc.requestMany(createMemorySubjects(context.env.AGENTBUS_PREFIX ?? 'agentbus').rebuild(), new Uint8Array(), {
+    const replies = await nc.requestMany(createMemorySubjects(prefixFromEnv(context.env)).rebuild(), new Uint8Array(), {
       strategy: 'count',
       maxMessages: instances.length,
       maxWait: timeoutSeconds * 1000,

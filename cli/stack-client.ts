@@ -2,7 +2,7 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import { createAgentbusClient } from '../src/client/index.ts';
 import type { AgentbusClient } from '../src/client/index.ts';
 import { AgentbusError, ErrorCode } from '../src/errors.ts';
-import { TOKEN_PATTERN, isToken } from '../src/protocol/index.ts';
+import { TOKEN_PATTERN, isToken, prefixFromEnv } from '../src/protocol/index.ts';
 import { findBus } from './bus-target.ts';
 import { connectCli } from './connect.ts';
 import { UsageError } from './context.ts';
@@ -17,7 +17,7 @@ export async function withStackClient<T>(context: CliContext, nats: string | und
   if (target.kind === 'none') throw new UsageError('no agentbus stack runs here: start one with `npx agentbus up`, or pass --nats URL');
   const nc: NatsConnection = await connectCli(target.url, name, target.env);
   try {
-    return await use(createAgentbusClient({ nc, prefix: context.env.AGENTBUS_PREFIX ?? 'agentbus' }));
+    return await use(createAgentbusClient({ nc, prefix: prefixFromEnv(context.env) }));
   } finally {
     await nc.close().catch(() => undefined);
   }

@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util';
-import { createCodec, createSubjects, decodeSessionEvent, isToken } from '../src/protocol/index.ts';
+import { createCodec, createSubjects, decodeSessionEvent, isToken, prefixFromEnv } from '../src/protocol/index.ts';
 import type { AgentEvent } from '../src/protocol/index.ts';
 import { findBus } from './bus-target.ts';
 import { connectCli } from './connect.ts';
@@ -35,7 +35,7 @@ export async function runTail(argv: string[], context: CliContext): Promise<numb
   if (target.kind === 'none') {
     throw new UsageError('no agentbus stack runs here: start one with `npx agentbus up`, or pass --nats URL');
   }
-  const subjects = createSubjects(context.env.AGENTBUS_PREFIX ?? 'agentbus');
+  const subjects = createSubjects(prefixFromEnv(context.env));
   const subject = `${subjects.prefix}.${tenant}.sessions.${values.session ?? '*'}.>`;
   const nc = await connectCli(target.url, 'agentbus-tail', target.env, { reconnectForever: true });
   const codec = createCodec();

@@ -3,7 +3,7 @@ import { parseArgs } from 'node:util';
 import type { DestinationStream } from 'pino';
 import { createLogger } from '../src/logging.ts';
 import { createScrubber, secretsFromEnv } from '../src/scrub/index.ts';
-import { createCodec, createSubjects } from '../src/protocol/index.ts';
+import { createCodec, createSubjects, prefixFromEnv } from '../src/protocol/index.ts';
 import { DEFAULT_TOOL_SERVICE_NAME, createToolWorker } from '../src/tool-sdk/index.ts';
 import { findBus } from './bus-target.ts';
 import { cliReplyPolicy, connectCli } from './connect.ts';
@@ -62,7 +62,7 @@ export async function runWorker(argv: string[], context: CliContext): Promise<nu
   const nc = await connectCli(target.url, `agentbus-worker-${serviceName}`, target.env, { reconnectForever: true });
   const worker = createToolWorker({
     nc,
-    subjects: createSubjects(context.env.AGENTBUS_PREFIX ?? 'agentbus'),
+    subjects: createSubjects(prefixFromEnv(context.env)),
     codec: createCodec(),
     logger,
     tools,

@@ -17,6 +17,10 @@ export function notifyReady(service: string, extra: { url?: string } = {}): void
   // The channel closes when the parent dies, even by SIGKILL: drain and exit rather than live on as an orphan
   // that nobody supervises or stops.
   process.once('disconnect', () => process.kill(process.pid, 'SIGTERM'));
+  // A 'disconnect' (or 'message') listener refs the IPC channel, and a ref'd channel keeps the event loop alive
+  // after the service has drained: the process then lingers until its supervisor SIGKILLs it. The service's own
+  // connection and servers keep it running; the channel only listens while they do.
+  process.channel?.unref();
 }
 
 /** True when an IPC message is a {@link ReadyMessage}. */

@@ -1,13 +1,14 @@
 import type { Msg, NatsConnection, Subscription } from '@nats-io/nats-core';
 import { z } from 'zod';
-import { msgpackHeaders } from '../../src/bus/request.ts';
 import { createReplyGuard, replyPolicyOf } from '../../src/bus/reply-guard.ts';
 import type { ReplyPolicy } from '../../src/bus/reply-guard.ts';
+import { serveEndpoint } from '../../src/bus/serve-endpoint.ts';
 import { createServiceRegistration } from '../../src/bus/service-registry.ts';
 import type { ServiceRegistration } from '../../src/bus/service-registry.ts';
-import { ErrorCode, InvalidInputError, TimeoutError, toErrorData } from '../../src/errors.ts';
+import { InvalidInputError, TimeoutError } from '../../src/errors.ts';
 import type { Logger } from '../../src/logging.ts';
 import {
+  DEFAULT_PREFIX,
   EMBED_TIMEOUT_HEADER as CALLER_WAIT_HEADER,
   createCodec,
   createHistorySubjects,
@@ -101,7 +102,7 @@ export interface MemoryService {
  */
 export async function startMemoryService(options: MemoryServiceOptions): Promise<MemoryService> {
   const { nc } = options;
-  const prefix = options.prefix ?? 'agentbus';
+  const prefix = options.prefix ?? DEFAULT_PREFIX;
   const logger = options.logger.child({ service: 'memory' });
   const codec = createCodec();
   const subjects = createSubjects(prefix);
@@ -252,81 +253,63 @@ export async function startMemoryService(options: MemoryServiceOptions): Promise
     },
   );
 
-  const serve = (endpoint: string, subject: string, handle: (tenant: string, message: Msg) => Promise<unknown> | unknown): Subscription =>
-    nc.subscribe(subject, {
-      queue: memorySubjects.queue,
-      callback: (error, message) => {
-        if (error) {
-          logger.warn({ err: error, subject }, 'memory subscription error');
-          return;
-        }
-        // Answered only in an inbox the requester may own: the tenant's, or a service's. Refused: not handled at all.
-        if (!replies.admits(message, memorySubjects.tenantOf(message.subject))) return;
-        const started = performance.now();
-        void (async () => {
-          try {
-            const tenant = memorySubjects.tenantOf(message.subject);
-            if (!tenant) throw new InvalidInputError(`bad subject ${message.subject}: the tenant must match [A-Za-z0-9_-]{1,64}`);
-            rateLimit.admit(tenant);
-            const body = await handle(tenant, message);
-            if (message.reply) message.respond(codec.encode(body), { headers: msgpackHeaders() });
-            registration.record(endpoint, { durationMs: performance.now() - started });
-          } catch (err) {
-            const data = toErrorData(err);
-            if (data.code === ErrorCode.internal) logger.error({ err, subject: message.subject }, 'memory request failed');
-            else refusals.refused({ ...data, subject: message.subject });
-            if (message.reply) message.respond(codec.encode({ error: data }), { headers: msgpackHeaders() });
-            registration.record(endpoint, { durationMs: performance.now() - started, error: `${data.code}: ${data.message}` });
-          }
-        })();
-      },
-    });
-
+  // Every endpoint's request is a tenant's: its subject names the tenant, never its body. Checked, and rate
+  // limited per tenant, before the body is decoded.
+  const tenantOf = (subject: string) => memorySubjects.tenantOf(subject);
+  const tenantOfRequest = (message: Msg): string => {
+    const tenant = tenantOf(message.subject);
+    if (!tenant) throw new InvalidInputError(`bad subject ${message.subject}: the tenant must match [A-Za-z0-9_-]{1,64}`);
+    return tenant;
+  };
+  const host = { nc, codec, logger, replies, refusals, stats: registration };
+  const endpoint = { ...host, queue: memorySubjects.queue, tenantOf, admit: (message: Msg) => rateLimit.admit(tenantOfRequest(message)) };
   const subscriptions: Subscription[] = [
-    serve('search', memorySubjects.anySearch(), async (tenant, message): Promise<MemorySearchReply> => {
-      const request = codec.decodeAs(memorySearchRequestSchema, message.data, message.headers?.get('Content-Type') || undefined);
-      return searchOf(tenant, request, callerWaitOf(message));
+    serveEndpoint({
+      ...endpoint,
+      name: 'search',
+      subject: memorySubjects.anySearch(),
+      schema: memorySearchRequestSchema,
+      handle: (request, message): Promise<MemorySearchReply> => searchOf(tenantOfRequest(message), request, callerWaitOf(message)),
     }),
-    serve('sessions-list', memorySubjects.anySessionsList(), (tenant, message) => {
-      const value = message.data.length === 0 ? {} : codec.decode(message.data, message.headers?.get('Content-Type') || undefined);
-      return generation.store.listSessions(tenant, codec.validate(sessionsListRequestSchema, value ?? {}, 'sessions list request'));
+    serveEndpoint({
+      ...endpoint,
+      name: 'sessions-list',
+      subject: memorySubjects.anySessionsList(),
+      schema: sessionsListRequestSchema,
+      what: 'sessions list request',
+      emptyBody: {},
+      handle: (request, message) => generation.store.listSessions(tenantOfRequest(message), request),
     }),
-    serve('sessions-history', historySubjects.anyHistory(), (_tenant, message) => {
-      const session = historySubjects.parse(message.subject);
-      if (!session) throw new InvalidInputError(`bad subject ${message.subject}: tenant and session id must match [A-Za-z0-9_-]{1,64}`);
-      const value = message.data.length === 0 ? {} : codec.decode(message.data, message.headers?.get('Content-Type') || undefined);
-      return history.page(session.tenant, session.sessionId, codec.validate(sessionHistoryRequestSchema, value ?? {}, 'session history request'));
+    serveEndpoint({
+      ...endpoint,
+      name: 'sessions-history',
+      subject: historySubjects.anyHistory(),
+      schema: sessionHistoryRequestSchema,
+      what: 'session history request',
+      emptyBody: {},
+      admit: (message) => {
+        endpoint.admit(message);
+        if (!historySubjects.parse(message.subject)) throw new InvalidInputError(`bad subject ${message.subject}: tenant and session id must match [A-Za-z0-9_-]{1,64}`);
+      },
+      handle: (request, message) => {
+        const session = historySubjects.parse(message.subject)!;
+        return history.page(session.tenant, session.sessionId, request);
+      },
+    }),
+    // Per-tenant agent state: the tenant is the subject's, never the body's.
+    serveEndpoint({ ...endpoint, name: 'state-save', subject: stateSubjects.any('save'), schema: stateSaveSchema, what: 'state save request', emptyBody: {}, handle: (request, message) => state.save(tenantOfRequest(message), request) }),
+    serveEndpoint({ ...endpoint, name: 'state-load', subject: stateSubjects.any('load'), schema: stateKeySchema, what: 'state load request', emptyBody: {}, handle: (request, message) => state.load(tenantOfRequest(message), request.key) }),
+    serveEndpoint({ ...endpoint, name: 'state-delete', subject: stateSubjects.any('delete'), schema: stateKeySchema, what: 'state delete request', emptyBody: {}, handle: (request, message) => state.delete(tenantOfRequest(message), request.key) }),
+    // Every instance rebuilds (no queue group, no tenant) and answers once its new index has caught up.
+    serveEndpoint({
+      ...host,
+      name: 'rebuild',
+      subject: memorySubjects.rebuild(),
+      schema: z.unknown(),
+      handle: () => rebuild(),
+      failureMessage: 'memory rebuild failed; the previous index keeps serving',
     }),
   ];
-
-  // Per-tenant agent state: the tenant is the subject's, never the body's.
-  const body = (message: Msg) => (message.data.length === 0 ? {} : codec.decode(message.data, message.headers?.get('Content-Type') || undefined));
-  subscriptions.push(
-    serve('state-save', stateSubjects.any('save'), (tenant, message) => state.save(tenant, codec.validate(stateSaveSchema, body(message), 'state save request'))),
-    serve('state-load', stateSubjects.any('load'), (tenant, message) => state.load(tenant, codec.validate(stateKeySchema, body(message), 'state load request').key)),
-    serve('state-delete', stateSubjects.any('delete'), (tenant, message) => state.delete(tenant, codec.validate(stateKeySchema, body(message), 'state delete request').key)),
-  );
-
-  // Every instance rebuilds (no queue group) and answers once its new index has caught up.
-  subscriptions.push(
-    nc.subscribe(memorySubjects.rebuild(), {
-      callback: (_error, message) => {
-        if (!replies.admits(message)) return;
-        const started = performance.now();
-        rebuild().then(
-          (reply) => {
-            if (message.reply) message.respond(codec.encode(reply), { headers: msgpackHeaders() });
-            registration.record('rebuild', { durationMs: performance.now() - started });
-          },
-          (err: unknown) => {
-            logger.error({ err }, 'memory rebuild failed; the previous index keeps serving');
-            if (message.reply) message.respond(codec.encode({ error: toErrorData(err) }), { headers: msgpackHeaders() });
-            registration.record('rebuild', { durationMs: performance.now() - started, error: String(err) });
-          },
-        );
-      },
-    }),
-  );
 
   const memorySearch = defineTool({
     name: 'memory_search',

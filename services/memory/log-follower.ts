@@ -1,7 +1,7 @@
 import { DeliverPolicy, jetstream } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
 import type { Logger } from '../../src/logging.ts';
-import { LogEventType, logEventSchema } from '../../src/protocol/index.ts';
+import { LogEventType, contentTypeOf, logEventSchema } from '../../src/protocol/index.ts';
 import type { Codec, LogEvent, MemoryEventType, Subjects } from '../../src/protocol/index.ts';
 import { streamOnceThere } from './stream-once-there.ts';
 
@@ -73,7 +73,7 @@ export async function followLog(options: LogFollowerOptions): Promise<LogFollowe
       const seq = message.seq;
       try {
         const parsed = subjects.parseSession(message.subject);
-        const event = codec.validate(logEventSchema, codec.decode(message.data, message.headers?.get('Content-Type')), 'log event');
+        const event = codec.validate(logEventSchema, codec.decode(message.data, contentTypeOf(message)), 'log event');
         if (!parsed || event.tenant !== parsed.tenant || event.sessionId !== parsed.sessionId) throw new Error('its envelope names another session than its subject');
         await options.onEvent({ tenant: parsed.tenant, sessionId: parsed.sessionId, seq, event: event as UnsequencedEvent });
       } catch (err) {

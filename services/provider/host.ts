@@ -3,12 +3,13 @@ import { msgpackHeaders } from '../../src/bus/request.ts';
 import { createReplyGuard, replyPolicyOf } from '../../src/bus/reply-guard.ts';
 import type { ReplyPolicy } from '../../src/bus/reply-guard.ts';
 import { createServiceRegistration } from '../../src/bus/service-registry.ts';
-import type { ServiceRegistration } from '../../src/bus/service-registry.ts';
+import type { EndpointOutcome, ServiceRegistration } from '../../src/bus/service-registry.ts';
+import { NO_REPLY, serveCancelEndpoint, serveEndpoint } from '../../src/bus/serve-endpoint.ts';
 import { AgentbusError, CancelledError, ErrorCode, InvalidInputError, ProviderError, TimeoutError, abortReason, toErrorData } from '../../src/errors.ts';
 import type { ErrorData } from '../../src/errors.ts';
 import type { Logger } from '../../src/logging.ts';
-import { EMBED_TIMEOUT_HEADER, PROVIDER_HEARTBEAT_EVENT, PROVIDER_HEARTBEAT_MS, ProviderCallHeader, cancelRequestSchema, embedRequestSchema, generateRequestSchema } from '../../src/protocol/index.ts';
-import type { CancelAck, Codec, EmbedReply, GenerateRequest, Subjects } from '../../src/protocol/index.ts';
+import { contentTypeOf, EMBED_TIMEOUT_HEADER, PROVIDER_HEARTBEAT_EVENT, PROVIDER_HEARTBEAT_MS, ProviderCallHeader, embedRequestSchema, generateRequestSchema } from '../../src/protocol/index.ts';
+import type { CancelAck, Codec, EmbedReply, EmbedRequest, GenerateRequest, Subjects } from '../../src/protocol/index.ts';
 import type { AdapterRequest, ProviderAdapter } from './adapter.ts';
 import type { EmbedAdapter } from './embedders.ts';
 import { createRefusalLog } from '../../src/refusal-log.ts';
@@ -103,7 +104,7 @@ function toAdapterRequest(request: GenerateRequest, provider: string): AdapterRe
 /** The requestId of a body that failed validation, when it has a usable one. */
 function salvageRequestId(codec: Codec, message: Msg): string {
   try {
-    const value = codec.decode(message.data, message.headers?.get('Content-Type'));
+    const value = codec.decode(message.data, contentTypeOf(message));
     if (typeof value === 'object' && value !== null && 'requestId' in value && typeof value.requestId === 'string') {
       return value.requestId.slice(0, 200);
     }
@@ -143,6 +144,8 @@ export function createProviderHost(options: ProviderHostOptions): ProviderHost {
   const embedding = new Set<AbortController>();
   const subscriptions: Subscription[] = [];
   let registration: ServiceRegistration | undefined;
+  // Endpoints subscribe before the registration exists; their requests count once it does.
+  const stats = { record: (endpoint: string, outcome: EndpointOutcome) => registration?.record(endpoint, outcome) };
   let state: 'idle' | 'started' | 'stopped' = 'idle';
 
   /** Ends a request early: the terminal chunk goes out now, the adapter is aborted behind it. */
@@ -194,7 +197,7 @@ export function createProviderHost(options: ProviderHostOptions): ProviderHost {
     let request: AdapterRequest;
     try {
       // Converting checks that the model belongs to this provider.
-      request = toAdapterRequest(codec.decodeAs(generateRequestSchema, message.data, message.headers?.get('Content-Type')), adapter.name);
+      request = toAdapterRequest(codec.decodeAs(generateRequestSchema, message.data, contentTypeOf(message)), adapter.name);
     } catch (error) {
       const requestId = salvageRequestId(codec, message);
       refusals.refused({ ...toErrorData(error), requestId, provider: adapter.name });
@@ -232,29 +235,17 @@ export function createProviderHost(options: ProviderHostOptions): ProviderHost {
     return () => clearInterval(timer);
   }
 
-  function onCancel(adapter: ProviderAdapter, message: Msg, logger: Logger): void {
-    let id: string;
-    try {
-      id = codec.decodeAs(cancelRequestSchema, message.data, message.headers?.get('Content-Type')).id;
-    } catch (err) {
-      // Every instance hears a cancel and refuses a bad one alike; the caller takes the first answer.
-      const error = toErrorData(err);
-      refusals.refused({ ...error, provider: adapter.name, what: 'cancel' });
-      const refusal: CancelAck = { v: 1, id: '', cancelled: false, error };
-      if (message.reply) nc.publish(message.reply, codec.encode(refusal), { headers: msgpackHeaders() });
-      return;
-    }
+  /** Cancels a request this instance runs; every instance hears the cancel, the one running it answers. */
+  function cancel(adapter: ProviderAdapter, id: string, logger: Logger): CancelAck | typeof NO_REPLY {
     const entry = running.get(adapter.name)?.get(id);
-    if (!entry) return;
+    if (!entry) return NO_REPLY;
     logger.info({ requestId: id }, 'provider request cancelled');
     interrupt(entry.writer, entry.controller, new CancelledError('provider request cancelled by the caller'));
-    const ack: CancelAck = { v: 1, id, cancelled: true };
-    if (message.reply) nc.publish(message.reply, codec.encode(ack), { headers: msgpackHeaders() });
+    return { v: 1, id, cancelled: true };
   }
 
   /** Answers one embed request: the vectors, or a typed error (`unsupported` when the provider has no embedding model). */
-  function onEmbed(provider: string, message: Msg, logger: Logger): void {
-    const started = performance.now();
+  async function embed(provider: string, request: EmbedRequest, message: Msg): Promise<EmbedReply> {
     const controller = new AbortController();
     embedding.add(controller);
     // The caller's own wait, when it says it, bounds the work: a query memory gave up on after 200 ms is not retried for a minute.
@@ -262,36 +253,22 @@ export function createProviderHost(options: ProviderHostOptions): ProviderHost {
     const ownMs = options.embedTimeoutMs ?? 60_000;
     const timeoutMs = Number.isInteger(callerWaitsMs) && callerWaitsMs > 0 ? Math.min(ownMs, callerWaitsMs) : ownMs;
     const timer = setTimeout(() => controller.abort(new TimeoutError(`embed request ran past ${timeoutMs} ms`, timeoutMs)), timeoutMs);
-    let id = '';
-    void (async (): Promise<EmbedReply> => {
-      try {
-        const request = codec.decodeAs(embedRequestSchema, message.data, message.headers?.get('Content-Type'));
-        id = request.id;
-        const embedder = embedders.get(provider);
-        if (!embedder) {
-          throw new AgentbusError(
-            ErrorCode.unsupported,
-            `provider ${provider} has no embedding model here (Anthropic has no embeddings API): point AGENTBUS_EMBED_PROVIDER at an OpenAI-compatible provider, or at none`,
-          );
-        }
-        const { model, vectors } = await embedder.embed({ input: request.input, ...(request.model ? { model: adapterModel(request.model, provider) } : {}) }, { signal: controller.signal });
-        registration?.record(`${provider}-embed`, { durationMs: performance.now() - started });
-        return { v: 1, id, model, dimensions: vectors[0]?.length ?? 0, vectors };
-      } catch (err) {
-        const error = toErrorData(controller.signal.aborted ? abortReason(controller.signal) : err);
-        if (error.code === ErrorCode.internal) logger.error({ err }, 'embed request failed');
-        else refusals.refused({ ...error, provider, what: 'embed' });
-        registration?.record(`${provider}-embed`, { durationMs: performance.now() - started, error: `${error.code}: ${error.message}` });
-        return { v: 1, id, error };
+    try {
+      const embedder = embedders.get(provider);
+      if (!embedder) {
+        throw new AgentbusError(
+          ErrorCode.unsupported,
+          `provider ${provider} has no embedding model here (Anthropic has no embeddings API): point AGENTBUS_EMBED_PROVIDER at an OpenAI-compatible provider, or at none`,
+        );
       }
-    })()
-      .then((reply) => {
-        if (message.reply && !nc.isClosed()) nc.publish(message.reply, codec.encode(reply), { headers: msgpackHeaders() });
-      })
-      .finally(() => {
-        clearTimeout(timer);
-        embedding.delete(controller);
-      });
+      const { model, vectors } = await embedder.embed({ input: request.input, ...(request.model ? { model: adapterModel(request.model, provider) } : {}) }, { signal: controller.signal });
+      return { v: 1, id: request.id, model, dimensions: vectors[0]?.length ?? 0, vectors };
+    } catch (err) {
+      throw controller.signal.aborted ? abortReason(controller.signal) : err;
+    } finally {
+      clearTimeout(timer);
+      embedding.delete(controller);
+    }
   }
 
   return {
@@ -301,6 +278,7 @@ export function createProviderHost(options: ProviderHostOptions): ProviderHost {
       for (const adapter of options.adapters) {
         const logger = options.logger.child({ provider: adapter.name });
         running.set(adapter.name, new Map());
+        const host = { nc, codec, logger, replies, refusals };
         subscriptions.push(
           nc.subscribe(subjects.providerGenerate(adapter.name), {
             queue: subjects.providerQueue(adapter.name),
@@ -309,18 +287,18 @@ export function createProviderHost(options: ProviderHostOptions): ProviderHost {
               else if (replies.admits(message)) onGenerate(adapter, message, logger);
             },
           }),
-          nc.subscribe(subjects.providerCancel(adapter.name), {
-            callback: (error, message) => {
-              if (error) logger.warn({ err: error }, 'cancel subscription error');
-              else if (replies.admits(message)) onCancel(adapter, message, logger);
-            },
-          }),
-          nc.subscribe(subjects.providerEmbed(adapter.name), {
+          serveCancelEndpoint({ ...host, name: `${adapter.name}-cancel`, subject: subjects.providerCancel(adapter.name), cancel: (request) => cancel(adapter, request.id, logger) }),
+          serveEndpoint({
+            ...host,
+            stats,
+            name: `${adapter.name}-embed`,
+            subject: subjects.providerEmbed(adapter.name),
             queue: subjects.providerQueue(adapter.name),
-            callback: (error, message) => {
-              if (error) logger.warn({ err: error }, 'embed subscription error');
-              else if (replies.admits(message)) onEmbed(adapter.name, message, logger);
-            },
+            schema: embedRequestSchema,
+            what: 'embed request',
+            handle: (request, message) => embed(adapter.name, request, message),
+            errorReply: (error, request): EmbedReply => ({ v: 1, id: request?.id ?? '', error }),
+            failureMessage: 'embed request failed',
           }),
         );
         logger.info({ subject: subjects.providerGenerate(adapter.name) }, 'provider serving');

@@ -2,7 +2,7 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import { nuid } from '@nats-io/nats-core';
 import { z } from 'zod';
 import { fromErrorData } from '../errors.ts';
-import { EMBED_TIMEOUT_HEADER, MAX_EMBED_INPUTS } from '../protocol/index.ts';
+import { contentTypeOf, EMBED_TIMEOUT_HEADER, MAX_EMBED_INPUTS } from '../protocol/index.ts';
 import type { Codec, EmbedRequest, Subjects } from '../protocol/index.ts';
 import { createReplyMux } from './reply-mux.ts';
 import type { ReplyMux } from './reply-mux.ts';
@@ -60,7 +60,7 @@ export function createEmbedClient(options: EmbedClientOptions): EmbedClient {
           replies,
           ...(callOptions.signal ? { signal: callOptions.signal } : {}),
         });
-        const value = codec.decode(reply.data, reply.headers?.get('Content-Type') || undefined);
+        const value = codec.decode(reply.data, contentTypeOf(reply));
         const failure = errorReply.safeParse(value);
         if (failure.success) throw fromErrorData(failure.data.error);
         const answer = codec.validate(vectorsReply, value, `reply of ${subject}`);

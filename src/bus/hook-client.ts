@@ -2,7 +2,7 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import { ErrorCode, NoRespondersError, TimeoutError, abortReason, toErrorData } from '../errors.ts';
 import type { ErrorData } from '../errors.ts';
 import type { Logger } from '../logging.ts';
-import { HookPhase, decodeHookReply } from '../protocol/index.ts';
+import { contentTypeOf, HookPhase, decodeHookReply } from '../protocol/index.ts';
 import type { AfterHookReply, AfterHookRequest, BeforeHookReply, BeforeHookRequest, Codec, HookReply, Subjects } from '../protocol/index.ts';
 import { request } from './request.ts';
 import { createReplyMux } from './reply-mux.ts';
@@ -60,7 +60,7 @@ export function createHookClient(options: HookClientOptions): HookClient {
     }
     try {
       const message = await request(nc, subject, codec.encode(body), { timeoutMs, signal, replies: (replies ??= createReplyMux(nc)) });
-      return { ok: true, data: message.data, contentType: message.headers?.get('Content-Type') || undefined };
+      return { ok: true, data: message.data, contentType: contentTypeOf(message) };
     } catch (error) {
       if (signal.aborted) throw abortReason(signal);
       if (error instanceof NoRespondersError) return failed({ code: ErrorCode.noResponders, message: `no hook process answers on ${subject}`, retryable: true });

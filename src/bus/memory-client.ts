@@ -1,7 +1,7 @@
 import type { NatsConnection } from '@nats-io/nats-core';
 import { z } from 'zod';
 import { fromErrorData } from '../errors.ts';
-import { EMBED_TIMEOUT_HEADER, createHistorySubjects, createMemorySubjects, logEventSchema, MemoryEventType } from '../protocol/index.ts';
+import { contentTypeOf, EMBED_TIMEOUT_HEADER, createHistorySubjects, createMemorySubjects, logEventSchema, MemoryEventType } from '../protocol/index.ts';
 import type {
   Codec,
   MemorySearchReply,
@@ -89,7 +89,7 @@ export function createMemoryClient(options: MemoryClientOptions): MemoryClient {
       replies,
       ...(requestOptions.signal ? { signal: requestOptions.signal } : {}),
     });
-    const value = codec.decode(reply.data, reply.headers?.get('Content-Type') || undefined);
+    const value = codec.decode(reply.data, contentTypeOf(reply));
     const failure = errorReply.safeParse(value);
     if (failure.success) throw fromErrorData(failure.data.error);
     return codec.validate(schema, value, `reply of ${subject}`);

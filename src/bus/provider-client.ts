@@ -12,7 +12,7 @@ import {
 } from '../errors.ts';
 import type { ErrorData } from '../errors.ts';
 import type { Logger } from '../logging.ts';
-import { PROVIDER_HEARTBEAT_EVENT, ProviderCallHeader, generateChunkSchema, isToken } from '../protocol/index.ts';
+import { contentTypeOf, PROVIDER_HEARTBEAT_EVENT, ProviderCallHeader, generateChunkSchema, isToken } from '../protocol/index.ts';
 import type { CancelRequest, Codec, GenerateChunk, GenerateRequest, Subjects } from '../protocol/index.ts';
 import { request as busRequest, msgpackHeaders } from './request.ts';
 import { createReplyMux } from './reply-mux.ts';
@@ -119,7 +119,7 @@ export function createProviderClient(options: ProviderClientOptions): ProviderCl
     const body: CancelRequest = { v: 1, id: requestId };
     try {
       const reply = await busRequest(nc, subjects.providerCancel(provider), codec.encode(body), { timeoutMs: cancelTimeoutMs, replies });
-      logger.debug({ provider, requestId, ack: codec.decode(reply.data, reply.headers?.get('Content-Type')) }, 'provider cancel acknowledged');
+      logger.debug({ provider, requestId, ack: codec.decode(reply.data, contentTypeOf(reply)) }, 'provider cancel acknowledged');
     } catch (err) {
       // The request may have finished meanwhile: then no instance holds it and none answers.
       logger.debug({ err, provider, requestId }, 'provider cancel not acknowledged');
@@ -128,7 +128,7 @@ export function createProviderClient(options: ProviderClientOptions): ProviderCl
 
   function decodeChunk(message: Msg, provider: string): GenerateChunk {
     try {
-      const value = codec.decode(message.data, message.headers?.get('Content-Type'));
+      const value = codec.decode(message.data, contentTypeOf(message));
       return textDelta(value) ?? codec.validate(generateChunkSchema, value);
     } catch (cause) {
       throw new ProviderError(ErrorCode.providerError, `provider ${provider} sent a malformed chunk: ${(cause as Error).message}`, {

@@ -1,5 +1,6 @@
 import type { ConnectionOptions, NatsConnection } from '@nats-io/nats-core';
 import { ErrorCode, InvalidInputError } from '../errors.ts';
+import { DEFAULT_PREFIX, prefixFromEnv } from '../protocol/index.ts';
 import type { Refusal, RefusalLog } from '../refusal-log.ts';
 import { DEFAULT_INBOX_PREFIX, ServiceInboxPrefix, inboxPrefixOf, userInboxPrefix } from './inbox.ts';
 
@@ -110,7 +111,7 @@ export interface TrustedInboxesOptions {
  * parseTrustedInboxes('_INBOX_billing, _INBOX_crm.>'); // ['_INBOX_billing', '_INBOX_crm']
  */
 export function parseTrustedInboxes(value: string | undefined, options: TrustedInboxesOptions = {}): string[] {
-  const subjectPrefix = options.subjectPrefix ?? 'agentbus';
+  const subjectPrefix = options.subjectPrefix ?? DEFAULT_PREFIX;
   const prefixes: string[] = [];
   for (const raw of (value ?? '').split(',')) {
     const entry = raw.trim().replace(/\.>$/, '').replace(/\.$/, '');
@@ -154,7 +155,7 @@ function policyOf(named: boolean, inboxPrefix: string | undefined, trusted: read
  * const replyPolicy = replyPolicyFromBus(bus, process.env);
  */
 export function replyPolicyFromBus(bus: ReplyPolicyBusOptions, env: NodeJS.ProcessEnv): ReplyPolicy {
-  const trusted = parseTrustedInboxes(env[TRUSTED_INBOXES_ENV], { subjectPrefix: env.AGENTBUS_PREFIX?.trim() || 'agentbus' });
+  const trusted = parseTrustedInboxes(env[TRUSTED_INBOXES_ENV], { subjectPrefix: prefixFromEnv(env) });
   return policyOf(Boolean(bus.user) || Boolean(bus.tls?.certFile), bus.inboxPrefix, trusted);
 }
 

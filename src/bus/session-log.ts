@@ -5,7 +5,7 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import { z } from 'zod';
 import { AgentbusError, ErrorCode, InvalidInputError, LogConflictError, NoRespondersError, PayloadTooLargeError, QuotaExceededError, TimeoutError, abortReason } from '../errors.ts';
 import type { Logger } from '../logging.ts';
-import { ContentType, logEventSchema } from '../protocol/index.ts';
+import { contentTypeOf, ContentType, logEventSchema } from '../protocol/index.ts';
 import type { Codec, LogEvent, Subjects } from '../protocol/index.ts';
 import { createReplyMux } from './reply-mux.ts';
 import type { ReplyMux } from './reply-mux.ts';
@@ -154,7 +154,7 @@ export function createSessionLog(deps: {
   /** The event a log message holds, or undefined (reported) when it holds no valid event of the session. */
   function eventOf(message: JsMsg, tenant: string, sessionId: string): LogEvent | undefined {
     try {
-      const value = codec.validate(logEventSchema, codec.decode(message.data, message.headers?.get('Content-Type')), 'log event');
+      const value = codec.validate(logEventSchema, codec.decode(message.data, contentTypeOf(message)), 'log event');
       if (value.tenant !== tenant || value.sessionId !== sessionId) {
         throw new InvalidInputError(`invalid log event: an event of ${value.tenant}/${value.sessionId} on the log of ${tenant}/${sessionId}`);
       }

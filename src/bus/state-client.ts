@@ -1,7 +1,7 @@
 import type { NatsConnection } from '@nats-io/nats-core';
 import { z } from 'zod';
 import { fromErrorData } from '../errors.ts';
-import { createStateSubjects } from '../protocol/index.ts';
+import { contentTypeOf, createStateSubjects } from '../protocol/index.ts';
 import type { Codec, StateLoadReply, StateVerb } from '../protocol/index.ts';
 import { createReplyMux } from './reply-mux.ts';
 import type { ReplyMux } from './reply-mux.ts';
@@ -61,7 +61,7 @@ export function createStateClient(options: StateClientOptions): StateClient {
       replies,
       ...(callOptions.signal ? { signal: callOptions.signal } : {}),
     });
-    const value = codec.decode(reply.data, reply.headers?.get('Content-Type') || undefined);
+    const value = codec.decode(reply.data, contentTypeOf(reply));
     const failure = errorReply.safeParse(value);
     if (failure.success) throw fromErrorData(failure.data.error);
     return codec.validate(schema, value, `reply of ${subject}`);

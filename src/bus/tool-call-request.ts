@@ -1,6 +1,6 @@
 import type { Msg, MsgHdrs, NatsConnection } from '@nats-io/nats-core';
 import { NoRespondersError, TimeoutError, WorkerLostError, abortReason } from '../errors.ts';
-import { ToolCallHeader, toolCallEventSchema } from '../protocol/index.ts';
+import { contentTypeOf, ToolCallHeader, toolCallEventSchema } from '../protocol/index.ts';
 import type { Codec, ToolCallEvent } from '../protocol/index.ts';
 import type { Logger } from '../logging.ts';
 import { isNoResponders } from './request.ts';
@@ -115,7 +115,7 @@ export function requestToolCall(nc: NatsConnection, subject: string, payload: Ui
 
 function decodeQuietly(codec: Codec, message: Msg): unknown {
   try {
-    return codec.decode(message.data, message.headers?.get('Content-Type') || undefined);
+    return codec.decode(message.data, contentTypeOf(message));
   } catch {
     // A heartbeat that does not decode still shows the worker is alive; only its content is lost.
     return undefined;

@@ -3,7 +3,7 @@ import type { MsgHdrs, NatsConnection } from '@nats-io/nats-core';
 import { ErrorCode, NoRespondersError, TimeoutError, WorkerLostError, abortReason, toErrorData } from '../errors.ts';
 import type { ErrorData } from '../errors.ts';
 import type { Logger } from '../logging.ts';
-import { SafetyTier, ToolCallHeader, ToolMetadataKey, ToolWorkerMetadataKey, isToken, parseToolMetadata, toolCallReplySchema } from '../protocol/index.ts';
+import { contentTypeOf, SafetyTier, ToolCallHeader, ToolMetadataKey, ToolWorkerMetadataKey, isToken, parseToolMetadata, toolCallReplySchema } from '../protocol/index.ts';
 import type { CancelRequest, Codec, Subjects, ToolCallEvent, ToolCallReply, ToolCallRequest, ToolDescriptor } from '../protocol/index.ts';
 import { abortPromise, msgpackHeaders, request } from './request.ts';
 import { requestToolCall } from './tool-call-request.ts';
@@ -209,7 +209,7 @@ export function createToolClient(options: ToolClientOptions): ToolClient {
     const body: CancelRequest = { v: 1, id: callId, tenant, sessionId };
     try {
       const ack = await request(nc, subjects.toolCancel(name), codec.encode(body), { timeoutMs: options.cancelTimeoutMs ?? 500, replies });
-      logger.debug({ tool: name, callId, ack: codec.decode(ack.data, ack.headers?.get('Content-Type') || undefined) }, 'tool cancel acknowledged');
+      logger.debug({ tool: name, callId, ack: codec.decode(ack.data, contentTypeOf(ack)) }, 'tool cancel acknowledged');
     } catch (err) {
       // No ack is normal when the call already finished or is still queued on a worker.
       logger.debug({ err, tool: name, callId }, 'tool cancel not acknowledged');
@@ -247,7 +247,7 @@ export function createToolClient(options: ToolClientOptions): ToolClient {
         ...(signal ? { signal } : {}),
         ...(callOptions.onProgress ? { onEvent: progressOnly(callOptions.onProgress) } : {}),
       });
-      const reply = toolCallReplySchema.safeParse(decodeQuietly(message.data, message.headers?.get('Content-Type') || undefined));
+      const reply = toolCallReplySchema.safeParse(decodeQuietly(message.data, contentTypeOf(message)));
       if (!reply.success || reply.data.callId !== callId) {
         logger.warn({ tool: name, callId }, 'malformed tool reply');
         return failed(callId, { code: ErrorCode.internal, message: `tool ${name} sent a malformed reply`, retryable: false });

@@ -6,7 +6,7 @@ import { createStateClient } from '../bus/state-client.ts';
 import type { StateClient } from '../bus/state-client.ts';
 import { request } from '../bus/request.ts';
 import { AgentbusError, ErrorCode, NoRespondersError } from '../errors.ts';
-import { MAX_HISTORY_LIMIT, SessionVerb, assertToken, createCodec, createSubjects, fromErrorData } from '../protocol/index.ts';
+import { contentTypeOf, MAX_HISTORY_LIMIT, SessionVerb, assertToken, createCodec, createSubjects, fromErrorData } from '../protocol/index.ts';
 import type {
   Approve,
   Codec,
@@ -168,7 +168,7 @@ export function createAgentbusClient(options: { nc: NatsConnection; prefix?: str
       }
       throw error;
     }
-    return codec.decode(reply.data, reply.headers?.get('Content-Type') || undefined) as R;
+    return codec.decode(reply.data, contentTypeOf(reply)) as R;
   }
 
   async function promptWhenReady(target: SessionTarget, prompt: Prompt, readyTimeoutMs: number, signal: AbortSignal | undefined): Promise<{ turnId: string }> {

@@ -10,6 +10,22 @@ export const ContentType = {
 } as const;
 export type ContentType = (typeof ContentType)[keyof typeof ContentType];
 
+/** What {@link contentTypeOf} reads of a message: nats.js' `Msg` fits. */
+export interface MessageWithHeaders {
+  readonly headers?: { get(key: string): string } | undefined;
+}
+
+/**
+ * The `Content-Type` a message declares, or undefined when it declares none (nats.js answers an absent header
+ * with ''): what {@link Codec.decode} takes.
+ *
+ * @example
+ * const value = codec.decode(message.data, contentTypeOf(message));
+ */
+export function contentTypeOf(message: MessageWithHeaders): string | undefined {
+  return message.headers?.get('Content-Type') || undefined;
+}
+
 /** Default size limit of an ingress payload. */
 export const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
 
@@ -41,7 +57,7 @@ function isMsgpackHeader(byte: number): boolean {
  *
  * @example
  * const codec = createCodec();
- * const prompt = codec.decodeAs(promptSchema, message.data, message.headers?.get('Content-Type'));
+ * const prompt = codec.decodeAs(promptSchema, message.data, contentTypeOf(message));
  */
 export function createCodec(options: { maxPayload?: number } = {}): Codec {
   const maxPayload = options.maxPayload ?? DEFAULT_MAX_PAYLOAD;

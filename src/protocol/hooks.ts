@@ -85,7 +85,7 @@ export type HookReply<R> = { readonly ok: true; readonly reply: R } | { readonly
  * problem.
  *
  * @example
- * const decoded = decodeHookReply(codec, HookPhase.before, message.data, message.headers?.get('Content-Type'));
+ * const decoded = decodeHookReply(codec, HookPhase.before, message.data, contentTypeOf(message));
  * if (decoded.ok && decoded.reply.action === 'block') console.log(decoded.reply.output);
  */
 export function decodeHookReply(codec: Codec, phase: typeof HookPhase.before, bytes: Uint8Array, contentType?: string): HookReply<BeforeHookReply>;

@@ -1,4 +1,4 @@
-export { DEFAULT_PREFIX, TOKEN_PATTERN, SessionVerb, isToken, assertToken, createSubjects, streamNames } from './subjects.ts';
+export { DEFAULT_PREFIX, PREFIX_ENV, prefixFromEnv, TOKEN_PATTERN, SessionVerb, isToken, assertToken, createSubjects, streamNames } from './subjects.ts';
 export type { Subjects } from './subjects.ts';
 export {
   SafetyTier,
@@ -20,8 +20,8 @@ export type {
 } from './events.ts';
 export { INVALID_ARGUMENTS_KEY, ZERO_USAGE, addUsage, hasInvalidArguments } from './messages.ts';
 export type { ToolCall, ToolSpec, Usage, ChatMessage } from './messages.ts';
-export { ContentType, DEFAULT_MAX_PAYLOAD, createCodec } from './codec.ts';
-export type { Codec } from './codec.ts';
+export { ContentType, DEFAULT_MAX_PAYLOAD, contentTypeOf, createCodec } from './codec.ts';
+export type { Codec, MessageWithHeaders } from './codec.ts';
 export {
   MODEL_PATTERN,
   MAX_PROMPT_MODELS,

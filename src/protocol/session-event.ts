@@ -1,4 +1,5 @@
 import { InvalidInputError } from '../errors.ts';
+import { contentTypeOf } from './codec.ts';
 import type { Codec } from './codec.ts';
 import type { AgentEvent } from './events.ts';
 import { liveEventSchema } from './live-schemas.ts';
@@ -29,7 +30,7 @@ export function decodeSessionEvent(codec: Codec, subjects: Subjects, message: Ev
   if (!where || (where.rest !== 'log' && live === undefined)) {
     throw new InvalidInputError(`${message.subject} is not a session's log or live subject`);
   }
-  const value = codec.decode(message.data, message.headers?.get('Content-Type') || undefined);
+  const value = codec.decode(message.data, contentTypeOf(message));
   const event: AgentEvent = live === undefined ? codec.validate(logEventSchema, value, 'log event') : codec.validate(liveEventSchema, value, 'live event');
   if (event.tenant !== where.tenant || event.sessionId !== where.sessionId) {
     throw new InvalidInputError(`invalid ${live === undefined ? 'log' : 'live'} event: an event of ${event.tenant}/${event.sessionId} on a subject of ${where.tenant}/${where.sessionId}`);

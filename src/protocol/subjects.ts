@@ -4,6 +4,20 @@ import type { HookPhase } from './hooks.ts';
 /** Default subject prefix. */
 export const DEFAULT_PREFIX = 'agentbus';
 
+/** The variable that names the bus's subject prefix. */
+export const PREFIX_ENV = 'AGENTBUS_PREFIX';
+
+/**
+ * The subject prefix of a process: `AGENTBUS_PREFIX` when set and not blank, else {@link DEFAULT_PREFIX}. The one
+ * place that reads it; {@link createSubjects} checks its shape.
+ *
+ * @example
+ * const subjects = createSubjects(prefixFromEnv(process.env));
+ */
+export function prefixFromEnv(env: NodeJS.ProcessEnv): string {
+  return env[PREFIX_ENV]?.trim() || DEFAULT_PREFIX;
+}
+
 /** A tenant or session id: one subject token of `[A-Za-z0-9_-]{1,64}`. */
 export const TOKEN_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
 

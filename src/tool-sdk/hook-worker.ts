@@ -2,7 +2,7 @@ import type { Msg, NatsConnection, Subscription } from '@nats-io/nats-core';
 import { CancelledError, ErrorCode, InvalidInputError, toErrorData } from '../errors.ts';
 import type { ErrorData } from '../errors.ts';
 import type { Logger } from '../logging.ts';
-import { HookPhase, afterHookRequestSchema, beforeHookRequestSchema } from '../protocol/index.ts';
+import { contentTypeOf, HookPhase, afterHookRequestSchema, beforeHookRequestSchema } from '../protocol/index.ts';
 import type { Codec, Subjects } from '../protocol/index.ts';
 import { abortPromise, msgpackHeaders } from '../bus/request.ts';
 import { createRefusalLog } from '../refusal-log.ts';
@@ -109,7 +109,7 @@ export function createHookWorker(options: HookWorkerOptions): HookWorker {
   function decode(phase: HookPhase, message: Msg): HookJob | { error: ErrorData; callId: string } {
     let raw: unknown;
     try {
-      raw = codec.decode(message.data, message.headers?.get('Content-Type') || undefined);
+      raw = codec.decode(message.data, contentTypeOf(message));
       if (phase === HookPhase.before) return { phase, request: codec.validate(beforeHookRequestSchema, raw, 'before hook request'), handler: options.before! };
       return { phase, request: codec.validate(afterHookRequestSchema, raw, 'after hook request'), handler: options.after! };
     } catch (error) {

@@ -2,12 +2,13 @@ import type { Msg, NatsConnection, Subscription } from '@nats-io/nats-core';
 import { CancelledError, ErrorCode, InvalidInputError, toErrorData } from '../errors.ts';
 import { createRefusalLog } from '../refusal-log.ts';
 import type { Logger } from '../logging.ts';
-import { SafetyTier, ToolCallHeader, ToolWorkerMetadataKey, cancelRequestSchema, toolCallRequestSchema } from '../protocol/index.ts';
+import { contentTypeOf, SafetyTier, ToolCallHeader, ToolWorkerMetadataKey, toolCallRequestSchema } from '../protocol/index.ts';
 import type { CancelAck, CancelRequest, Codec, Subjects, ToolCallReply, ToolCallRequest } from '../protocol/index.ts';
 import { abortPromise, msgpackHeaders } from '../bus/request.ts';
 import { createReplyMux } from '../bus/reply-mux.ts';
 import type { ReplyMux } from '../bus/reply-mux.ts';
 import { createReplyGuard, replyPolicyOf } from '../bus/reply-guard.ts';
+import { NO_REPLY, serveCancelEndpoint } from '../bus/serve-endpoint.ts';
 import type { ReplyPolicy } from '../bus/reply-guard.ts';
 import { createServiceRegistration } from '../bus/service-registry.ts';
 import { createStateClient } from '../bus/state-client.ts';
@@ -192,7 +193,7 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
   function decodeRequest(tool: AnyToolDefinition, message: Msg, started: number): ToolCallRequest | undefined {
     let raw: unknown;
     try {
-      raw = codec.decode(message.data, message.headers?.get('Content-Type') || undefined);
+      raw = codec.decode(message.data, contentTypeOf(message));
       return codec.validate(toolCallRequestSchema, raw, 'tool call');
     } catch (error) {
       const data = toErrorData(error);
@@ -303,34 +304,14 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
     }
   }
 
-  function onCancel(tool: AnyToolDefinition, error: Error | null, message: Msg): void {
-    if (error) {
-      logger.warn({ err: error, tool: tool.name }, 'cancel subscription failed');
-      return;
-    }
-    if (!replies.admits(message)) return;
-    let cancel: CancelRequest;
-    try {
-      cancel = codec.decodeAs(cancelRequestSchema, message.data, message.headers?.get('Content-Type') || undefined);
-    } catch (err) {
-      // Every worker hears a cancel and refuses a bad one alike; the caller takes the first answer.
-      const error = toErrorData(err);
-      refusals.refused({ ...error, tool: tool.name, what: 'cancel' });
-      if (message.reply) {
-        const refusal: CancelAck = { v: 1, id: '', cancelled: false, error };
-        message.respond(codec.encode(refusal), { headers: msgpackHeaders() });
-      }
-      return;
-    }
-    const { id } = cancel;
+  /** Cancels a call this worker runs; every worker hears the cancel, the one running the call answers. */
+  function cancel(tool: AnyToolDefinition, request: CancelRequest): CancelAck | typeof NO_REPLY {
+    const { id } = request;
     // A runtime's cancel names the call's tenant and session: it reaches no other owner's call of that id.
-    const scope = { ...(cancel.tenant === undefined ? {} : { tenant: cancel.tenant }), ...(cancel.sessionId === undefined ? {} : { sessionId: cancel.sessionId }) };
-    if (!calls.cancel(tool.name, id, new CancelledError(`call ${id} cancelled by the caller`), scope)) return;
+    const scope = { ...(request.tenant === undefined ? {} : { tenant: request.tenant }), ...(request.sessionId === undefined ? {} : { sessionId: request.sessionId }) };
+    if (!calls.cancel(tool.name, id, new CancelledError(`call ${id} cancelled by the caller`), scope)) return NO_REPLY;
     logger.debug({ tool: tool.name, callId: id }, 'cancelled a tool call');
-    if (message.reply) {
-      const ack: CancelAck = { v: 1, id, cancelled: true };
-      message.respond(codec.encode(ack), { headers: msgpackHeaders() });
-    }
+    return { v: 1, id, cancelled: true };
   }
 
   async function start(startOptions: { signal?: AbortSignal } = {}): Promise<void> {
@@ -342,7 +323,7 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
       callSubscriptions.push(subscription);
       loops.push(serve(tool, subscription));
       cancelSubscriptions.push(
-        nc.subscribe(subjects.toolCancel(tool.name), { callback: (error, message) => onCancel(tool, error, message) }),
+        serveCancelEndpoint({ nc, codec, logger, replies, refusals, name: `${tool.name}-cancel`, subject: subjects.toolCancel(tool.name), cancel: (request) => cancel(tool, request) }),
       );
     }
     registration = createServiceRegistration(

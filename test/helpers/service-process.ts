@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { isReadyMessage } from '../../src/ready.ts';
 
 /** The repository root. */
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -16,17 +17,34 @@ export interface ServiceProcess {
    * process has exited.
    */
   stop(signal?: NodeJS.Signals): Promise<number | null>;
+  /** Resolves when the service says it serves over IPC (started with `ipc: true`); rejects when it exits first. */
+  ready(timeoutMs?: number): Promise<void>;
+  /** Resolves with the exit code (or the signal that ended it) once the process has exited. */
+  readonly exited: Promise<number | NodeJS.Signals | null>;
+}
+
+/** Options of {@link startServiceProcess} past the environment. */
+export interface ServiceProcessOptions {
+  /** Extra node flags. */
+  readonly nodeFlags?: readonly string[];
+  /** Open an IPC channel, as `agentbus up` does: the service then reports ready on it and stops when it closes. */
+  readonly ipc?: boolean;
 }
 
 /**
  * Starts `entry` (relative to the repository root) with `node --import tsx`, the given environment and
  * extra node flags. Used by the tests and the bench.
  */
-export function startServiceProcess(entry: string, env: Record<string, string>, nodeFlags: readonly string[] = []): ServiceProcess {
-  const child = spawn(process.execPath, [...nodeFlags, '--import', 'tsx', entry], {
+export function startServiceProcess(entry: string, env: Record<string, string>, nodeFlags: readonly string[] | ServiceProcessOptions = []): ServiceProcess {
+  const options: ServiceProcessOptions = isFlagList(nodeFlags) ? { nodeFlags } : nodeFlags;
+  const child = spawn(process.execPath, [...(options.nodeFlags ?? []), '--import', 'tsx', entry], {
     cwd: ROOT,
     env: { ...process.env, LOG_LEVEL: 'info', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stdio: ['ignore', 'pipe', 'pipe', ...(options.ipc ? (['ipc'] as const) : [])],
+  });
+  let readyNow = false;
+  child.on('message', (message) => {
+    if (isReadyMessage(message)) readyNow = true;
   });
   let output = '';
   const listeners = new Set<() => void>();
@@ -38,9 +56,32 @@ export function startServiceProcess(entry: string, env: Record<string, string>, 
   child.stdout?.on('data', append);
   child.stderr?.on('data', append);
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const ended = new Promise<number | NodeJS.Signals | null>((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal)));
   return {
     child,
+    exited: ended,
     output: () => output,
+    ready(timeoutMs = 30_000) {
+      if (readyNow) return Promise.resolve();
+      return new Promise((resolve, reject) => {
+        const timer = setTimeout(() => {
+          child.off('message', onMessage);
+          reject(new Error(`${entry}: no ready message within ${timeoutMs} ms; output:\n${output}`));
+        }, timeoutMs);
+        const onMessage = (message: unknown) => {
+          if (!isReadyMessage(message)) return;
+          clearTimeout(timer);
+          child.off('message', onMessage);
+          resolve();
+        };
+        child.on('message', onMessage);
+        void exited.then(() => {
+          clearTimeout(timer);
+          child.off('message', onMessage);
+          reject(new Error(`${entry} exited before it was ready; output:\n${output}`));
+        });
+      });
+    },
     waitFor(text, timeoutMs = 20_000) {
       if (output.includes(text)) return Promise.resolve();
       return new Promise((resolve, reject) => {
@@ -74,4 +115,8 @@ export function startServiceProcess(entry: string, env: Record<string, string>, 
       return exited;
     },
   };
+}
+
+function isFlagList(value: readonly string[] | ServiceProcessOptions): value is readonly string[] {
+  return Array.isArray(value);
 }

@@ -3,7 +3,7 @@ import type { SessionLog } from '../../../src/bus/session-log.ts';
 import { AgentbusError, ErrorCode, LogConflictError, SessionDeletedError, toErrorData } from '../../../src/errors.ts';
 import type { Logger } from '../../../src/logging.ts';
 import type { RefusalLog } from '../../../src/refusal-log.ts';
-import { SessionVerb, decodeApprove, decodeCancel, decodeDelete, decodePrompt, decodeSteer } from '../../../src/protocol/index.ts';
+import { SessionVerb, contentTypeOf, decodeApprove, decodeCancel, decodeDelete, decodePrompt, decodeSteer } from '../../../src/protocol/index.ts';
 import type { Codec, CommandReply, DeleteReply, PromptReply, Subjects } from '../../../src/protocol/index.ts';
 import type { RuntimeConfig } from '../config.ts';
 import type { SessionLeases } from '../node/leases.ts';
@@ -122,7 +122,7 @@ export function createSessionMessageHandler(deps: SessionMessageDeps): SessionMe
       if (deps.forward && origin.hops < MAX_FORWARD_HOPS) deps.forward(claimed.owner, message, origin);
       return;
     }
-    const contentType = message.headers?.get('Content-Type') || undefined;
+    const contentType = contentTypeOf(message);
     // A prompt or steer is logged with its request's reply subject; a replayed one already logged is recognised.
     const asRequest = { ...(message.reply ? { requestId: message.reply } : {}), dedupe: replayed };
     const started = performance.now();
