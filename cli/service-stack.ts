@@ -13,7 +13,14 @@ export const ServiceName = {
 } as const;
 export type ServiceName = (typeof ServiceName)[keyof typeof ServiceName];
 
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
+/**
+ * The command line that runs a service: its compiled JavaScript when this module is itself compiled (the CLI from
+ * dist/, where bin/build.js puts every service next to it), else its TypeScript through tsx (development, tests).
+ */
+export function serviceCommand(service: ServiceName, moduleUrl: string = import.meta.url): string[] {
+  if (moduleUrl.endsWith('.js')) return [fileURLToPath(new URL(`../services/${service}/main.js`, moduleUrl))];
+  return ['--import', import.meta.resolve('tsx'), fileURLToPath(new URL(`../services/${service}/main.ts`, moduleUrl))];
+}
 
 /** A running set of service processes. */
 export interface ServiceStack {
@@ -55,13 +62,12 @@ export interface ServiceStackOptions {
 }
 
 /**
- * Starts each service as `node --import tsx services/<name>/main.ts` and waits until every one says it
- * serves (IPC ready message). Rejects, stopping the others, when one exits or does not get ready in time.
+ * Starts each service as its own process, all at once ({@link serviceCommand}: compiled or through tsx), and waits
+ * until every one says it serves (IPC ready message). Rejects, stopping the others, when one exits or does not get ready in time.
  * Once up, a service that exits on its own (a node that found itself deaf exits 1 on purpose) is started
  * again with a growing delay, and given up when it keeps exiting.
  */
 export async function startServiceStack(options: ServiceStackOptions): Promise<ServiceStack> {
-  const tsx = import.meta.resolve('tsx');
   const policy: RestartPolicy = { ...DEFAULT_RESTART_POLICY, ...options.restart };
   const children = new Map<ServiceName, ChildProcess>();
   const urls = new Map<ServiceName, string>();
@@ -95,7 +101,7 @@ export async function startServiceStack(options: ServiceStackOptions): Promise<S
   /** Spawns one service; resolves when it is ready, rejects when it exits first. */
   const launch = (service: ServiceName, restart = false): Promise<void> =>
     new Promise<void>((resolve, reject) => {
-      const child = spawn(process.execPath, ['--import', tsx, `${ROOT}services/${service}/main.ts`], {
+      const child = spawn(process.execPath, serviceCommand(service), {
         env: { ...process.env, ...options.env },
         stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
       });
