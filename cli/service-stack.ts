@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import { isReadyMessage } from '../src/ready.ts';
+import { serviceCommand } from './service-command.ts';
 
 /** The services `agentbus up` can run, each its own process. */
 export const ServiceName = {
@@ -12,15 +12,6 @@ export const ServiceName = {
   dashboard: 'dashboard',
 } as const;
 export type ServiceName = (typeof ServiceName)[keyof typeof ServiceName];
-
-/**
- * The command line that runs a service: its compiled JavaScript when this module is itself compiled (the CLI from
- * dist/, where bin/build.js puts every service next to it), else its TypeScript through tsx (development, tests).
- */
-export function serviceCommand(service: ServiceName, moduleUrl: string = import.meta.url): string[] {
-  if (moduleUrl.endsWith('.js')) return [fileURLToPath(new URL(`../services/${service}/main.js`, moduleUrl))];
-  return ['--import', import.meta.resolve('tsx'), fileURLToPath(new URL(`../services/${service}/main.ts`, moduleUrl))];
-}
 
 /** A running set of service processes. */
 export interface ServiceStack {

@@ -11,7 +11,7 @@ let workdir: string;
 
 /** Offline, and with a tools service that warns as it starts (no sandbox): a warning the user must see. */
 function env(): NodeJS.ProcessEnv {
-  const env = { ...process.env, AGENTBUS_UNSAFE_NO_SANDBOX: '1' };
+  const env: NodeJS.ProcessEnv = { ...process.env, AGENTBUS_UNSAFE_NO_SANDBOX: '1' };
   for (const name of ['NATS_URL', 'OPENAI_API_KEY', 'ANTHROPIC_API_KEY', 'OLLAMA_HOST', 'AGENTBUS_MODEL', 'AGENTBUS_CONFIG', 'AGENTBUS_SCRIPT', 'LOG_LEVEL']) delete env[name];
   return env;
 }
