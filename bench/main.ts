@@ -1,5 +1,6 @@
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
+import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { connect } from '@nats-io/transport-node';
 import { pino } from 'pino';
@@ -8,6 +9,8 @@ import { createToolClient } from '../src/bus/tool-client.ts';
 import { createCodec, createSubjects } from '../src/protocol/index.ts';
 import { createTokenCounter } from '../src/tokens.ts';
 import { createAgentbusClient } from './lib/agentbus-client.ts';
+import { buildCompiled, describeColdStart, measureColdStart, offlineEnv } from './lib/cold-start.ts';
+import type { ColdStartFigure } from './lib/cold-start.ts';
 import { measureContextPrep } from './lib/context-prep.ts';
 import { measureCpu } from './lib/cpu.ts';
 import { readLoopDelays } from './lib/event-loop.ts';
@@ -39,6 +42,16 @@ if (process.argv.includes('--render')) {
   const name = quick ? 'quick' : 'latest';
   const saved = JSON.parse(await readFile(join(ROOT, 'bench', 'results', `${name}.json`), 'utf8')) as BenchResults;
   await writeFile(join(ROOT, 'bench', 'results', `${name}.md`), renderMarkdown(saved, targetsOf(saved)));
+  process.exit(0);
+}
+/** Time to ready of `agentbus up` (compiled, and from the sources) against a bare `node -e`, before anything else runs. */
+async function coldStartFigure(rounds: number): Promise<ColdStartFigure> {
+  buildCompiled(ROOT);
+  return measureColdStart({ root: ROOT, rounds, env: offlineEnv(process.env), readLoad: () => loadavg()[0]! });
+}
+if (process.argv.includes('--cold-start')) {
+  // Only this figure (the rest of the bench takes minutes): printed, not written to results/.
+  process.stdout.write(`${describeColdStart(await coldStartFigure(quick ? 2 : 3))}\n`);
   process.exit(0);
 }
 const plan = quick
@@ -74,6 +87,10 @@ async function loadPair(
 const machine = machineInfo();
 log(`${quick ? 'quick' : 'full'} run on ${machineLine(machine)}`);
 const rows: PeerRow[] = [];
+
+// 0. Cold start of the CLI's stack, while nothing else of the bench runs.
+const coldStart = await coldStartFigure(quick ? 2 : 3);
+log(describeColdStart(coldStart));
 
 // 1. The in-process peers, before any bus process runs.
 rows.push({ key: 'plain', name: 'plain in-process async loop', versions: [], ...(await loadPair('plain loop', async () => void (await runPlainSession(PROMPT)), plan.c1Ms, plan.c200Ms)) });
@@ -287,6 +304,7 @@ try {
     scalingSetup: { toolDelayMs: 50, slotsPerWorker: slots, outstandingPerWorker: 4 * slots },
     heap,
     contextPrep,
+    coldStart,
     seconds: (performance.now() - began) / 1000,
   };
 } finally {

@@ -15,7 +15,7 @@ import { startLocalStack } from './local-stack.ts';
 import type { LocalStack } from './local-stack.ts';
 
 export const ASK_USAGE =
-  'agentbus ask [--nats URL] [--tenant T] [--session S] [--model M] [--max-steps N] [--max-cost USD] [--timeout SECONDS] [--json] TEXT';
+  'agentbus ask [--nats URL] [--tenant T] [--session S] [--model M] [--max-steps N] [--max-cost USD] [--timeout SECONDS] [--json] [--verbose] TEXT';
 
 interface AskOptions {
   readonly tenant: string;
@@ -23,6 +23,8 @@ interface AskOptions {
   readonly prompt: Prompt;
   readonly json: boolean;
   readonly timeoutMs: number;
+  /** The embedded stack's service logs on stderr too, not only in .agentbus/logs/. */
+  readonly verbose: boolean;
 }
 
 function positiveNumber(flag: string, raw: string | undefined, integer: boolean): number | undefined {
@@ -47,6 +49,7 @@ export function parseAsk(argv: string[]): AskOptions & { nats: string | undefine
       'max-cost': { type: 'string' },
       timeout: { type: 'string' },
       json: { type: 'boolean', default: false },
+      verbose: { type: 'boolean', default: false },
     },
     strict: true,
     allowPositionals: true,
@@ -69,7 +72,7 @@ export function parseAsk(argv: string[]): AskOptions & { nats: string | undefine
     ...(maxSteps ? { maxSteps } : {}),
     ...(maxCost ? { maxCost } : {}),
   };
-  return { nats: values.nats, tenant, sessionId, prompt, json: values.json, timeoutMs: timeout * 1000 };
+  return { nats: values.nats, tenant, sessionId, prompt, json: values.json, timeoutMs: timeout * 1000, verbose: values.verbose };
 }
 
 /**
@@ -88,8 +91,7 @@ export async function runAsk(argv: string[], context: CliContext): Promise<numbe
       services: ['runtime', 'provider', 'tools'],
       workspace: context.cwd,
       env: context.env,
-      logLevel: context.env.LOG_LEVEL ?? 'warn',
-      onLog: (service, line) => context.stderr.write(`[${service}] ${line}\n`),
+      logs: { verbose: options.verbose, write: (line) => context.stderr.write(`${line}\n`), cwd: context.cwd },
       onNotice: (message) => context.stderr.write(`agentbus: ${message}\n`),
       signal: context.signal,
     });

@@ -1,9 +1,11 @@
 import { randomBytes } from 'node:crypto';
-import { resolve } from 'node:path';
+import { join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describeDefaultModel } from '../src/default-model.ts';
 import { embeddedBusEnv, startEmbeddedNats } from './embedded-nats.ts';
 import type { EmbeddedNats } from './embedded-nats.ts';
+import { openServiceLogs } from './service-logs.ts';
+import type { ServiceLogs } from './service-logs.ts';
 import { startServiceStack } from './service-stack.ts';
 import type { ServiceName, ServiceStack } from './service-stack.ts';
 
@@ -35,7 +37,13 @@ export interface LocalStackOptions {
   readonly workspace: string;
   readonly env: NodeJS.ProcessEnv;
   readonly logLevel?: string;
+  /** Hears every output line of the services (besides {@link LocalStackOptions.logs}). */
   readonly onLog?: (service: ServiceName, line: string) => void;
+  /**
+   * The services' logs in `<stateDir>/logs/<service>.log`, said once through `write`; on the terminal (`write`) go
+   * every line when `verbose`, else one human line per warning or error.
+   */
+  readonly logs?: { readonly verbose: boolean; readonly write: (line: string) => void; readonly cwd: string };
   /** Hears each restart of a service that exited on its own. */
   readonly onRestart?: (service: ServiceName, code: number | null, attempt: number) => void;
   /** Told once which default model the stack uses, and whether that is the offline scripted one. */
@@ -48,6 +56,8 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
   let nats: EmbeddedNats | undefined;
   if (!options.url) nats = await startEmbeddedNats({ stateDir: options.stateDir, ...(options.signal ? { signal: options.signal } : {}) });
   const url = options.url ?? nats!.url;
+  let logs: ServiceLogs | undefined;
+  let shownLogs = '';
   try {
     // The runtime needs the same default model the provider service derives from keys and config.
     const choice = await describeDefaultModel(options.env, options.signal ? { signal: options.signal } : {});
@@ -71,10 +81,20 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       // The bus lets in only the token's holder; the dashboard, which shows every session, likewise.
       ...(dashboardToken ? { AGENTBUS_DASHBOARD_TOKEN: dashboardToken } : {}),
     };
+    if (options.logs) {
+      const dir = join(options.stateDir, 'logs');
+      logs = openServiceLogs({ dir, services: options.services, verbose: options.logs.verbose, write: options.logs.write });
+      shownLogs = `${relative(options.logs.cwd, dir) || dir}/`;
+      options.logs.write(options.logs.verbose ? `agentbus: service logs here and in ${shownLogs}` : `agentbus: service logs go to ${shownLogs} (--verbose shows them here)`);
+    }
+    const sink = logs;
     const services = await startServiceStack({
       services: options.services,
       env,
-      ...(options.onLog ? { onLog: options.onLog } : {}),
+      onLog: (service, line) => {
+        sink?.onLog(service, line);
+        options.onLog?.(service, line);
+      },
       ...(options.onRestart ? { onRestart: options.onRestart } : {}),
       ...(options.signal ? { signal: options.signal } : {}),
     });
@@ -87,10 +107,14 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       async stop() {
         await services.stop();
         await nats?.stop();
+        await sink?.close();
       },
     };
   } catch (error) {
     await nats?.stop();
+    await logs?.close();
+    // In quiet mode the service's own words (a stack trace, say) are in its file, not on the terminal.
+    if (logs && !options.logs?.verbose && error instanceof Error) error.message += `; its log is in ${shownLogs}`;
     throw error;
   }
 }

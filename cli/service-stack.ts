@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import { isReadyMessage } from '../src/ready.ts';
+import { serviceCommand } from './service-command.ts';
 
 /** The services `agentbus up` can run, each its own process. */
 export const ServiceName = {
@@ -14,8 +14,6 @@ export const ServiceName = {
   agents: 'agents',
 } as const;
 export type ServiceName = (typeof ServiceName)[keyof typeof ServiceName];
-
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
 /** A running set of service processes. */
 export interface ServiceStack {
@@ -57,13 +55,12 @@ export interface ServiceStackOptions {
 }
 
 /**
- * Starts each service as `node --import tsx services/<name>/main.ts` and waits until every one says it
- * serves (IPC ready message). Rejects, stopping the others, when one exits or does not get ready in time.
+ * Starts each service as its own process, all at once ({@link serviceCommand}: compiled or through tsx), and waits
+ * until every one says it serves (IPC ready message). Rejects, stopping the others, when one exits or does not get ready in time.
  * Once up, a service that exits on its own (a node that found itself deaf exits 1 on purpose) is started
  * again with a growing delay, and given up when it keeps exiting.
  */
 export async function startServiceStack(options: ServiceStackOptions): Promise<ServiceStack> {
-  const tsx = import.meta.resolve('tsx');
   const policy: RestartPolicy = { ...DEFAULT_RESTART_POLICY, ...options.restart };
   const children = new Map<ServiceName, ChildProcess>();
   const urls = new Map<ServiceName, string>();
@@ -97,7 +94,7 @@ export async function startServiceStack(options: ServiceStackOptions): Promise<S
   /** Spawns one service; resolves when it is ready, rejects when it exits first. */
   const launch = (service: ServiceName, restart = false): Promise<void> =>
     new Promise<void>((resolve, reject) => {
-      const child = spawn(process.execPath, ['--import', tsx, `${ROOT}services/${service}/main.ts`], {
+      const child = spawn(process.execPath, serviceCommand(service), {
         env: { ...process.env, ...options.env },
         stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
       });

@@ -6,7 +6,7 @@ import { startLocalStack } from './local-stack.ts';
 import { UsageError } from './context.ts';
 import type { CliContext } from './context.ts';
 
-export const UP_USAGE = 'agentbus up [--nats URL] [--services runtime,provider,tools,memory,dashboard] [--script FILE] [--workspace DIR] [--dashboard-port PORT] [--agents FILE]';
+export const UP_USAGE = 'agentbus up [--nats URL] [--services runtime,provider,tools,memory,dashboard] [--script FILE] [--workspace DIR] [--dashboard-port PORT] [--agents FILE] [--verbose]';
 
 const ALL_SERVICES: readonly ServiceName[] = Object.values(ServiceName);
 /** Started without --services: all but the agent protocol host, which runs when an agents config is given. */
@@ -45,6 +45,7 @@ export async function runUp(argv: string[], context: CliContext): Promise<number
       workspace: { type: 'string' },
       'dashboard-port': { type: 'string' },
       agents: { type: 'string' },
+      verbose: { type: 'boolean', default: false },
     },
     strict: true,
     allowPositionals: false,
@@ -67,7 +68,7 @@ export async function runUp(argv: string[], context: CliContext): Promise<number
     ...(values.script ? { script: values.script } : {}),
     workspace: values.workspace ?? context.cwd,
     env: { ...context.env, ...(dashboardPort === undefined ? {} : { AGENTBUS_DASHBOARD_PORT: dashboardPort }), ...(agents ? { AGENTBUS_AGENTS: agents } : {}) },
-    onLog: (service, line) => log(`[${service}] ${humanLogLine(line)}`),
+    logs: { verbose: values.verbose, write: log, cwd: context.cwd },
     onRestart: (service, code, attempt) => log(`the ${service} service exited (code ${code}); starting it again (restart ${attempt} within a minute)`),
     onNotice: (message) => context.stderr.write(`agentbus: ${message}\n`),
     signal: context.signal,
@@ -89,19 +90,4 @@ export async function runUp(argv: string[], context: CliContext): Promise<number
   if (outcome === 'signal') return 0;
   log(`the ${outcome.service} service keeps exiting (last code ${outcome.code}); stopped everything`);
   return 1;
-}
-
-/** Turns a pino JSON line into `level message {fields}`; other lines pass through. */
-export function humanLogLine(line: string): string {
-  if (!line.startsWith('{')) return line;
-  try {
-    // A log line of our own child process, not bus data.
-    const record = JSON.parse(line) as Record<string, unknown>;
-    const levels: Record<number, string> = { 10: 'trace', 20: 'debug', 30: 'info', 40: 'warn', 50: 'error', 60: 'fatal' };
-    const { level, msg, time: _time, pid: _pid, hostname: _hostname, name: _name, ...rest } = record;
-    const extra = Object.keys(rest).length > 0 ? ` ${JSON.stringify(rest)}` : '';
-    return `${levels[Number(level)] ?? level} ${String(msg ?? '')}${extra}`;
-  } catch {
-    return line;
-  }
 }

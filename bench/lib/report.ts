@@ -1,3 +1,4 @@
+import type { ColdStartFigure } from './cold-start.ts';
 import type { ContextPrepResult } from './context-prep.ts';
 import type { ServiceLoopDelay } from './event-loop.ts';
 import type { CpuShare } from './cpu.ts';
@@ -58,6 +59,8 @@ export interface BenchResults {
     passivationMs: number;
   };
   readonly contextPrep: readonly ContextPrepResult[];
+  /** Time to ready of `agentbus up` against a bare `node -e` start (absent in results of older runs). */
+  readonly coldStart?: ColdStartFigure;
   readonly seconds: number;
 }
 
@@ -174,6 +177,13 @@ function figuresTable(results: BenchResults): string[] {
   for (const prep of results.contextPrep) {
     lines.push(
       `| context prep, ${prep.messages} messages (${prep.kept} fit): after a step / repeated with nothing new, p50 (µs); cold (ms) | ${micros(prep.stepMs.p50)} / ${micros(prep.warmMs.p50)}; cold ${fixed(prep.coldMs, 1)} | ${base.messages} messages ${micros(base.stepMs.p50)} / ${micros(base.warmMs.p50)} | ${fixed(prep.stepMs.p50 / base.stepMs.p50, 1)}× / ${fixed(prep.warmMs.p50 / base.warmMs.p50, 1)}× |`,
+    );
+  }
+  if (results.coldStart) {
+    const { bareNodeMs, upCompiledMs, upSourceMs, loadAverage } = results.coldStart;
+    const low = (values: readonly number[]) => Math.min(...values);
+    lines.push(
+      `| cold start: \`agentbus up\` to ready, compiled / from the sources via tsx, best of ${upCompiledMs.length} (ms) | ${fixed(low(upCompiledMs), 0)} / ${fixed(low(upSourceMs), 0)} | bare \`node -e\` ${fixed(low(bareNodeMs), 0)} (load ${loadAverage.map((load) => fixed(load, 1)).join(' → ')}) | ${fixed(low(upCompiledMs) / low(bareNodeMs), 1)}× / ${fixed(low(upSourceMs) / low(bareNodeMs), 1)}× |`,
     );
   }
   if (results.cpuAt200) {

@@ -1,0 +1,64 @@
+#!/usr/bin/env node
+// Compiles the CLI and each service into one JavaScript file apiece under dist/ (esbuild, dependencies left as
+// imports), so that `npx agentbus` and the services it starts skip tsx's compile-on-load. `npm install` runs it
+// (the `prepare` script); `npm run build` runs it again after an edit. With `--if-possible` a failed build only
+// warns: the CLI then runs its TypeScript through tsx, slower to start but the same program.
+import { cpSync, mkdirSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { BUILD_INFO, ROOT, sourceFingerprint } from './compiled.js';
+
+/** Files the compiled code reads next to itself (`new URL(..., import.meta.url)`), copied to the same place in dist/. */
+const ASSETS = ['package.json', 'examples/demo-script.json', 'services/dashboard/static'];
+
+async function build() {
+  const started = performance.now();
+  // Taken before compiling: a source edited while the build runs makes the result stale, not falsely fresh.
+  const sources = sourceFingerprint(ROOT);
+  const { build: esbuild } = await import('esbuild');
+  const services = readdirSync(join(ROOT, 'services')).filter((name) => statSync(join(ROOT, 'services', name, 'main.ts'), { throwIfNoEntry: false })?.isFile());
+  const out = join(ROOT, `dist.tmp-${process.pid}`);
+  rmSync(out, { recursive: true, force: true });
+  try {
+    await esbuild({
+      absWorkingDir: ROOT,
+      entryPoints: ['cli/main.ts', ...services.map((name) => `services/${name}/main.ts`)],
+      outdir: out,
+      outbase: '.',
+      bundle: true,
+      packages: 'external',
+      format: 'esm',
+      platform: 'node',
+      target: 'node20',
+      sourcemap: 'linked',
+      logLevel: 'warning',
+    });
+    for (const asset of ASSETS) {
+      mkdirSync(join(out, asset, '..'), { recursive: true });
+      cpSync(join(ROOT, asset), join(out, asset), { recursive: true });
+    }
+    writeFileSync(join(out, BUILD_INFO), `${JSON.stringify({ builtAt: new Date().toISOString(), sources }, null, 2)}\n`);
+    // Swapped in whole: a build that fails halfway leaves the previous dist/ or none, never a mix.
+    rmSync(join(ROOT, 'dist'), { recursive: true, force: true });
+    renameSync(out, join(ROOT, 'dist'));
+  } catch (error) {
+    rmSync(out, { recursive: true, force: true });
+    throw error;
+  }
+  return { services, ms: Math.round(performance.now() - started) };
+}
+
+const ifPossible = process.argv.includes('--if-possible');
+try {
+  const { services, ms } = await build();
+  process.stderr.write(`agentbus: compiled the CLI and ${services.length} services to dist/ in ${ms} ms\n`);
+} catch (error) {
+  const reason = error instanceof Error ? error.message.split('\n')[0] : String(error);
+  if (!ifPossible) {
+    process.stderr.write(`agentbus: build failed: ${reason}\n`);
+    process.exitCode = 1;
+  } else {
+    // A stale dist/ would run old code: none at all makes the CLI run the sources through tsx.
+    rmSync(join(ROOT, 'dist'), { recursive: true, force: true });
+    process.stderr.write(`agentbus: could not compile to dist/ (${reason}); the CLI will run its TypeScript through tsx (slower start)\n`);
+  }
+}
