@@ -1,5 +1,5 @@
 import { fromPromise } from 'xstate';
-import { LogEventType, ZERO_USAGE, toErrorData } from '../../../src/protocol/index.ts';
+import { LogEventType, MODEL_PATTERN, ZERO_USAGE, toErrorData } from '../../../src/protocol/index.ts';
 import type { ToolSpec, Usage } from '../../../src/protocol/index.ts';
 import { contextWindowOf } from '../../../src/tokens.ts';
 import type { TokenCounter } from '../../../src/tokens.ts';
@@ -127,7 +127,8 @@ export function createPrepareActors({ scopeOf, stepScope, progress }: Pick<StepA
         else if (chunk.type === 'usage') usage = chunk.usage;
         else if (chunk.type === 'done') {
           cost = chunk.cost ?? 0;
-          if (chunk.model !== undefined) model = chunk.model;
+          // As in a step: only a full `<provider>:<model>` name says which model answered.
+          if (chunk.model !== undefined && MODEL_PATTERN.test(chunk.model)) model = chunk.model;
         }
       }
       return { summary, usage, cost, model };
