@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createAgentbusClient } from '../../src/client/index.ts';
 import type { AgentEvent } from '../../src/protocol/index.ts';
 import { createScriptedAdapter } from '../../services/provider/index.ts';
 import type { ProviderAdapter } from '../../services/provider/index.ts';
@@ -95,6 +96,25 @@ describe('deadlines and the last answer', () => {
     const ofTurn = logged.filter((event) => event.turnId === turnId).map((event) => event.type);
     expect(ofTurn.slice(0, 2)).toEqual(['user.message', 'turn.started']);
     expect(ofType(events, 'turn.started')[0]!.data).toMatchObject({ model: 'scripted:default', maxSteps: 1, maxCost: 2, finalAnswer: true });
+  });
+
+  it("cancels the running turn when the SDK's ask gives up on it, and sends its timeout as the turn's deadline", async () => {
+    const client = createAgentbusClient({ nc: stack.client });
+    const target = { tenant: 'default', sessionId: 'ask-gives-up-1' };
+    const watcher = collectEvents(stack.client, target.tenant, target.sessionId);
+    const abortedBefore = gate.aborted();
+    // The prompt's own deadline is far: only the client's cancel can end the turn this soon.
+    await expect(client.ask(target, { text: 'read, then hold', deadlineMs: 60_000 }, { timeoutMs: 1500 })).rejects.toMatchObject({ code: 'timeout' });
+    const events = await watcher.until(ended, 5000);
+    watcher.stop();
+    expect(ofType(events, 'turn.ended')[0]!.data.reason).toBe('cancelled');
+    await expect.poll(() => gate.aborted(), { timeout: 5000 }).toBe(abortedBefore + 1);
+
+    const timed = collectEvents(stack.client, target.tenant, 'ask-gives-up-2');
+    await expect(client.ask({ ...target, sessionId: 'ask-gives-up-2' }, { text: 'read, then hold' }, { timeoutMs: 1500 })).rejects.toBeDefined();
+    const seen = await timed.until(ended, 5000);
+    timed.stop();
+    expect(ofType(seen, 'user.message')[0]!.data.deadlineMs).toBe(1500);
   });
 
   it('refuses a deadlineMs past the ceiling with a clear error', async () => {
