@@ -4,18 +4,10 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AGENTBUS_BIN, runAgentbus } from '../helpers/agentbus-bin.ts';
+import { AGENTBUS_BIN, offlineEnv, runAgentbus } from '../helpers/agentbus-bin.ts';
 
 let workdir: string;
 let up: ChildProcess | undefined;
-
-/** This process's environment without anything that would pick a bus or a real model. */
-function offlineEnv(): NodeJS.ProcessEnv {
-  const env = { ...process.env };
-  for (const name of ['NATS_URL', 'OPENAI_API_KEY', 'ANTHROPIC_API_KEY', 'OLLAMA_HOST', 'AGENTBUS_MODEL', 'AGENTBUS_CONFIG', 'AGENTBUS_SCRIPT']) delete env[name];
-  env.AGENTBUS_DASHBOARD_PORT = '0';
-  return env;
-}
 
 beforeAll(async () => {
   workdir = await mkdtemp(join(tmpdir(), 'agentbus-ask-timeout-'));
