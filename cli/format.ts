@@ -32,8 +32,12 @@ export function describeData(event: AgentEvent): string {
       return `${event.data.name} ${short(event.data.args, 60)} (toolCallId ${event.data.toolCallId})`;
     case 'approval.decided':
       return `${event.data.toolCallId} ${event.data.approved ? 'approved' : 'denied'}${event.data.reason ? `: ${event.data.reason}` : ''}`;
+    case 'turn.started':
+      return `${event.data.model}, ${event.data.maxSteps} steps${event.data.maxCost === undefined ? '' : `, $${event.data.maxCost}`}, deadline ${new Date(event.data.deadline).toISOString()}`;
     case 'summary.created':
       return `${event.data.tokens} tokens through seq ${event.data.throughSeq}`;
+    case 'summary.failed':
+      return `through seq ${event.data.throughSeq}: ${event.data.error.code}: ${event.data.error.message}`;
     case 'turn.ended':
       return `${event.data.reason}${event.data.error ? ` (${event.data.error.code}: ${event.data.error.message})` : ''} after ${event.data.steps} step(s), $${event.data.cost.toFixed(6)}`;
     case 'assistant.delta':

@@ -2,9 +2,18 @@ import { assign, fromPromise, sendTo, setup } from 'xstate';
 import { TurnEndReason, ZERO_USAGE, toErrorData } from '../src/protocol/index.ts';
 import { turnMachine } from './turn.ts';
 import type { TurnInput, TurnOutput } from './turn.ts';
+import type { ErrorData } from '../src/protocol/index.ts';
 
 /** A prompt accepted into the session, durable in the log as its `user.message`: the input of its turn. */
 export type QueuedTurn = TurnInput;
+
+/**
+ * What starting a turn measured: the milliseconds left until its deadline (absent: none). The start logs
+ * `turn.started` (once per turn: a resumed turn keeps the one in the log).
+ */
+export interface StartTurnOutput {
+  readonly timeLeftMs?: number;
+}
 
 export interface FinishTurnInput {
   readonly turn: QueuedTurn;
@@ -27,9 +36,14 @@ export interface SessionInput {
   readonly queue?: readonly QueuedTurn[];
 }
 
+/** The output of a turn that ran no step. */
+function endedBeforeStart(reason: TurnEndReason, error?: ErrorData): TurnOutput {
+  return { reason, ...(error ? { error } : {}), usage: ZERO_USAGE, cost: 0, steps: 0 };
+}
+
 /**
  * One session: runs one turn at a time; prompts that arrive meanwhile wait in order. The turn machine
- * (with its actors) and `finishTurn` (which closes the transcript and appends `turn.ended`) are provided
+ * (with its actors), `startTurn` (which logs `turn.started` and measures the time left to its deadline) and `finishTurn` (which closes the transcript and appends `turn.ended`) are provided
  * by the runtime.
  */
 export const sessionMachine = setup({
@@ -40,6 +54,7 @@ export const sessionMachine = setup({
   },
   actors: {
     turn: turnMachine,
+    startTurn: fromPromise<StartTurnOutput, QueuedTurn>(() => Promise.reject(new Error('session actor "startTurn" was not provided'))),
     finishTurn: fromPromise<void, FinishTurnInput>(() => Promise.reject(new Error('session actor "finishTurn" was not provided'))),
   },
   guards: {
@@ -54,10 +69,30 @@ export const sessionMachine = setup({
   },
   states: {
     idle: {
-      always: { guard: 'hasQueued', target: 'running' },
+      always: { guard: 'hasQueued', target: 'starting' },
+    },
+    starting: {
+      entry: assign(({ context }) => ({ current: context.queue[0], queue: context.queue.slice(1), output: undefined })),
+      invoke: {
+        src: 'startTurn',
+        input: ({ context }) => {
+          if (!context.current) throw new Error('starting without a current turn');
+          return context.current;
+        },
+        onDone: {
+          target: 'running',
+          actions: assign(({ context, event }) => ({
+            current: context.current && event.output.timeLeftMs !== undefined ? { ...context.current, timeLeftMs: event.output.timeLeftMs } : context.current,
+          })),
+        },
+        onError: { target: 'finishing', actions: assign({ output: ({ event }) => endedBeforeStart(TurnEndReason.failed, toErrorData(event.error)) }) },
+      },
+      on: {
+        // Cancelled before its first step: the turn ends with nothing run.
+        CANCEL: { target: 'finishing', actions: assign({ output: () => endedBeforeStart(TurnEndReason.cancelled) }) },
+      },
     },
     running: {
-      entry: assign(({ context }) => ({ current: context.queue[0], queue: context.queue.slice(1), output: undefined })),
       invoke: {
         id: 'turn',
         src: 'turn',
@@ -68,15 +103,7 @@ export const sessionMachine = setup({
         onDone: { target: 'finishing', actions: assign({ output: ({ event }) => event.output }) },
         onError: {
           target: 'finishing',
-          actions: assign({
-            output: ({ event }) => ({
-              reason: TurnEndReason.failed,
-              error: toErrorData(event.error),
-              usage: ZERO_USAGE,
-              cost: 0,
-              steps: 0,
-            }),
-          }),
+          actions: assign({ output: ({ event }) => endedBeforeStart(TurnEndReason.failed, toErrorData(event.error)) }),
         },
       },
       on: {

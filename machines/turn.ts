@@ -38,14 +38,23 @@ export interface ModelRouting {
 export interface PrepareInput extends StepScope, ModelRouting {
   /** True once this step has compacted, so Preparing does not ask again. */
   readonly compacted: boolean;
+  /** True for the last call at `maxSteps`: no tools, and the model is asked to answer from what it has. */
+  readonly final?: boolean;
 }
 export interface PrepareOutput {
   readonly needsCompaction: boolean;
   readonly request: PreparedRequest;
 }
 export type CompactInput = StepScope;
+/** What a summary call cost; counted in the turn's usage, cost and `maxCost`. */
+export interface CompactOutput {
+  readonly usage: Usage;
+  readonly cost: number;
+}
 export interface StreamInput extends StepScope {
   readonly request: PreparedRequest;
+  /** The last call at `maxSteps`: whatever tool calls it asks for are dropped, its text is the answer. */
+  readonly final?: boolean;
 }
 export interface StreamOutput {
   readonly text: string;
@@ -75,6 +84,15 @@ export interface TurnInput extends ModelRouting {
   readonly model: string;
   readonly maxSteps: number;
   readonly maxCost?: number;
+  /** Epoch milliseconds past which the turn ends `deadline_exceeded` (logged in `turn.started`; kept on resume). */
+  readonly deadline?: number;
+  /**
+   * Milliseconds left until `deadline` when the turn starts, measured by whoever starts it (the machine reads no
+   * clock). Absent: no deadline.
+   */
+  readonly timeLeftMs?: number;
+  /** False: at `maxSteps` the turn ends without a last call that answers from what it has. Default true. */
+  readonly finalAnswer?: boolean;
   readonly resume?: TurnResume;
 }
 
@@ -98,6 +116,11 @@ interface TurnContext {
   readonly routing: ModelRouting;
   readonly maxSteps: number;
   readonly maxCost: number | undefined;
+  readonly deadline: number | undefined;
+  readonly timeLeftMs: number | undefined;
+  readonly finalAnswer: boolean;
+  /** True in the last call at `maxSteps`. */
+  readonly final: boolean;
   readonly step: number;
   readonly compacted: boolean;
   readonly request: PreparedRequest | undefined;
@@ -109,6 +132,9 @@ interface TurnContext {
   readonly outcome: TurnOutput['reason'] | undefined;
   readonly error: ErrorData | undefined;
 }
+
+/** The longest delay a timer takes (setTimeout's limit): a turn without a deadline schedules this and ignores it. */
+const NO_DEADLINE_MS = 2 ** 31 - 1;
 
 function notProvided(name: string) {
   return () => Promise.reject(new Error(`turn actor "${name}" was not provided`));
@@ -139,7 +165,7 @@ export const turnMachine = setup({
   },
   actors: {
     prepare: fromPromise<PrepareOutput, PrepareInput>(notProvided('prepare')),
-    compact: fromPromise<void, CompactInput>(notProvided('compact')),
+    compact: fromPromise<CompactOutput, CompactInput>(notProvided('compact')),
     stream: fromPromise<StreamOutput, StreamInput>(notProvided('stream')),
     executeTools: fromPromise<void, ExecuteToolsInput>(notProvided('executeTools')),
     requestApproval: fromPromise<void, RequestApprovalInput>(notProvided('requestApproval')),
@@ -151,6 +177,9 @@ export const turnMachine = setup({
     awaitsApproval: ({ context }) => needsApproval(context.pending, context.decisions),
     hasPending: ({ context }) => context.pending.length > 0,
     outOfSteps: ({ context }) => context.step >= context.maxSteps,
+    answersAtLast: ({ context }) => context.finalAnswer && !context.final && context.step >= context.maxSteps,
+    finalStep: ({ context }) => context.final,
+    pastDeadline: ({ context }) => context.outcome === undefined && context.timeLeftMs !== undefined,
   },
   actions: {
     end: assign((_, params: { reason: TurnEndReason }) => ({ outcome: params.reason })),
@@ -158,9 +187,15 @@ export const turnMachine = setup({
       const error = toErrorData(params.error);
       return { outcome: error.code === ErrorCode.timeout ? TurnEndReason.timeout : TurnEndReason.failed, error };
     }),
+    expire: assign(({ context }) => {
+      const at = context.deadline === undefined ? '' : ` at ${new Date(context.deadline).toISOString()}`;
+      const error: ErrorData = { code: ErrorCode.deadlineExceeded, message: `the turn passed its deadline${at}; what was in flight was cancelled`, retryable: false };
+      return { outcome: TurnEndReason.deadlineExceeded, error };
+    }),
   },
   delays: {
     approvalTimeout: 10 * 60_000,
+    turnDeadline: ({ context }) => Math.min(Math.max(0, context.timeLeftMs ?? NO_DEADLINE_MS), NO_DEADLINE_MS),
   },
 }).createMachine({
   id: 'turn',
@@ -170,6 +205,10 @@ export const turnMachine = setup({
     routing: routingOf(input),
     maxSteps: input.maxSteps,
     maxCost: input.maxCost,
+    deadline: input.deadline,
+    timeLeftMs: input.timeLeftMs,
+    finalAnswer: input.finalAnswer ?? true,
+    final: false,
     step: input.resume?.step ?? 1,
     compacted: false,
     request: undefined,
@@ -186,6 +225,11 @@ export const turnMachine = setup({
     // Terminal states inherit this handler; the guard keeps a pure transition() from leaving them.
     CANCEL: { guard: 'running', target: `.${RunState.cancelled}` },
   },
+  // The deadline holds in every state: leaving the state stops what it invoked (provider and tool calls get their
+  // cancel), as a CANCEL does.
+  after: {
+    turnDeadline: { guard: 'pastDeadline', target: `.${RunState.failed}`, actions: 'expire' },
+  },
   states: {
     [RunState.preparing]: {
       // A resumed turn with tool calls still to run goes straight back to them.
@@ -196,7 +240,7 @@ export const turnMachine = setup({
       invoke: {
         id: 'prepare',
         src: 'prepare',
-        input: ({ context }) => ({ ...scope(context), ...context.routing, compacted: context.compacted }),
+        input: ({ context }) => ({ ...scope(context), ...context.routing, compacted: context.compacted, ...(context.final ? { final: true } : {}) }),
         onDone: [
           {
             guard: { type: 'needsCompaction', params: ({ event }) => ({ needsCompaction: event.output.needsCompaction }) },
@@ -213,9 +257,19 @@ export const turnMachine = setup({
         src: 'compact',
         input: ({ context }) => scope(context),
         // A failed summary is not fatal: Preparing then keeps only the newest history that fits.
-        onDone: { target: RunState.preparing, actions: assign({ compacted: true }) },
+        onDone: {
+          target: 'compacted',
+          actions: assign(({ context, event }) => ({
+            compacted: true,
+            usage: addUsage(context.usage, event.output.usage),
+            cost: context.cost + event.output.cost,
+          })),
+        },
         onError: { target: RunState.preparing, actions: assign({ compacted: true }) },
       },
+    },
+    compacted: {
+      always: [{ guard: 'overCost', target: RunState.budgetExceeded }, { target: RunState.preparing }],
     },
     [RunState.streaming]: {
       invoke: {
@@ -223,7 +277,7 @@ export const turnMachine = setup({
         src: 'stream',
         input: ({ context }) => {
           if (!context.request) throw new Error('Streaming entered without a prepared request');
-          return { ...scope(context), request: context.request };
+          return { ...scope(context), request: context.request, ...(context.final ? { final: true } : {}) };
         },
         onDone: {
           target: 'streamed',
@@ -241,6 +295,7 @@ export const turnMachine = setup({
     streamed: {
       always: [
         { guard: 'overCost', target: RunState.budgetExceeded },
+        { guard: 'finalStep', target: RunState.budgetExceeded, actions: assign({ pending: [] }) },
         { guard: 'awaitsApproval', target: RunState.awaitingApproval },
         { guard: 'hasPending', target: RunState.toolExecution },
         { target: RunState.yielding },
@@ -262,6 +317,9 @@ export const turnMachine = setup({
       always: [
         { guard: 'awaitsApproval', target: RunState.awaitingApproval },
         { guard: 'hasPending', target: RunState.toolExecution },
+        // Out of steps: one last call without tools (in the same step) answers from what the turn gathered, unless the
+        // prompt said not to.
+        { guard: 'answersAtLast', target: RunState.preparing, actions: assign({ compacted: false, decisions: {}, final: true }) },
         { guard: 'outOfSteps', target: RunState.budgetExceeded },
         {
           target: RunState.preparing,

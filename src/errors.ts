@@ -41,6 +41,8 @@ export const ErrorCode = {
    * one session's event count. Not retryable as it is: something must be deleted, or the operator raise the limit.
    */
   quotaExceeded: 'quota_exceeded',
+  /** A turn ran past its deadline (the prompt's `deadlineMs`, or the runtime's `AGENTBUS_TURN_TIMEOUT_MS`). */
+  deadlineExceeded: 'deadline_exceeded',
   internal: 'internal',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
@@ -178,6 +180,17 @@ export class QuotaExceededError extends AgentbusError {
   }
 }
 
+/** A turn that ran past its deadline: what was in flight is cancelled, and the turn ends `deadline_exceeded`. */
+export class DeadlineExceededError extends AgentbusError {
+  /** The deadline, epoch milliseconds. */
+  readonly deadline: number | undefined;
+  constructor(message: string, options: AgentbusErrorOptions & { deadline?: number } = {}) {
+    super(ErrorCode.deadlineExceeded, message, options);
+    this.name = 'DeadlineExceededError';
+    this.deadline = options.deadline;
+  }
+}
+
 /** A tool call that failed; carries the tool call id. */
 export class ToolError extends AgentbusError {
   readonly toolCallId: string | undefined;
@@ -257,6 +270,8 @@ export function fromErrorData(data: ErrorData): AgentbusError {
       return new SessionBusyError(data.message, { retryable: data.retryable });
     case ErrorCode.quotaExceeded:
       return new QuotaExceededError(data.message, { retryable: data.retryable });
+    case ErrorCode.deadlineExceeded:
+      return new DeadlineExceededError(data.message);
     default:
       return new AgentbusError(data.code, data.message, { retryable: data.retryable });
   }

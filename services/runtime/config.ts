@@ -63,6 +63,11 @@ export interface RuntimeConfig {
   readonly maxToolOutputChars: number;
   readonly approvalTimeoutMs: number;
   /**
+   * A turn's deadline when its prompt names none (`AGENTBUS_TURN_TIMEOUT_MS`, default 15 min), counted from the
+   * prompt's acceptance: past it the turn ends `deadline_exceeded`, its provider and tool calls cancelled.
+   */
+  readonly turnTimeoutMs: number;
+  /**
    * How long a node's heartbeat may be silent before the other nodes find it dead and take its sessions
    * (`AGENTBUS_LEASE_TTL_MS`). It beats four times per TTL. Failover takes about this long.
    */
@@ -123,6 +128,7 @@ export const DEFAULT_RUNTIME_CONFIG: Omit<RuntimeConfig, 'nodeId'> = {
   ledgerTtlMs: 24 * 60 * 60_000,
   maxToolOutputChars: 100_000,
   approvalTimeoutMs: 10 * 60_000,
+  turnTimeoutMs: 15 * 60_000,
   leaseTtlMs: 2_000,
   idleMs: 5 * 60_000,
   ingress: 'broadcast',

@@ -153,7 +153,7 @@ export function runtimeConfigFromEnv(env: NodeJS.ProcessEnv, logger?: { warn(fie
   }
   const replicas = replicasFromEnv(env);
   if (replicas !== undefined) config.replicas = replicas;
-  const numbers: Array<[string, 'maxSteps' | 'toolTimeoutMs' | 'waitForServiceMs' | 'toolHeartbeatLapseMs' | 'ledgerTtlMs' | 'ledgerMaxBytes' | 'providerTimeoutMs' | 'leaseTtlMs' | 'idleMs']> = [
+  const numbers: Array<[string, 'maxSteps' | 'toolTimeoutMs' | 'waitForServiceMs' | 'toolHeartbeatLapseMs' | 'ledgerTtlMs' | 'ledgerMaxBytes' | 'providerTimeoutMs' | 'leaseTtlMs' | 'idleMs' | 'turnTimeoutMs']> = [
     ['AGENTBUS_MAX_STEPS', 'maxSteps'],
     ['AGENTBUS_TOOL_TIMEOUT_MS', 'toolTimeoutMs'],
     ['AGENTBUS_WAIT_FOR_SERVICE_MS', 'waitForServiceMs'],
@@ -163,6 +163,7 @@ export function runtimeConfigFromEnv(env: NodeJS.ProcessEnv, logger?: { warn(fie
     ['AGENTBUS_PROVIDER_TIMEOUT_MS', 'providerTimeoutMs'],
     ['AGENTBUS_LEASE_TTL_MS', 'leaseTtlMs'],
     ['AGENTBUS_IDLE_MS', 'idleMs'],
+    ['AGENTBUS_TURN_TIMEOUT_MS', 'turnTimeoutMs'],
   ];
   for (const [name, key] of numbers) {
     const raw = env[name];

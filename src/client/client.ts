@@ -6,7 +6,7 @@ import { createStateClient } from '../bus/state-client.ts';
 import type { StateClient } from '../bus/state-client.ts';
 import { request } from '../bus/request.ts';
 import { AgentbusError, ErrorCode, NoRespondersError } from '../errors.ts';
-import { contentTypeOf, MAX_HISTORY_LIMIT, SessionVerb, assertToken, createCodec, createSubjects, fromErrorData } from '../protocol/index.ts';
+import { contentTypeOf, MAX_DEADLINE_MS, MAX_HISTORY_LIMIT, SessionVerb, assertToken, createCodec, createSubjects, fromErrorData } from '../protocol/index.ts';
 import type {
   Approve,
   Codec,
@@ -51,7 +51,7 @@ async function nextWithin<T>(iterator: AsyncIterator<T>, ms: number): Promise<It
 
 /** Options of {@link AgentbusClient.ask}. */
 export interface AskOptions {
-  /** Stops waiting (the turn itself goes on; send `cancel` to stop it). */
+  /** Stops waiting, and cancels the turn if it is running by then (a turn still queued ends at its deadline, if any). */
   readonly signal?: AbortSignal;
   /** Every event of the turn, in order per stream; `turn.ended` comes last, after the turn's last delta. */
   readonly onEvent?: (event: StreamedEvent) => void;
@@ -59,7 +59,10 @@ export interface AskOptions {
   readonly onInvalid?: (skipped: SkippedMessage) => void;
   /** Called once the prompt is accepted. */
   readonly onAccepted?: (turnId: string) => void;
-  /** Longest wait for the whole turn. */
+  /**
+   * Longest wait for the whole turn. Sent as the prompt's `deadlineMs` (unless it names one), so the runtime ends the
+   * turn `deadline_exceeded` by then; when the wait runs out first, the running turn is cancelled too.
+   */
   readonly timeoutMs?: number;
   /** While no runtime answers (one may be starting), send the prompt again for this long. Default 0. */
   readonly readyTimeoutMs?: number;
@@ -95,7 +98,8 @@ export interface AgentbusClient {
   eventReader(options?: CallOptions): Promise<EventReader>;
   /**
    * Sends a prompt and follows its turn to the end: `onEvent` sees each event of the turn (deltas,
-   * progress, tool calls, …). Resolves with `turn.ended`; the signal cancels the wait, not the turn.
+   * progress, tool calls, …). Resolves with `turn.ended`. `timeoutMs` is the turn's deadline too; when the wait ends
+   * early (timeout or signal) once the turn has started, the turn is cancelled (`cancel`), so that it spends no more.
    */
   ask(target: SessionTarget, prompt: Prompt, options?: AskOptions): Promise<TurnEnded>;
   /** A page of a tenant's sessions, oldest first (the memory service answers); pass `nextPageToken` on for the next. */
@@ -184,6 +188,15 @@ export function createAgentbusClient(options: { nc: NatsConnection; prefix?: str
     }
   }
 
+  /** Cancels the turn an `ask` gave up on; a cancel that fails (the turn ended meanwhile) is not the caller's error. */
+  async function cancelGivenUp(target: SessionTarget): Promise<void> {
+    try {
+      await client.cancel(target, 'the client stopped waiting for this turn', { timeoutMs: 2000 });
+    } catch {
+      // Best effort: the deadline sent with the prompt ends the turn anyway.
+    }
+  }
+
   const client: AgentbusClient = {
     async prompt(target, prompt, callOptions) {
       const reply = await send<PromptReply>(target, SessionVerb.prompt, prompt, callOptions);
@@ -221,31 +234,42 @@ export function createAgentbusClient(options: { nc: NatsConnection; prefix?: str
         ...(signal ? { signal } : {}),
         ...(askOptions.onInvalid ? { onInvalid: askOptions.onInvalid } : {}),
       });
+      const withDeadline =
+        askOptions.timeoutMs !== undefined && prompt.deadlineMs === undefined
+          ? { ...prompt, deadlineMs: Math.min(MAX_DEADLINE_MS, Math.max(1, Math.ceil(askOptions.timeoutMs))) }
+          : prompt;
+      // Set once an event says this turn is the session's running one: only then may giving up cancel it (a cancel
+      // names no turn, and would stop the turn ahead of a queued one).
+      let runningTurnId: string | undefined;
+      // The turn's `turn.ended`, held back so `onEvent` hears it last.
+      let endedEvent: StreamedEvent | undefined;
       try {
-        const { turnId } = await promptWhenReady(target, prompt, askOptions.readyTimeoutMs ?? 0, signal);
+        const { turnId } = await promptWhenReady(target, withDeadline, askOptions.readyTimeoutMs ?? 0, signal);
         askOptions.onAccepted?.(turnId);
         const iterator = watch[Symbol.asyncIterator]();
-        // The turn's `turn.ended`, held back so `onEvent` hears it last.
-        let ended: StreamedEvent | undefined;
         let settleBy = 0;
         for (;;) {
           // Once the turn has ended, keep taking events only until the live stream has caught up.
-          const next = ended ? await nextWithin(iterator, Math.max(0, settleBy - Date.now())) : await iterator.next();
+          const next = endedEvent ? await nextWithin(iterator, Math.max(0, settleBy - Date.now())) : await iterator.next();
           if (next === undefined || next.done) break;
           const streamed = next.value;
           if (streamed.event.turnId === turnId) {
+            if (streamed.event.type !== 'user.message') runningTurnId = turnId;
             if (streamed.event.type === 'turn.ended') {
-              ended = streamed;
+              endedEvent = streamed;
               settleBy = Date.now() + 2000;
             } else {
               askOptions.onEvent?.(streamed);
             }
           }
-          if (ended && (await watch.drained())) break;
+          if (endedEvent && (await watch.drained())) break;
         }
-        if (ended?.event.type !== 'turn.ended') throw new AgentbusError('internal', 'the event stream ended before the turn did');
-        askOptions.onEvent?.(ended);
-        return { ...ended.event.data, turnId };
+        if (endedEvent?.event.type !== 'turn.ended') throw new AgentbusError('internal', 'the event stream ended before the turn did');
+        askOptions.onEvent?.(endedEvent);
+        return { ...endedEvent.event.data, turnId };
+      } catch (error) {
+        if (runningTurnId !== undefined && endedEvent === undefined && signal?.aborted) await cancelGivenUp(target);
+        throw error;
       } finally {
         await watch.close();
       }

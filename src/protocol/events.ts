@@ -16,6 +16,8 @@ export const TurnEndReason = {
   budgetExceeded: 'budget_exceeded',
   failed: 'failed',
   timeout: 'timeout',
+  /** The turn's own deadline passed (`deadlineMs`, or the runtime's default); what was in flight was cancelled. */
+  deadlineExceeded: 'deadline_exceeded',
 } as const;
 export type TurnEndReason = (typeof TurnEndReason)[keyof typeof TurnEndReason];
 
@@ -37,12 +39,14 @@ export type RunState = (typeof RunState)[keyof typeof RunState];
 export const LogEventType = {
   sessionCreated: 'session.created',
   userMessage: 'user.message',
+  turnStarted: 'turn.started',
   assistantMessage: 'assistant.message',
   toolUse: 'tool.use',
   toolResult: 'tool.result',
   approvalRequested: 'approval.requested',
   approvalDecided: 'approval.decided',
   summaryCreated: 'summary.created',
+  summaryFailed: 'summary.failed',
   turnEnded: 'turn.ended',
 } as const;
 export type LogEventType = (typeof LogEventType)[keyof typeof LogEventType];
@@ -72,6 +76,10 @@ export interface EventDataMap {
     readonly complex?: boolean;
     readonly maxSteps?: number;
     readonly maxCost?: number;
+    /** The turn's deadline, in milliseconds from the prompt's acceptance. */
+    readonly deadlineMs?: number;
+    /** False: at `maxSteps` the turn ends without the last call that asks the model to answer from what it has. */
+    readonly finalAnswer?: boolean;
     readonly metadata?: Record<string, unknown>;
     /** True for a message injected into a running turn by `steer`. */
     readonly steer?: boolean;
@@ -81,13 +89,32 @@ export interface EventDataMap {
      */
     readonly requestId?: string;
   };
+  /** The first event of each turn (after its prompt): what it runs with. A resumed turn keeps the one logged. */
+  'turn.started': {
+    readonly model: string;
+    /** Fallback models, in order after `model`. */
+    readonly models?: readonly string[];
+    readonly maxSteps: number;
+    readonly maxCost?: number;
+    /** Epoch milliseconds past which the turn ends `deadline_exceeded`: the prompt's acceptance plus its deadline. */
+    readonly deadline: number;
+    /** Whether a last call without tools answers when `maxSteps` runs out. */
+    readonly finalAnswer: boolean;
+  };
   'assistant.message': {
     readonly text: string;
     readonly toolCalls: readonly ToolCall[];
     readonly usage: Usage;
     readonly cost: number;
+    /** The model that answered. */
     readonly model: string;
     readonly finishReason: string;
+    /** Milliseconds from the provider request to its last chunk (of the attempt that answered). */
+    readonly latencyMs?: number;
+    /** Milliseconds from the provider request to its first text or tool call; absent when none came. */
+    readonly firstTokenMs?: number;
+    /** True for the last call at `maxSteps`, made without tools: its text is the turn's answer. */
+    readonly finalAnswer?: boolean;
     /**
      * Ids of the tool calls whose `args` held a secret and are logged scrubbed (the call went out with the real
      * ones, kept in memory): a turn resumed from the log does not make such a call. Absent when none did.
@@ -134,7 +161,17 @@ export interface EventDataMap {
     readonly argsRedacted?: boolean;
   };
   'approval.decided': { readonly toolCallId: string; readonly approved: boolean; readonly reason?: string };
-  'summary.created': { readonly text: string; readonly throughSeq: number; readonly tokens: number };
+  'summary.created': {
+    readonly text: string;
+    readonly throughSeq: number;
+    readonly tokens: number;
+    /** The summary call's model, usage and cost: counted in its turn's usage and cost (absent in older logs). */
+    readonly model?: string;
+    readonly usage?: Usage;
+    readonly cost?: number;
+  };
+  /** A summary call that failed: the step goes on with the newest history that fits. */
+  'summary.failed': { readonly throughSeq: number; readonly model: string; readonly error: ErrorData };
   'turn.ended': {
     readonly reason: TurnEndReason;
     readonly text?: string;

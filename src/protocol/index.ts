@@ -25,6 +25,7 @@ export type { Codec, MessageWithHeaders } from './codec.ts';
 export {
   MODEL_PATTERN,
   MAX_PROMPT_MODELS,
+  MAX_DEADLINE_MS,
   promptSchema,
   steerSchema,
   cancelSchema,

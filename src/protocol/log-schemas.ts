@@ -20,9 +20,20 @@ const userMessage = z.object({
   complex: z.boolean().optional(),
   maxSteps: z.int().positive().optional(),
   maxCost: z.number().positive().optional(),
+  deadlineMs: z.int().positive().optional(),
+  finalAnswer: z.boolean().optional(),
   metadata: z.record(z.string(), z.unknown()).optional(),
   steer: z.boolean().optional(),
   requestId: z.string().max(1024).optional(),
+});
+
+const turnStarted = z.object({
+  model: z.string(),
+  models: z.array(z.string()).readonly().optional(),
+  maxSteps: z.int().positive(),
+  maxCost: z.number().positive().optional(),
+  deadline: z.number(),
+  finalAnswer: z.boolean(),
 });
 
 const assistantMessage = z.object({
@@ -32,6 +43,9 @@ const assistantMessage = z.object({
   cost: z.number(),
   model: z.string(),
   finishReason: z.string(),
+  latencyMs: z.number().nonnegative().optional(),
+  firstTokenMs: z.number().nonnegative().optional(),
+  finalAnswer: z.boolean().optional(),
   argsRedacted: z.array(z.string()).readonly().optional(),
 });
 
@@ -62,7 +76,16 @@ const approvalRequested = z.object({ toolCallId: z.string(), name: z.string(), a
 
 const approvalDecided = z.object({ toolCallId: z.string(), approved: z.boolean(), reason: z.string().optional() });
 
-const summaryCreated = z.object({ text: z.string(), throughSeq: z.int().nonnegative(), tokens: z.number().nonnegative() });
+const summaryCreated = z.object({
+  text: z.string(),
+  throughSeq: z.int().nonnegative(),
+  tokens: z.number().nonnegative(),
+  model: z.string().optional(),
+  usage: usageSchema.optional(),
+  cost: z.number().optional(),
+});
+
+const summaryFailed = z.object({ throughSeq: z.int().nonnegative(), model: z.string(), error: errorDataSchema });
 
 const turnEnded = z.object({
   reason: z.enum(TurnEndReason),
@@ -84,11 +107,13 @@ const turnEnded = z.object({
 export const logEventSchema = z.discriminatedUnion('type', [
   envelopeSchema(LogEventType.sessionCreated, sessionCreated),
   envelopeSchema(LogEventType.userMessage, userMessage),
+  envelopeSchema(LogEventType.turnStarted, turnStarted),
   envelopeSchema(LogEventType.assistantMessage, assistantMessage),
   envelopeSchema(LogEventType.toolUse, toolUse),
   envelopeSchema(LogEventType.toolResult, toolResult),
   envelopeSchema(LogEventType.approvalRequested, approvalRequested),
   envelopeSchema(LogEventType.approvalDecided, approvalDecided),
   envelopeSchema(LogEventType.summaryCreated, summaryCreated),
+  envelopeSchema(LogEventType.summaryFailed, summaryFailed),
   envelopeSchema(LogEventType.turnEnded, turnEnded),
 ]);

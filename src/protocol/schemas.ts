@@ -10,6 +10,9 @@ const metadata = z.record(z.string(), z.unknown());
 /** The most models one prompt may name in `models`. */
 export const MAX_PROMPT_MODELS = 8;
 
+/** The longest deadline a prompt may ask for (`deadlineMs`): one day. */
+export const MAX_DEADLINE_MS = 24 * 60 * 60_000;
+
 const modelName = (field: string) => z.string().regex(MODEL_PATTERN, `${field} must be <provider>:<model>`);
 
 /**
@@ -20,6 +23,9 @@ const modelName = (field: string) => z.string().regex(MODEL_PATTERN, `${field} m
  * - `smallModel` + `largeModel` (together): small model first, escalated to the large one when
  *   `complex` is true, when tool arguments fail validation twice in the turn, or when the context
  *   outgrows the small model's window.
+ * - `deadlineMs`: the turn ends `deadline_exceeded` this many milliseconds after the prompt is accepted
+ *   (at most {@link MAX_DEADLINE_MS}); without it, the runtime's `AGENTBUS_TURN_TIMEOUT_MS`.
+ * - `finalAnswer: false`: at `maxSteps` the turn ends without a last call that answers from what it has.
  */
 export const promptSchema = z
   .strictObject({
@@ -31,6 +37,8 @@ export const promptSchema = z
     complex: z.boolean().optional(),
     maxSteps: z.int().min(1).max(1000).optional(),
     maxCost: z.number().positive().optional(),
+    deadlineMs: z.int().min(1).max(MAX_DEADLINE_MS, `deadlineMs must be at most ${MAX_DEADLINE_MS} (one day)`).optional(),
+    finalAnswer: z.boolean().optional(),
     metadata: metadata.optional(),
   })
   .refine((prompt) => (prompt.smallModel === undefined) === (prompt.largeModel === undefined), {

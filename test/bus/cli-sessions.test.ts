@@ -134,7 +134,7 @@ describe('agentbus sessions, show and rm', () => {
     ]);
     const json = await agentbus(['show', 'cli-a', '--tenant', 'cli', '--json']);
     const events = json.stdout.trim().split('\n').map((line) => JSON.parse(line) as { type: string; seq: number });
-    expect(events.map((event) => event.type)).toEqual(['session.created', 'user.message', 'assistant.message', 'tool.use', 'tool.result', 'assistant.message', 'turn.ended']);
+    expect(events.map((event) => event.type)).toEqual(['session.created', 'user.message', 'turn.started', 'assistant.message', 'tool.use', 'tool.result', 'assistant.message', 'turn.ended']);
     expect(events.every((event, index) => index === 0 || event.seq > events[index - 1]!.seq)).toBe(true);
     const missing = await agentbus(['show', 'never-was', '--tenant', 'cli']);
     expect(missing.code).toBe(1);
@@ -144,7 +144,7 @@ describe('agentbus sessions, show and rm', () => {
   it('rm --yes deletes a session: show and sessions no longer have it, and a second rm says it was already deleted', async () => {
     const removed = await agentbus(['rm', 'cli-b', '--tenant', 'cli', '--yes']);
     expect(removed.code).toBe(0);
-    expect(removed.stdout).toBe('deleted session cli/cli-b (7 logged message(s))\n');
+    expect(removed.stdout).toBe('deleted session cli/cli-b (8 logged message(s))\n');
     const shown = await agentbus(['show', 'cli-b', '--tenant', 'cli']);
     expect(shown.code).toBe(1);
     expect(shown.stderr).toContain('session cli/cli-b was deleted');

@@ -117,7 +117,7 @@ describe('the dashboard over HTTP', () => {
     await events.until((all) => all.some((event) => event.type === 'turn.ended'));
     events.stop();
     const view = JSON.parse((await get(`${open.url}api/sessions/default/${sessionId}`)).body) as { log: Array<{ type: string; seq: number }>; path: Array<{ state: string }> };
-    expect(view.log.map((event) => event.type)).toEqual(['session.created', 'user.message', 'assistant.message', 'turn.ended']);
+    expect(view.log.map((event) => event.type)).toEqual(['session.created', 'user.message', 'turn.started', 'assistant.message', 'turn.ended']);
     expect(view.path.map((step) => step.state)).toEqual(['Preparing', 'Streaming', 'Yielding']);
     const ndjson = await get(`${open.url}api/sessions/default/${sessionId}/log.ndjson`);
     expect(ndjson.headers['content-type']).toContain('application/x-ndjson');
@@ -126,7 +126,7 @@ describe('the dashboard over HTTP', () => {
     const json = JSON.parse((await get(`${open.url}api/sessions/default/${sessionId}/log.json`)).body) as unknown[];
     expect(json).toEqual(view.log);
     const list = JSON.parse((await get(`${open.url}api/sessions`)).body) as { sessions: Array<{ sessionId: string; events: number }> };
-    expect(list.sessions).toContainEqual({ tenant: 'default', sessionId, events: 4 });
+    expect(list.sessions).toContainEqual({ tenant: 'default', sessionId, events: 5 });
   });
 
   it('drops a deleted session from the fleet and the session list, and no longer reads it back', async () => {

@@ -73,12 +73,14 @@ describe('a session whose log holds a message that is not a valid event', () => 
     expect(events.map((event) => event.type)).toEqual([
       'session.created',
       'user.message',
+      'turn.started',
       'assistant.message',
       'tool.use',
       'tool.result',
       'assistant.message',
       'turn.ended',
       'user.message',
+      'turn.started',
       'assistant.message',
       'turn.ended',
     ]);

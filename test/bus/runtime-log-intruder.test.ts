@@ -66,7 +66,7 @@ describe('a message stored on the log subject of a session while its turn runs',
     const ended = events.find((event): event is TurnEnded => event.type === 'turn.ended')!;
     expect(ended.data).toMatchObject({ reason: 'yielded', text: 'done' });
     const { events: logged } = await readLog(stack, 'junk-mid-turn');
-    expect(logged.map((event) => event.type)).toEqual(['session.created', 'user.message', 'assistant.message', 'tool.use', 'tool.result', 'assistant.message', 'turn.ended']);
+    expect(logged.map((event) => event.type)).toEqual(['session.created', 'user.message', 'turn.started', 'assistant.message', 'tool.use', 'tool.result', 'assistant.message', 'turn.ended']);
     expect(logged.find((event) => event.type === 'tool.result')).toMatchObject({ data: { output: 'released', isError: false } });
     expect(logged.find((event) => event.type === 'tool.result')!.seq).toBeGreaterThan(junk[1]!);
 
@@ -132,16 +132,18 @@ describe('a valid event of the session stored on its log subject by someone else
     expect(logged.map((event) => event.type)).toEqual([
       'session.created',
       'user.message',
+      'turn.started',
       'assistant.message',
       'tool.use',
       'tool.result',
       'assistant.message',
       'turn.ended',
       'user.message',
+      'turn.started',
       'assistant.message',
       'turn.ended',
     ]);
-    expect(logged[4]).toMatchObject({ id: 'rival-1', data: { output: 'answered by another writer' } });
+    expect(logged[5]).toMatchObject({ id: 'rival-1', data: { output: 'answered by another writer' } });
     expect(gate.effects).toHaveLength(1);
   });
 

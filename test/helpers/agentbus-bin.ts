@@ -35,3 +35,14 @@ export function runAgentbus(args: readonly string[], options: { cwd: string; env
     });
   });
 }
+
+/**
+ * This process's environment without anything that would pick a bus or a real model, and with the dashboard on any
+ * free port (so that one already on 4280 does not stop a test): how the CLI runs for a newcomer, offline.
+ */
+export function offlineEnv(): NodeJS.ProcessEnv {
+  const env = { ...process.env };
+  for (const name of ['NATS_URL', 'OPENAI_API_KEY', 'ANTHROPIC_API_KEY', 'OLLAMA_HOST', 'AGENTBUS_MODEL', 'AGENTBUS_CONFIG', 'AGENTBUS_SCRIPT']) delete env[name];
+  env.AGENTBUS_DASHBOARD_PORT = '0';
+  return env;
+}

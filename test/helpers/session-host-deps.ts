@@ -5,7 +5,7 @@ import { createEnvelopeFactory, ZERO_USAGE } from '../../src/protocol/index.ts';
 import { createScrubber } from '../../src/scrub/index.ts';
 import { createTokenCounter } from '../../src/tokens.ts';
 import { sessionMachine } from '../../machines/index.ts';
-import type { FinishTurnInput, TurnOutput } from '../../machines/index.ts';
+import type { FinishTurnInput, QueuedTurn, StartTurnOutput, TurnOutput } from '../../machines/index.ts';
 import { DEFAULT_RUNTIME_CONFIG } from '../../services/runtime/config.ts';
 import type { SessionHost, SessionHostDeps } from '../../services/runtime/sessions/session-host.ts';
 import type { SessionLogic } from '../../services/runtime/turn/turn-actors.ts';
@@ -36,6 +36,7 @@ export function sessionHostDeps(options: {
   const machine = sessionMachine.provide({
     actors: {
       turn: fromPromise(async () => (await turnDone, output)) as never,
+      startTurn: fromPromise<StartTurnOutput, QueuedTurn>(async () => ({})),
       finishTurn: fromPromise<void, FinishTurnInput>(options.finish ?? (async () => undefined)),
     },
   }) as SessionLogic['machine'];

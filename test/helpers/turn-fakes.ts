@@ -1,8 +1,9 @@
 import { fromPromise } from 'xstate';
-import { SafetyTier } from '../../src/protocol/index.ts';
+import { SafetyTier, ZERO_USAGE } from '../../src/protocol/index.ts';
 import type { PreparedRequest } from '../../machines/turn.ts';
 import type {
   CompactInput,
+  CompactOutput,
   ExecuteToolsInput,
   PrepareInput,
   PrepareOutput,
@@ -23,7 +24,7 @@ type Implementation<TInput, TOutput> = (input: TInput, signal: AbortSignal) => P
 /** How each fake behaves; anything left out gets a harmless default. */
 export interface TurnScript {
   readonly prepare?: Implementation<PrepareInput, PrepareOutput>;
-  readonly compact?: Implementation<CompactInput, void>;
+  readonly compact?: Implementation<CompactInput, CompactOutput | void>;
   readonly stream?: Implementation<StreamInput, StreamOutput>;
   readonly executeTools?: Implementation<ExecuteToolsInput, void>;
   readonly requestApproval?: Implementation<RequestApprovalInput, void>;
@@ -113,10 +114,11 @@ function buildActors(script: TurnScript, calls: TurnFakes['calls'], log: string[
       log.push('prepare');
       return script.prepare ? script.prepare(input, signal) : { needsCompaction: false, request: REQUEST };
     }),
-    compact: fromPromise<void, CompactInput>(async ({ input, signal }) => {
+    compact: fromPromise<CompactOutput, CompactInput>(async ({ input, signal }) => {
       calls.compact.push({ input, signal });
       log.push('compact');
-      if (script.compact) await script.compact(input, signal);
+      const output = script.compact ? await script.compact(input, signal) : undefined;
+      return output ?? { usage: ZERO_USAGE, cost: 0 };
     }),
     stream: fromPromise<StreamOutput, StreamInput>(async ({ input, signal }) => {
       calls.stream.push({ input, signal });

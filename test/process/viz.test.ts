@@ -36,9 +36,9 @@ describe('machine graphs read from the machines themselves', () => {
     expect(graph.transitions.some((transition) => ['streamed', 'toolsRan'].includes(transition.target))).toBe(false);
   });
 
-  it('has the session machine: idle, running, finishing, unwritable', () => {
+  it('has the session machine: idle, starting, running, finishing, unwritable', () => {
     const graph = machineGraph(sessionMachine);
-    expect(graph.states.map((state) => [state.id, state.type])).toEqual([['idle', 'normal'], ['running', 'normal'], ['finishing', 'normal'], ['unwritable', 'final']]);
+    expect(graph.states.map((state) => [state.id, state.type])).toEqual([['idle', 'normal'], ['starting', 'normal'], ['running', 'normal'], ['finishing', 'normal'], ['unwritable', 'final']]);
     expect(graph.transitions).toContainEqual({ source: 'finishing', target: 'idle', event: 'finishTurn done', guards: [], global: false });
   });
 });
@@ -66,9 +66,9 @@ describe('agentbus viz', () => {
     expect(svg.stdout).toMatch(/^<svg xmlns="http:\/\/www\.w3\.org\/2000\/svg"/);
     for (const state of Object.values(RunState)) expect(svg.stdout).toContain(`data-state="${state}"`);
     const json = JSON.parse((await viz('--machine', 'session', '--format', 'json')).stdout) as { layout: { states: Array<{ id: string; x: number; y: number }> } };
-    expect(json.layout.states.map((state) => state.id)).toEqual(['idle', 'running', 'finishing', 'unwritable']);
+    expect(json.layout.states.map((state) => state.id)).toEqual(['idle', 'starting', 'running', 'finishing', 'unwritable']);
     // Laid out, not stacked: no two states share a box corner.
-    expect(new Set(json.layout.states.map((state) => `${state.x},${state.y}`)).size).toBe(4);
+    expect(new Set(json.layout.states.map((state) => `${state.x},${state.y}`)).size).toBe(5);
   });
 
   it('refuses an unknown machine or format with a usage error', async () => {

@@ -104,7 +104,21 @@ const written: Array<[string, LogEvent]> = [
   ['approval.requested (requestApproval)', envelopes.create(LogEventType.approvalRequested, step, { toolCallId: 'call-4', name: 'deploy', args: { target: 'prod' } })],
   ['approval.decided with a reason (approve)', envelopes.create(LogEventType.approvalDecided, { ...session, turnId: 'turn-1' }, decodeApprove(codec, codec.encode({ toolCallId: 'call-4', approved: false, reason: 'not today' })))],
   ['approval.decided without a reason (approve)', envelopes.create(LogEventType.approvalDecided, { ...session, turnId: 'turn-1' }, decodeApprove(codec, codec.encode({ toolCallId: 'call-4', approved: true })))],
-  ['summary.created (compact)', envelopes.create(LogEventType.summaryCreated, step, { text: 'They asked for the README.', throughSeq: 41, tokens: 6 })],
+  ['summary.created (compact)', envelopes.create(LogEventType.summaryCreated, step, { text: 'They asked for the README.', throughSeq: 41, tokens: 6, model: 'scripted:default', usage, cost: 0.0004 })],
+  ['summary.created of an older runtime', envelopes.create(LogEventType.summaryCreated, step, { text: 'They asked for the README.', throughSeq: 41, tokens: 6 })],
+  [
+    'summary.failed (compact)',
+    envelopes.create(LogEventType.summaryFailed, step, { throughSeq: 41, model: 'scripted:default', error: { code: 'provider_error', message: 'summary model down', retryable: false } }),
+  ],
+  [
+    'turn.started (startTurn)',
+    envelopes.create(LogEventType.turnStarted, { ...session, turnId: 'turn-1' }, { model: 'scripted:default', models: ['openai:gpt-5.4-mini'], maxSteps: 8, maxCost: 0.5, deadline: 1767225600000, finalAnswer: true }),
+  ],
+  [
+    'assistant.message of the last answer, with its telemetry (stream)',
+    envelopes.create(LogEventType.assistantMessage, step, { text: 'what I found', toolCalls: [], usage, cost: 0.001, model: 'scripted:default', finishReason: 'stop', latencyMs: 120, firstTokenMs: 40, finalAnswer: true }),
+  ],
+  ['turn.ended deadline_exceeded (finishTurn)', envelopes.create(LogEventType.turnEnded, step, { reason: TurnEndReason.deadlineExceeded, error: { code: 'deadline_exceeded', message: 'the turn passed its deadline', retryable: false }, usage, cost: 0, steps: 1 })],
   ...Object.values(TurnEndReason).map((reason): [string, LogEvent] => [
     `turn.ended ${reason} (finishTurn)`,
     envelopes.create(LogEventType.turnEnded, step, { reason, usage, cost: 0.0012, steps: 2 }),

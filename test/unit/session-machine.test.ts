@@ -1,7 +1,7 @@
 import { describe, expect, it, vi } from 'vitest';
 import { createActor, fromPromise } from 'xstate';
 import { sessionMachine } from '../../machines/session.ts';
-import type { FinishTurnInput, QueuedTurn, SessionInput } from '../../machines/session.ts';
+import type { FinishTurnInput, QueuedTurn, SessionInput, StartTurnOutput } from '../../machines/session.ts';
 import { turnMachine } from '../../machines/turn.ts';
 import type { StreamOutput } from '../../machines/turn.ts';
 import { TurnEndReason } from '../../src/protocol/index.ts';
@@ -24,6 +24,12 @@ interface HarnessOptions {
   readonly finishTurn?: (input: FinishTurnInput) => Promise<void> | void;
   /** Streams answer at once with this output instead of waiting to be released. */
   readonly streamAnswer?: StreamOutput;
+  /** What `startTurn` measures as the time left until each turn's deadline. */
+  readonly timeLeftMs?: number;
+  /** `startTurn` rejects with this. */
+  readonly startError?: Error;
+  /** `startTurn` resolves once this does. */
+  readonly startGate?: Promise<void>;
 }
 
 /**
@@ -36,6 +42,7 @@ function startSession(input: SessionInput = {}, options: HarnessOptions = {}) {
   let mostAtOnce = 0;
   const started: string[] = [];
   const finished: FinishTurnInput[] = [];
+  const startedTurns: string[] = [];
 
   const gate = (turnId: string): Deferred<StreamOutput> => {
     let release = releases.get(turnId);
@@ -62,6 +69,12 @@ function startSession(input: SessionInput = {}, options: HarnessOptions = {}) {
   const machine = sessionMachine.provide({
     actors: {
       turn: turnMachine.provide({ actors: fakes.actors }),
+      startTurn: fromPromise<StartTurnOutput, QueuedTurn>(async ({ input: turn }) => {
+        startedTurns.push(turn.turnId);
+        if (options.startGate) await options.startGate;
+        if (options.startError) throw options.startError;
+        return options.timeLeftMs === undefined ? {} : { timeLeftMs: options.timeLeftMs };
+      }),
       finishTurn: fromPromise<void, FinishTurnInput>(async ({ input: finishInput }) => {
         active.delete(finishInput.turn.turnId);
         finished.push(finishInput);
@@ -77,6 +90,7 @@ function startSession(input: SessionInput = {}, options: HarnessOptions = {}) {
     fakes,
     started,
     finished,
+    startedTurns,
     get mostAtOnce() {
       return mostAtOnce;
     },
@@ -228,5 +242,41 @@ describe('session machine', () => {
     expect(session.fakes.log.slice(0, 1)).toEqual(['executeTools:r1']);
     expect(session.fakes.calls.executeTools[0]?.input).toMatchObject({ step: 2, maxSteps: 4 });
     expect(session.finished[0]?.output).toMatchObject({ reason: TurnEndReason.budgetExceeded, steps: 3 });
+  });
+
+  it('starts each turn (startTurn) before it runs, and hands the time it measured to the turn, whose deadline ends it', async () => {
+    const session = startSession({ queue: [queued('a'), queued('b')] }, { timeLeftMs: 30 });
+
+    await session.finishedCount(2);
+
+    expect(session.startedTurns).toEqual(['a', 'b']);
+    expect(session.finished.map((entry) => entry.output.reason)).toEqual([TurnEndReason.deadlineExceeded, TurnEndReason.deadlineExceeded]);
+    expect(session.finished[0]?.output.error).toMatchObject({ code: 'deadline_exceeded' });
+    expect(session.fakes.calls.stream[0]?.signal.aborted).toBe(true);
+  });
+
+  it('ends a turn cancelled while it starts without running a step, and goes on with the next', async () => {
+    const gate = deferred<void>();
+    const session = startSession({ queue: [queued('a'), queued('b')] }, { startGate: gate.promise, streamAnswer: answer('b done') });
+    await until(() => session.startedTurns.length === 1, 'a starts');
+
+    session.actor.send({ type: 'CANCEL' });
+    gate.resolve();
+    await session.finishedCount(2);
+
+    expect(session.finished.map((entry) => [entry.turn.turnId, entry.output.reason])).toEqual([
+      ['a', TurnEndReason.cancelled],
+      ['b', TurnEndReason.yielded],
+    ]);
+    expect(session.started).toEqual(['b']);
+  });
+
+  it('ends a turn failed when it cannot start (its turn.started is not logged), running no step of it', async () => {
+    const session = startSession({ queue: [queued('a')] }, { startError: new Error('log unreachable') });
+
+    await session.finishedCount(1);
+
+    expect(session.finished[0]?.output).toMatchObject({ reason: TurnEndReason.failed, error: { message: 'log unreachable' }, steps: 0 });
+    expect(session.started).toEqual([]);
   });
 });

@@ -1,7 +1,7 @@
 import { describe, expect, it, vi } from 'vitest';
 import { SimulatedClock, createActor, toPromise, waitFor } from 'xstate';
 import { turnMachine } from '../../machines/turn.ts';
-import type { TurnInput, TurnOutput } from '../../machines/turn.ts';
+import type { StreamOutput, TurnInput, TurnOutput } from '../../machines/turn.ts';
 import { AgentbusError, ProviderError, TimeoutError } from '../../src/errors.ts';
 import { ErrorCode, RunState, TurnEndReason } from '../../src/protocol/index.ts';
 import {
@@ -272,7 +272,67 @@ describe('turn machine: approval of privileged calls', () => {
   });
 });
 
+describe('turn machine: deadline', () => {
+  it('ends deadline_exceeded when its time runs out mid tool call, aborting the call', async () => {
+    const clock = new SimulatedClock();
+    const fakes = createTurnFakes({ stream: streamOf(answer('', [read('slow')])), executeTools: (_input, signal) => untilAborted(signal) });
+    const { actor, states, done } = startTurn(fakes, { timeLeftMs: 5000, deadline: Date.UTC(2026, 0, 1) }, { clock });
+
+    await inState(actor, RunState.toolExecution);
+    clock.increment(4999);
+    expect(actor.getSnapshot().value).toBe(RunState.toolExecution);
+    clock.increment(1);
+    const output = await done;
+
+    expect(output).toMatchObject({ reason: TurnEndReason.deadlineExceeded, error: { code: ErrorCode.deadlineExceeded, retryable: false } });
+    expect(output.error?.message).toContain('2026-01-01T00:00:00.000Z');
+    expect(fakes.calls.executeTools[0]?.signal.aborted).toBe(true);
+    expect(states.at(-1)).toBe(RunState.failed);
+  });
+
+  it('ends at once when a resumed turn has no time left, before any provider call', async () => {
+    const fakes = createTurnFakes({ stream: (_input, signal) => untilAborted(signal) });
+
+    const output = await startTurn(fakes, { timeLeftMs: 0 }).done;
+
+    expect(output.reason).toBe(TurnEndReason.deadlineExceeded);
+  });
+
+  it('has no deadline without timeLeftMs', async () => {
+    const clock = new SimulatedClock();
+    const release = deferred<StreamOutput>();
+    const fakes = createTurnFakes({ stream: () => release.promise });
+    const { actor, done } = startTurn(fakes, {}, { clock });
+
+    await inState(actor, RunState.streaming);
+    clock.increment(2 ** 31);
+    expect(actor.getSnapshot().value).toBe(RunState.streaming);
+    release.resolve(answer('late but fine'));
+
+    expect((await done).reason).toBe(TurnEndReason.yielded);
+  });
+});
+
 describe('turn machine: compaction', () => {
+  it('counts the summary call in the turn usage and cost, and ends BudgetExceeded when it passes maxCost', async () => {
+    const fakes = createTurnFakes({
+      prepare: (input) => ({ needsCompaction: !input.compacted, request: { model: 'm', messages: [], tools: [] } }),
+      compact: () => ({ usage: { inputTokens: 100, outputTokens: 20 }, cost: 0.5 }),
+      stream: streamOf(answer('done', [], 0.25)),
+    });
+
+    const counted = await startTurn(fakes).done;
+    expect(counted).toMatchObject({ reason: TurnEndReason.yielded, usage: { inputTokens: 110, outputTokens: 25 }, cost: 0.75 });
+
+    const over = createTurnFakes({
+      prepare: (input) => ({ needsCompaction: !input.compacted, request: { model: 'm', messages: [], tools: [] } }),
+      compact: () => ({ usage: { inputTokens: 100, outputTokens: 20 }, cost: 0.5 }),
+    });
+    const stopped = await startTurn(over, { maxCost: 0.4 }).done;
+    expect(stopped).toMatchObject({ reason: TurnEndReason.budgetExceeded, cost: 0.5 });
+    expect(over.calls.stream).toHaveLength(0);
+  });
+
   it('compacts when prepare says the context needs it, then prepares again with compacted: true and streams', async () => {
     const fakes = createTurnFakes({ prepare: () => ({ needsCompaction: true, request: { model: 'm', messages: [], tools: [] } }) });
     const { states, done } = startTurn(fakes);
@@ -316,16 +376,38 @@ describe('turn machine: compaction', () => {
 });
 
 describe('turn machine: budgets', () => {
-  it('ends BudgetExceeded after maxSteps steps that each asked for tools', async () => {
-    const fakes = createTurnFakes({ stream: (input) => answer(`step ${input.step}`, [read(`c${input.step}`)]) });
+  it('ends BudgetExceeded after maxSteps steps that each asked for tools, with the text of one last call made without tools', async () => {
+    const fakes = createTurnFakes({ stream: (input) => answer(input.final ? 'what I found' : `step ${input.step}`, [read(`c${input.step}`)], 0.1) });
     const { states, done } = startTurn(fakes, { maxSteps: 2 });
 
     const output = await done;
 
-    expect(output).toMatchObject({ reason: TurnEndReason.budgetExceeded, steps: 2, text: 'step 2' });
-    expect(fakes.calls.stream).toHaveLength(2);
+    expect(output).toMatchObject({ reason: TurnEndReason.budgetExceeded, steps: 2, text: 'what I found', cost: 0.30000000000000004 });
+    expect(fakes.calls.stream).toHaveLength(3);
+    expect(fakes.calls.stream.map((call) => [call.input.step, call.input.final ?? false])).toEqual([[1, false], [2, false], [2, true]]);
+    expect(fakes.calls.prepare.map((call) => call.input.final ?? false)).toEqual([false, false, true]);
+    // The tool call the last answer asked for anyway is not run.
     expect(fakes.calls.executeTools).toHaveLength(2);
     expect(states.at(-1)).toBe(RunState.budgetExceeded);
+  });
+
+  it('skips the last answer when the prompt says finalAnswer: false', async () => {
+    const fakes = createTurnFakes({ stream: (input) => answer(`step ${input.step}`, [read(`c${input.step}`)]) });
+
+    const output = await startTurn(fakes, { maxSteps: 2, finalAnswer: false }).done;
+
+    expect(output).toMatchObject({ reason: TurnEndReason.budgetExceeded, steps: 2, text: 'step 2' });
+    expect(fakes.calls.stream).toHaveLength(2);
+  });
+
+  it('makes no last answer when maxCost is the budget that ran out', async () => {
+    const fakes = createTurnFakes({ stream: streamOf(answer('', [read('a')], 0.6), answer('', [read('b')], 0.6)) });
+
+    const output = await startTurn(fakes, { maxSteps: 2, maxCost: 1 }).done;
+
+    expect(output.reason).toBe(TurnEndReason.budgetExceeded);
+    expect(fakes.calls.stream).toHaveLength(2);
+    expect(fakes.calls.stream.some((call) => call.input.final)).toBe(false);
   });
 
   it('ends BudgetExceeded when a stream takes the cost over maxCost, without running the tools it asked for', async () => {

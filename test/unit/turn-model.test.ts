@@ -7,7 +7,7 @@ import { nextBatch } from '../../machines/tool-batch.ts';
 import type { PlannedCall } from '../../machines/tool-batch.ts';
 import { closeTranscript } from '../../machines/transcript.ts';
 import { turnMachine } from '../../machines/turn.ts';
-import type { PrepareOutput, StreamOutput, TurnEvent, TurnInput } from '../../machines/turn.ts';
+import type { CompactOutput, PrepareOutput, StreamOutput, TurnEvent, TurnInput } from '../../machines/turn.ts';
 import { ProviderError, TimeoutError } from '../../src/errors.ts';
 import { ErrorCode, RunState, TurnEndReason, ZERO_USAGE } from '../../src/protocol/index.ts';
 import { REQUEST, answer, deferred, privileged, read, untilAborted, write } from '../helpers/turn-fakes.ts';
@@ -67,7 +67,7 @@ function eventsFor(snapshot: TurnSnapshot): ModelEvent[] {
     done('prepare', 'fits', prepared(false)),
     done('prepare', 'needs compaction', prepared(true)),
     failed('prepare', 'history unreadable', new Error('history unreadable')),
-    done('compact', 'compacted', undefined),
+    done('compact', 'compacted', { usage: ZERO_USAGE, cost: 0 }),
     failed('compact', 'summary failed', new Error('summary failed')),
     done('stream', 'text only', streamed(answer('the answer'))),
     done('stream', 'two read_only calls', streamed(answer('', [read(id('r1')), read(id('r2'))]))),
@@ -344,7 +344,7 @@ function createReplayActor(input: TurnInput) {
   const machine = turnMachine.provide({
     actors: {
       prepare: fromPromise(({ signal }) => gate<PrepareOutput>('prepare', signal)),
-      compact: fromPromise(({ signal }) => gate<void>('compact', signal)),
+      compact: fromPromise(({ signal }) => gate<CompactOutput>('compact', signal)),
       stream: fromPromise(({ signal }) => gate<StreamOutput>('stream', signal)),
       executeTools: fromPromise(({ input: toolsInput, signal }) => {
         toolBatches.push(toolsInput.calls.map((call) => call.id));

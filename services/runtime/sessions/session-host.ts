@@ -235,8 +235,10 @@ class HostedSession implements SessionHost {
     return this.transcript.events.findLast((event) => event.type === LogEventType.userMessage && event.data.requestId === requestId);
   }
 
+  /** True while a turn starts or runs (a cancel while it starts ends it before its first step). */
   private running(): boolean {
-    return this.actor?.getSnapshot().value === 'running';
+    const value = this.actor?.getSnapshot().value;
+    return value === 'running' || value === 'starting';
   }
 
   private currentTurnId(): string | undefined {
@@ -248,6 +250,7 @@ class HostedSession implements SessionHost {
     if (logged?.turnId) return { turnId: logged.turnId };
     const data = options.requestId ? { ...prompt, requestId: options.requestId } : prompt;
     const turnId = this.deps.newId();
+    const acceptedAt = this.deps.now();
     if (!this.creating && this.transcript.events.length === 0) {
       // A new session: `session.created` and the prompt go out as one group, the first expecting the log empty.
       this.creating = true;
@@ -260,7 +263,7 @@ class HostedSession implements SessionHost {
     } else {
       await this.writer.append(LogEventType.userMessage, { turnId }, data);
     }
-    const turn = queuedTurn(this.deps.config, turnId, prompt);
+    const turn = queuedTurn(this.deps.config, turnId, prompt, acceptedAt);
     if (this.stopped) return { turnId };
     if (this.actor) this.actor.send({ type: 'PROMPT', turn });
     else this.startActor([turn]);
@@ -326,8 +329,22 @@ class HostedSession implements SessionHost {
   }
 }
 
-function queuedTurn(config: RuntimeConfig, turnId: string, prompt: PromptModels & { readonly maxSteps?: number; readonly maxCost?: number }): QueuedTurn {
-  const turn: QueuedTurn = { turnId, ...turnModels(prompt, config.defaultModel), maxSteps: prompt.maxSteps ?? config.maxSteps };
+/** What a prompt sets of its turn's limits. */
+type PromptLimits = PromptModels & { readonly maxSteps?: number; readonly maxCost?: number; readonly deadlineMs?: number; readonly finalAnswer?: boolean };
+
+/**
+ * The turn of a prompt accepted at `acceptedAt`: its deadline counts from then (the prompt's `deadlineMs`, else the
+ * runtime's `turnTimeoutMs`), so a client that gives up after the same time finds the turn ended too; a turn the log
+ * says started keeps the deadline logged then (`deadline`).
+ */
+function queuedTurn(config: RuntimeConfig, turnId: string, prompt: PromptLimits, acceptedAt: number, deadline?: number): QueuedTurn {
+  const turn: QueuedTurn = {
+    turnId,
+    ...turnModels(prompt, config.defaultModel),
+    maxSteps: prompt.maxSteps ?? config.maxSteps,
+    deadline: deadline ?? acceptedAt + (prompt.deadlineMs ?? config.turnTimeoutMs),
+    ...(prompt.finalAnswer === false ? { finalAnswer: false } : {}),
+  };
   return prompt.maxCost === undefined ? turn : { ...turn, maxCost: prompt.maxCost };
 }
 
@@ -343,14 +360,16 @@ async function resumeQueue(
   const byName = new Map(tools.map((tool) => [tool.name, tool]));
   const queue: QueuedTurn[] = [];
   for (const turn of unfinished) {
-    const base = queuedTurn(deps.config, turn.turnId, turn.prompt);
+    const base = queuedTurn(deps.config, turn.turnId, turn.prompt, turn.acceptedAt, turn.deadline);
     if (turn.lastStep === 0) {
       queue.push(base);
       continue;
     }
     const ending = { usage: turn.usage, cost: turn.cost, steps: turn.lastStep };
     if (turn.answered) {
-      await writer.append(LogEventType.turnEnded, { turnId: turn.turnId, step: turn.lastStep }, { reason: TurnEndReason.yielded, text: turn.text, ...ending });
+      // The last call at maxSteps answered, too: the turn still ran out of steps.
+      const reason = turn.answeredAtLast ? TurnEndReason.budgetExceeded : TurnEndReason.yielded;
+      await writer.append(LogEventType.turnEnded, { turnId: turn.turnId, step: turn.lastStep }, { reason, text: turn.text, ...ending });
       continue;
     }
     // A call goes out only after its `tool.use` is logged (write-through), and not at all when a hook blocked it:

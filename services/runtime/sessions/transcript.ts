@@ -20,6 +20,10 @@ export interface SentCall {
 export interface UnfinishedTurn {
   readonly turnId: string;
   readonly prompt: Extract<LogEvent, { type: 'user.message' }>['data'];
+  /** When its prompt was logged (epoch ms): a deadline the log does not hold yet counts from then. */
+  readonly acceptedAt: number;
+  /** The deadline its `turn.started` logged, if it started. */
+  readonly deadline?: number;
   /** Step of the newest assistant message, 0 when the model has not answered yet. */
   readonly lastStep: number;
   /** Tool calls of the newest assistant message without a result. */
@@ -36,6 +40,8 @@ export interface UnfinishedTurn {
   readonly argsRedacted: readonly string[];
   /** True when the newest assistant message asked for no tools: the turn had yielded. */
   readonly answered: boolean;
+  /** True when that message was the last call at `maxSteps` (`finalAnswer`): the turn had run out of steps. */
+  readonly answeredAtLast: boolean;
   readonly text: string;
   readonly usage: Usage;
   readonly cost: number;
@@ -136,15 +142,17 @@ class SessionTranscript implements Transcript {
     const turns: UnfinishedTurn[] = [];
     for (const event of events) {
       if (event.type !== LogEventType.userMessage || event.data.steer || !event.turnId || ended.has(event.turnId)) continue;
-      turns.push(summarizeTurn(events, event.turnId, event.data));
+      turns.push(summarizeTurn(events, event.turnId, event.data, event.ts));
     }
     return turns;
   }
 }
 
-function summarizeTurn(events: readonly LogEvent[], turnId: string, prompt: UnfinishedTurn['prompt']): UnfinishedTurn {
+function summarizeTurn(events: readonly LogEvent[], turnId: string, prompt: UnfinishedTurn['prompt'], acceptedAt: number): UnfinishedTurn {
+  let deadline: number | undefined;
   let lastStep = 0;
   let lastCalls: readonly ToolCall[] = [];
+  let atLast = false;
   let text = '';
   let usage = ZERO_USAGE;
   let cost = 0;
@@ -157,13 +165,20 @@ function summarizeTurn(events: readonly LogEvent[], turnId: string, prompt: Unfi
   let askedRedacted: ReadonlySet<string> = new Set();
   for (const event of events) {
     if (event.turnId !== turnId) continue;
-    if (event.type === LogEventType.assistantMessage) {
+    if (event.type === LogEventType.turnStarted) {
+      deadline ??= event.data.deadline;
+    } else if (event.type === LogEventType.summaryCreated) {
+      // A summary call's usage and cost are the turn's too.
+      if (event.data.usage) usage = addUsage(usage, event.data.usage);
+      cost += event.data.cost ?? 0;
+    } else if (event.type === LogEventType.assistantMessage) {
       answered = new Set();
       decisions = {};
       sent = {};
       sentRedacted = new Set();
       lastStep = event.step ?? lastStep + 1;
       lastCalls = event.data.toolCalls;
+      atLast = event.data.finalAnswer === true;
       askedRedacted = new Set(event.data.argsRedacted);
       text = event.data.text;
       usage = addUsage(usage, event.data.usage);
@@ -189,11 +204,14 @@ function summarizeTurn(events: readonly LogEvent[], turnId: string, prompt: Unfi
   return {
     turnId,
     prompt,
+    acceptedAt,
+    ...(deadline === undefined ? {} : { deadline }),
     lastStep,
     openCalls: open,
     argsRedacted: open.filter((call) => redacted(call.id)).map((call) => call.id),
     sent: Object.fromEntries(lastCalls.filter((call) => !answered.has(call.id) && sent[call.id] !== undefined).map((call) => [call.id, sent[call.id]!])),
     answered: lastStep > 0 && lastCalls.length === 0,
+    answeredAtLast: atLast,
     text,
     usage,
     cost,

@@ -1,13 +1,13 @@
 import { fromPromise } from 'xstate';
-import { LogEventType } from '../../../src/protocol/index.ts';
-import type { ToolSpec } from '../../../src/protocol/index.ts';
+import { LogEventType, MODEL_PATTERN, ZERO_USAGE, toErrorData } from '../../../src/protocol/index.ts';
+import type { ToolSpec, Usage } from '../../../src/protocol/index.ts';
 import { contextWindowOf } from '../../../src/tokens.ts';
 import type { TokenCounter } from '../../../src/tokens.ts';
 import type { ChatMessage, MemoryHit } from '../../../src/protocol/index.ts';
 import type { ConversationView } from '../context/conversation.ts';
 import { memoryUnavailable, recallSection } from '../context/recall.ts';
 import type { SessionScope } from './session-scope.ts';
-import type { CompactInput, PrepareInput, PrepareOutput } from '../../../machines/index.ts';
+import type { CompactInput, CompactOutput, PrepareInput, PrepareOutput } from '../../../machines/index.ts';
 import { buildContext } from '../context/context-builder.ts';
 import type { PreparedContext } from '../context/context-builder.ts';
 import { stepChain } from '../models/model-chain.ts';
@@ -16,10 +16,15 @@ import { countValidationFailures, decideModel } from '../models/model-escalation
 import { discoverTools } from './session-scope.ts';
 import type { StepActorDeps } from './session-scope.ts';
 
+/** What the last call at `maxSteps` is told, after the conversation: it has no tools, and must answer now. */
+export const FINAL_ANSWER_INSTRUCTION =
+  'You have used every step this turn allows, and no more tools can run. Answer the request now, as well as you can from what you have found so far; say what is still missing.';
+
 /**
  * The turn's actors that make a step's request: `prepare` appends pending steer messages, discovers the
- * tools, picks the step's model and builds the context; `compact` summarizes the older history when
- * `prepare` found it due, and appends `summary.created`.
+ * tools, picks the step's model and builds the context (the last call at `maxSteps`, `final`, gets no tools and
+ * an instruction to answer); `compact` summarizes the older history when `prepare` found it due, and appends
+ * `summary.created` with the call's usage and cost (counted in the turn's), or `summary.failed`.
  */
 export function createPrepareActors({ scopeOf, stepScope, progress }: Pick<StepActorDeps, 'scopeOf' | 'stepScope' | 'progress'>) {
   const prepare = fromPromise<PrepareOutput, PrepareInput>(async ({ input, signal, system }) => {
@@ -32,7 +37,7 @@ export function createPrepareActors({ scopeOf, stepScope, progress }: Pick<StepA
     const history = transcript.conversation(input.turnId);
     // Memory is asked at the turn's first step, beside tool discovery, and what it recalls stays for the turn.
     const recalling = recallFor(scope, input, history, signal);
-    const { tools } = await discoverTools(scope, signal);
+    const { tools } = input.final ? { tools: [] } : await discoverTools(scope, signal);
     const specs: ToolSpec[] = tools.map(({ name, description, parameters }) => ({ name, description, parameters }));
     const toolTokens = services.toolTokens(specs);
     const recallShare = services.memory ? config.recall.share : 0;
@@ -73,17 +78,18 @@ export function createPrepareActors({ scopeOf, stepScope, progress }: Pick<StepA
     scope.compactThroughSeq = prepared.compactThroughSeq;
     const [, ...fallbackModels] = stepChain(stepModel, input);
     const recalled = await recalling;
-    const messages = recalled ? withRecall(prepared.request.messages, recalled, Math.floor(contextWindowOf(stepModel) * recallShare), services.tokens) : prepared.request.messages;
+    const recalledMessages = recalled ? withRecall(prepared.request.messages, recalled, Math.floor(contextWindowOf(stepModel) * recallShare), services.tokens) : prepared.request.messages;
+    const messages = input.final ? [...recalledMessages, { role: 'user' as const, content: FINAL_ANSWER_INSTRUCTION }] : recalledMessages;
     const request = { ...prepared.request, messages, ...(fallbackModels.length > 0 ? { fallbackModels } : {}) };
     return { needsCompaction: prepared.needsCompaction && !input.compacted, request };
   });
 
-  const compact = fromPromise<void, CompactInput>(async ({ input, signal, system }) => {
+  const compact = fromPromise<CompactOutput, CompactInput>(async ({ input, signal, system }) => {
     const scope = scopeOf(system);
     const { services } = scope;
     const { config } = services;
     const throughSeq = scope.compactThroughSeq;
-    if (throughSeq === 0) return;
+    if (throughSeq === 0) return { usage: ZERO_USAGE, cost: 0 };
     progress(services, input, 'rolling_summary', 'Summarizing the earlier conversation');
     const history = services.transcript.conversation(input.turnId);
     // The oldest messages of this turn's view up to Preparing's cut: exactly those the summary will replace.
@@ -96,8 +102,11 @@ export function createPrepareActors({ scopeOf, stepScope, progress }: Pick<StepA
     }
     const text = older.join('\n');
     // A provider nobody serves right now (not started yet, restarting) is waited for, as a step's own call is.
-    const summarize = async (): Promise<string> => {
+    const summarize = async (): Promise<{ summary: string; usage: Usage; cost: number; model: string }> => {
       let summary = '';
+      let usage: Usage = ZERO_USAGE;
+      let cost = 0;
+      let model = input.model;
       for await (const chunk of services.provider.generate(
         {
           v: 1,
@@ -115,23 +124,44 @@ export function createPrepareActors({ scopeOf, stepScope, progress }: Pick<StepA
         { signal, idleTimeoutMs: config.providerIdleTimeoutMs, timeoutMs: config.providerTimeoutMs },
       )) {
         if (chunk.type === 'text-delta') summary += chunk.text;
+        else if (chunk.type === 'usage') usage = chunk.usage;
+        else if (chunk.type === 'done') {
+          cost = chunk.cost ?? 0;
+          // As in a step: only a full `<provider>:<model>` name says which model answered.
+          if (chunk.model !== undefined && MODEL_PATTERN.test(chunk.model)) model = chunk.model;
+        }
       }
-      return summary;
+      return { summary, usage, cost, model };
     };
-    const summary = await waitForService({
-      call: summarize,
-      waitMs: config.waitForServiceMs,
-      signal,
-      onWait: (wait) => {
-        services.logger.warn({ turnId: input.turnId, step: input.step, model: input.model, attempt: wait.attempt, delayMs: wait.delayMs, error: wait.error }, 'no provider serves the model; waiting for one to summarize');
-        services.live.publish('retry', stepScope(services, input), { ...wait, model: input.model });
-      },
-    });
+    let summarized: Awaited<ReturnType<typeof summarize>>;
+    try {
+      summarized = await waitForService({
+        call: summarize,
+        waitMs: config.waitForServiceMs,
+        signal,
+        onWait: (wait) => {
+          services.logger.warn({ turnId: input.turnId, step: input.step, model: input.model, attempt: wait.attempt, delayMs: wait.delayMs, error: wait.error }, 'no provider serves the model; waiting for one to summarize');
+          services.live.publish('retry', stepScope(services, input), { ...wait, model: input.model });
+        },
+      });
+    } catch (err) {
+      // A cancelled turn's summary did not fail: the turn ended. Otherwise the log says why the step goes on without it.
+      if (!signal.aborted) {
+        services.logger.warn({ err, turnId: input.turnId, step: input.step }, 'summary failed; the step keeps the newest history that fits');
+        await services.writer.append(LogEventType.summaryFailed, { turnId: input.turnId, step: input.step }, { throughSeq, model: input.model, error: toErrorData(err) });
+      }
+      throw err;
+    }
+    const { summary, usage, cost, model } = summarized;
     await services.writer.append(LogEventType.summaryCreated, { turnId: input.turnId, step: input.step }, {
       text: summary,
       throughSeq,
       tokens: services.tokens.count(summary),
+      model,
+      usage,
+      cost,
     });
+    return { usage, cost };
   });
 
   return { prepare, compact };

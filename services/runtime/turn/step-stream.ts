@@ -54,7 +54,13 @@ export function createStreamActor({ scopeOf, stepScope, progress }: Pick<StepAct
 
   async function streamOnce(services: SessionServices, input: StreamInput, model: string, contentStarted: () => void, signal: AbortSignal) {
     const { config, live } = services;
-    progress(services, input, 'provider_call', `Calling ${model}`);
+    progress(services, input, 'provider_call', input.final ? `Calling ${model} for a last answer, without tools` : `Calling ${model}`);
+    const startedAt = services.now();
+    let firstTokenMs: number | undefined;
+    const firstToken = () => {
+      firstTokenMs ??= services.now() - startedAt;
+      contentStarted();
+    };
     let text = '';
     const toolCalls: ToolCall[] = [];
     let usage: Usage = ZERO_USAGE;
@@ -77,12 +83,12 @@ export function createStreamActor({ scopeOf, stepScope, progress }: Pick<StepAct
     )) {
       switch (chunk.type) {
         case 'text-delta':
-          contentStarted();
+          firstToken();
           text += chunk.text;
           live.publish('assistant.delta', stepScope(services, input), { text: chunk.text });
           break;
         case 'tool-call':
-          contentStarted();
+          firstToken();
           toolCalls.push({ id: chunk.toolCallId, name: chunk.name, args: chunk.args });
           break;
         case 'usage':
@@ -107,7 +113,8 @@ export function createStreamActor({ scopeOf, stepScope, progress }: Pick<StepAct
           break;
       }
     }
-    return { text, toolCalls, usage, cost, model: served, finishReason };
+    const latencyMs = services.now() - startedAt;
+    return { text, toolCalls, usage, cost, model: served, finishReason, latencyMs, ...(firstTokenMs === undefined ? {} : { firstTokenMs }) };
   }
 
   return fromPromise<StreamOutput, StreamInput>(async ({ input, signal, system }) => {
@@ -140,8 +147,20 @@ export function createStreamActor({ scopeOf, stepScope, progress }: Pick<StepAct
         }),
     });
     signal.throwIfAborted();
-    const { text, toolCalls, usage, cost, model, finishReason } = value;
-    await services.writer.append(LogEventType.assistantMessage, { turnId: input.turnId, step: input.step }, { text, toolCalls, usage, cost, model, finishReason });
+    const { text, usage, cost, model, finishReason, latencyMs, firstTokenMs } = value;
+    // The last call at maxSteps was offered no tools: a call it asks for anyway is not made (nor left open in the log).
+    const toolCalls = input.final ? [] : value.toolCalls;
+    await services.writer.append(LogEventType.assistantMessage, { turnId: input.turnId, step: input.step }, {
+      text,
+      toolCalls,
+      usage,
+      cost,
+      model,
+      finishReason,
+      latencyMs,
+      ...(firstTokenMs === undefined ? {} : { firstTokenMs }),
+      ...(input.final ? { finalAnswer: true } : {}),
+    });
     const planned: PlannedCall[] = toolCalls.map((call) => ({ ...call, tier: byName.get(call.name)?.tier ?? 'unknown' }));
     return { text, toolCalls: planned, usage, cost };
   });

@@ -1,9 +1,9 @@
 import { fromPromise } from 'xstate';
-import { LogEventType, TurnEndReason, toErrorData } from '../../../src/protocol/index.ts';
+import { ErrorCode, LogEventType, TurnEndReason, toErrorData } from '../../../src/protocol/index.ts';
 import type { ErrorData } from '../../../src/protocol/index.ts';
 import { CancelledError } from '../../../src/errors.ts';
 import { sessionMachine, turnMachine } from '../../../machines/index.ts';
-import type { FinishTurnInput } from '../../../machines/index.ts';
+import type { FinishTurnInput, QueuedTurn, StartTurnOutput } from '../../../machines/index.ts';
 import { createPrepareActors } from './prepare-step.ts';
 import type { AnyActorSystem, SessionScope, StepActorDeps } from './session-scope.ts';
 import type { SessionServices } from './session-services.ts';
@@ -22,13 +22,14 @@ export interface SessionLogic {
 }
 
 function provideMachines(actors: ReturnType<typeof createActors>, approvalTimeoutMs: number) {
-  const { prepare, compact, stream, executeTools, requestApproval, finishTurn } = actors;
+  const { prepare, compact, stream, executeTools, requestApproval, startTurn, finishTurn } = actors;
   return sessionMachine.provide({
     actors: {
       turn: turnMachine.provide({
         actors: { prepare, compact, stream, executeTools, requestApproval },
         delays: { approvalTimeout: approvalTimeoutMs },
       }),
+      startTurn,
       finishTurn,
     },
   });
@@ -72,6 +73,25 @@ function createActors(scopeOf: StepActorDeps['scopeOf']) {
   const { executeTools, requestApproval } = createToolActors({ scopeOf, progress });
 
   /**
+   * Appends the turn's `turn.started` (model, budgets, deadline) unless the log has it already (a resumed turn), and
+   * measures the time left until its deadline, for the turn machine's timer.
+   */
+  const startTurn = fromPromise<StartTurnOutput, QueuedTurn>(async ({ input: turn, system }) => {
+    const { services } = scopeOf(system);
+    if (!services.transcript.turnEvents(turn.turnId).some((event) => event.type === LogEventType.turnStarted)) {
+      await services.writer.append(LogEventType.turnStarted, { turnId: turn.turnId }, {
+        model: turn.model,
+        ...(turn.fallbackModels?.length ? { models: turn.fallbackModels } : {}),
+        maxSteps: turn.maxSteps,
+        ...(turn.maxCost === undefined ? {} : { maxCost: turn.maxCost }),
+        deadline: turn.deadline ?? services.now() + services.config.turnTimeoutMs,
+        finalAnswer: turn.finalAnswer !== false,
+      });
+    }
+    return turn.deadline === undefined ? {} : { timeLeftMs: Math.max(0, turn.deadline - services.now()) };
+  });
+
+  /**
    * Closes the turn's open calls and appends `turn.ended`. When that fails (another writer holds the log, or
    * the log cannot be reached) the turn cannot end in the log: the failure is logged at error and told to
    * clients as a live `error` of the turn, then rejected, and the session host gives the session up (see
@@ -107,7 +127,9 @@ function createActors(scopeOf: StepActorDeps['scopeOf']) {
       const closing: ErrorData =
         output.reason === TurnEndReason.cancelled
           ? toErrorData(new CancelledError('the turn was cancelled before this call finished'))
-          : { code: output.reason, message: `the turn ended (${output.reason}) before this call ran`, retryable: false };
+          : output.reason === TurnEndReason.deadlineExceeded
+            ? { code: ErrorCode.deadlineExceeded, message: 'the turn passed its deadline before this call finished; the call was cancelled', retryable: false }
+            : { code: output.reason, message: `the turn ended (${output.reason}) before this call ran`, retryable: false };
       for (const open of transcript.openCalls(turn.turnId)) {
         await append(LogEventType.toolResult, { turnId: turn.turnId, step: output.steps }, {
           toolCallId: open.id,
@@ -122,5 +144,5 @@ function createActors(scopeOf: StepActorDeps['scopeOf']) {
     });
   }
 
-  return { prepare, compact, stream, executeTools, requestApproval, finishTurn };
+  return { prepare, compact, stream, executeTools, requestApproval, startTurn, finishTurn };
 }
