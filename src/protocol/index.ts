@@ -25,6 +25,9 @@ export type { Codec } from './codec.ts';
 export {
   MODEL_PATTERN,
   MAX_PROMPT_MODELS,
+  MAX_PROMPT_ATTACHMENTS,
+  MAX_ATTACHMENT_CHARS,
+  MAX_PROMPT_CHARS,
   promptSchema,
   steerSchema,
   cancelSchema,

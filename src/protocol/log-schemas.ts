@@ -22,6 +22,9 @@ const userMessage = z.object({
   maxCost: z.number().positive().optional(),
   metadata: z.record(z.string(), z.unknown()).optional(),
   steer: z.boolean().optional(),
+  files: z.array(z.object({ name: z.string(), chars: z.int().nonnegative() })).readonly().optional(),
+  forceTool: z.object({ name: z.string(), args: z.unknown() }).optional(),
+  forceFinish: z.boolean().optional(),
   requestId: z.string().max(1024).optional(),
 });
 
@@ -33,6 +36,7 @@ const assistantMessage = z.object({
   model: z.string(),
   finishReason: z.string(),
   argsRedacted: z.array(z.string()).readonly().optional(),
+  forced: z.boolean().optional(),
 });
 
 const toolUse = z.object({
