@@ -164,6 +164,9 @@ async function ask(nc: NatsConnection, options: AskOptions, context: CliContext)
   };
   context.signal.addEventListener('abort', onAbort, { once: true });
   let wroteText = false;
+  // The step whose text is on the line: the log and live streams are not ordered with each other, so an earlier
+  // step's `assistant.message` (a forced call's comes at once) may arrive after this step's first deltas.
+  let textStep = 0;
   const show = (event: AgentEvent) => {
     if (options.json) {
       context.stdout.write(`${JSON.stringify(event)}\n`);
@@ -173,10 +176,12 @@ async function ask(nc: NatsConnection, options: AskOptions, context: CliContext)
       case 'assistant.delta':
         context.stdout.write(event.data.text);
         wroteText = true;
+        textStep = event.step ?? textStep;
         return;
       case 'assistant.message':
       case 'turn.ended':
       case 'retry':
+        if (event.type === 'assistant.message' && (event.step ?? textStep) < textStep) return;
         // A new message, the end, or a call made again (its text streams from the start) ends the line.
         if (wroteText) context.stdout.write('\n');
         wroteText = false;
