@@ -161,7 +161,8 @@ describe('ask against a running stack', { timeout: 120_000 }, () => {
     expect(dry.code).toBe(0);
     expect(dry.stdout).toContain('model: scripted:default');
     expect(dry.stdout).toContain('budgets: maxSteps 3, maxCost none');
-    expect(dry.stdout).toMatch(/--- system ---\n.+\n--- user ---\notters are mustelids\n--- assistant ---\notters are mustelids\n--- user ---\nwhat are otters\?\n$/);
+    // The system prompt, what memory recalls for the prompt (another session's otters), the history, the prompt.
+    expect(dry.stdout).toMatch(/messages \(5\):\n--- system ---\nYou are .+\n--- system ---\nRelevant context from memory:\n[^]*otters hold hands[^]*\n--- user ---\notters are mustelids\n--- assistant ---\notters are mustelids\n--- user ---\nwhat are otters\?\n$/);
     expect(dry.stdout).toMatch(/ {2}read_file: .*\n {4}parameters: \{"type":"object".*"path"/);
     const json = await agentbus(['ask', '--session', 'in-dry', '--json', '--force-finish', '--dry-run', 'and seals?']);
     expect(json.code).toBe(0);
