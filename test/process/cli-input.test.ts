@@ -57,23 +57,41 @@ function agentbus(args: string[], stdin?: string | Buffer): Promise<AgentbusRun>
 /** The provider requests of one session. */
 const requestsOf = (sessionId: string) => requests.filter((request) => request.sessionId === sessionId);
 
-beforeAll(async () => {
-  workdir = await mkdtemp(join(tmpdir(), 'agentbus-cli-input-'));
-  await writeFile(join(workdir, 'README.md'), '# A project about otters\n');
-  await writeFile(join(workdir, 'script.json'), JSON.stringify({ responses: [] }));
-  up = spawn(process.execPath, [AGENTBUS_BIN, 'up', '--services', 'runtime,provider,tools,memory'], { cwd: workdir, env: offlineEnv() });
-  up.stderr.on('data', (chunk: Buffer) => (upOutput += chunk.toString()));
+/** Starts `agentbus up` (the services ask needs, and memory) and resolves once it says it is up. */
+async function startUp(): Promise<void> {
+  upOutput = '';
+  const child = spawn(process.execPath, [AGENTBUS_BIN, 'up', '--services', 'runtime,provider,tools,memory'], { cwd: workdir, env: offlineEnv() });
+  up = child;
+  child.stderr.on('data', (chunk: Buffer) => (upOutput += chunk.toString()));
   await new Promise<void>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`agentbus up did not come up\n${upOutput}`)), 100_000);
     const check = () => {
       if (!upOutput.includes('agentbus is up')) return;
       clearTimeout(timer);
-      up!.stderr.off('data', check);
+      child.stderr.off('data', check);
       resolve();
     };
-    up!.stderr.on('data', check);
-    up!.once('exit', (code) => reject(new Error(`agentbus up exited (${code})\n${upOutput}`)));
+    child.stderr.on('data', check);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`agentbus up exited (${code})\n${upOutput}`));
+    });
   });
+}
+
+beforeAll(async () => {
+  workdir = await mkdtemp(join(tmpdir(), 'agentbus-cli-input-'));
+  await writeFile(join(workdir, 'README.md'), '# A project about otters\n');
+  await writeFile(join(workdir, 'script.json'), JSON.stringify({ responses: [] }));
+  // A loaded machine may start the services slower than up's own 30 s readiness wait: up is started again then.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await startUp();
+      break;
+    } catch (error) {
+      if (attempt === 3 || !upOutput.includes('services not ready')) throw error;
+    }
+  }
   const { url, token } = JSON.parse(await readFile(join(workdir, '.agentbus', 'stack.json'), 'utf8')) as { url: string; token: string };
   outsider = await connect({ servers: url, token });
   generates = outsider.subscribe('agentbus.provider.*.generate', {
@@ -82,7 +100,7 @@ beforeAll(async () => {
     },
   });
   await outsider.flush();
-}, 120_000);
+}, 330_000);
 
 afterAll(async () => {
   generates?.unsubscribe();
