@@ -11,7 +11,7 @@ import { MAX_FILE_BYTES } from '../../cli/ask-input.ts';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { createCodec } from '../../src/protocol/index.ts';
 import type { AgentEvent, GenerateRequest } from '../../src/protocol/index.ts';
-import { AGENTBUS_BIN } from '../helpers/agentbus-bin.ts';
+import { AGENTBUS_BIN, runAgentbus } from '../helpers/agentbus-bin.ts';
 import type { AgentbusRun } from '../helpers/agentbus-bin.ts';
 
 // `ask -`, `--file`, `--dry-run`, `--quiet`, `--force-tool` and `--force-finish` against one `agentbus up` stack: the
@@ -35,23 +35,8 @@ function offlineEnv(): NodeJS.ProcessEnv {
 }
 
 /** Runs `agentbus args` in the stack's folder, writing `stdin` (then closing it) when given. */
-function agentbus(args: string[], stdin?: string | Buffer): Promise<AgentbusRun> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [AGENTBUS_BIN, ...args], { cwd: workdir, env: offlineEnv() });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      reject(new Error(`agentbus ${args.join(' ')} did not exit in time\n${stderr}`));
-    }, 60_000);
-    child.on('exit', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-    if (stdin !== undefined) child.stdin.end(stdin);
-  });
+function agentbus(args: string[], stdin?: string): Promise<AgentbusRun> {
+  return runAgentbus(args, { cwd: workdir, env: offlineEnv(), ...(stdin === undefined ? {} : { stdin }) });
 }
 
 /** The provider requests of one session. */
