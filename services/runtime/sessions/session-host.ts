@@ -283,14 +283,14 @@ class HostedSession implements SessionHost {
     const { deps } = this;
     const turnId = deps.newId();
     const turn = queuedTurn(deps.config, turnId, prompt);
-    const scope = { tenant: this.tenant, sessionId: this.sessionId, turnId, step: 1 };
-    const message = { ...deps.envelopes.create(LogEventType.userMessage, scope, loggedPrompt(prompt)), seq: this.transcript.lastSeq + 1 };
+    const where = { tenant: this.tenant, sessionId: this.sessionId, turnId };
+    const message = { ...deps.envelopes.create(LogEventType.userMessage, where, loggedPrompt(prompt)), seq: this.transcript.lastSeq + 1 };
     const transcript = createTranscript([...this.transcript.events, message], deps.tokens);
     const { maxSteps, maxCost, turnId: _turnId, ...routing } = turn;
     const signal = AbortSignal.timeout(ASK_TOOLS_TIMEOUT_MS);
     const { request, needsCompaction } = await deps.logic.prepareDryRun({ ...this.services(), transcript, takeSteers: () => [] }, { ...routing, turnId, step: 1, maxSteps, compacted: false }, signal);
     try {
-      deps.live.publish(LiveEventType.requestPrepared, scope, {
+      deps.live.publish(LiveEventType.requestPrepared, { ...where, step: 1 }, {
         ...request,
         maxOutputTokens: deps.config.maxOutputTokens,
         maxSteps,
@@ -299,7 +299,8 @@ class HostedSession implements SessionHost {
         ...(prompt.forceTool ? { forceTool: prompt.forceTool } : {}),
       });
     } catch (err) {
-      throw new AgentbusError(ErrorCode.payloadTooLarge, `the dry run's request could not be published: ${(err as Error).message}`, { cause: err });
+      const message = `the dry run's request could not be published: ${(err as Error).message}`;
+      throw new AgentbusError(/max_payload/i.test(String(err)) ? ErrorCode.payloadTooLarge : ErrorCode.internal, message, { cause: err });
     }
     return { turnId };
   }
