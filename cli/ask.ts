@@ -164,24 +164,45 @@ async function ask(nc: NatsConnection, options: AskOptions, context: CliContext)
   };
   context.signal.addEventListener('abort', onAbort, { once: true });
   let wroteText = false;
-  // The step whose text is on the line: the log and live streams are not ordered with each other, so an earlier
-  // step's `assistant.message` (a forced call's comes at once) may arrive after this step's first deltas.
+  // The log and live streams are not ordered with each other: a step's `assistant.message` may come before its last
+  // deltas (then it completes the line, and the late deltas are dropped), or after the next step's first deltas.
   let textStep = 0;
+  let stepText = '';
+  let lastEnded = 0;
   const show = (event: AgentEvent) => {
     if (options.json) {
       context.stdout.write(`${JSON.stringify(event)}\n`);
       return;
     }
     switch (event.type) {
-      case 'assistant.delta':
+      case 'assistant.delta': {
+        const step = event.step ?? textStep;
+        if (step <= lastEnded) return;
+        if (step !== textStep) stepText = '';
         context.stdout.write(event.data.text);
         wroteText = true;
-        textStep = event.step ?? textStep;
+        textStep = step;
+        stepText += event.data.text;
         return;
+      }
       case 'assistant.message':
       case 'turn.ended':
       case 'retry':
-        if (event.type === 'assistant.message' && (event.step ?? textStep) < textStep) return;
+        if (event.type === 'assistant.message') {
+          const step = event.step ?? textStep;
+          if (step < textStep) return;
+          // The step's text as logged: what its deltas have not shown yet is shown now.
+          const written = step === textStep ? stepText : '';
+          const rest = event.data.text.startsWith(written) ? event.data.text.slice(written.length) : '';
+          if (rest !== '') {
+            context.stdout.write(rest);
+            wroteText = true;
+          }
+          lastEnded = step;
+          textStep = step;
+          stepText = event.data.text;
+        }
+        if (event.type === 'retry') stepText = '';
         // A new message, the end, or a call made again (its text streams from the start) ends the line.
         if (wroteText) context.stdout.write('\n');
         wroteText = false;
