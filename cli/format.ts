@@ -1,4 +1,4 @@
-import type { AgentEvent } from '../src/protocol/index.ts';
+import type { AgentEvent, EventDataMap } from '../src/protocol/index.ts';
 
 function short(value: unknown, max = 80): string {
   const text = typeof value === 'string' ? value : JSON.stringify(value);
@@ -55,5 +55,31 @@ export function describeData(event: AgentEvent): string {
       return `attempt ${event.data.attempt}/${event.data.maxAttempts} in ${event.data.delayMs} ms: ${event.data.error.message}`;
     case 'error':
       return `${event.data.code}: ${event.data.message}`;
+    case 'request.prepared':
+      return `dry run: ${event.data.model}, ${event.data.messages.length} message(s), ${event.data.tools.length} tool(s)`;
   }
+}
+
+/**
+ * What a dry run's first step would send, for a person: model and budgets, the tools with their schemas, then each
+ * message whole under a `--- role ---` line.
+ */
+export function formatPreparedRequest(data: EventDataMap['request.prepared']): string {
+  const lines = [
+    `model: ${data.model}${data.fallbackModels?.length ? ` (then ${data.fallbackModels.join(', ')})` : ''}`,
+    `budgets: maxSteps ${data.maxSteps}, maxCost ${data.maxCost === undefined ? 'none' : `$${data.maxCost}`}, maxOutputTokens ${data.maxOutputTokens}`,
+  ];
+  if (data.needsCompaction) lines.push('the step would first summarize the older history (not shown)');
+  if (data.forceTool) lines.push(`forced call (the model is not asked): ${data.forceTool.name} ${JSON.stringify(data.forceTool.args)}`);
+  lines.push(`tools (${data.tools.length}):`);
+  for (const tool of data.tools) lines.push(`  ${tool.name}: ${short(tool.description, 100)}`, `    parameters: ${JSON.stringify(tool.parameters)}`);
+  lines.push(`messages (${data.messages.length}):`);
+  for (const message of data.messages) {
+    const label = message.role === 'tool' ? `tool ${message.name} (${message.toolCallId})` : message.role;
+    lines.push(`--- ${label} ---`, message.content);
+    if (message.role === 'assistant' && message.toolCalls?.length) {
+      for (const call of message.toolCalls) lines.push(`[tool call ${call.id}: ${call.name} ${JSON.stringify(call.args)}]`);
+    }
+  }
+  return `${lines.join('\n')}\n`;
 }

@@ -20,7 +20,9 @@ Usage:
   ${UP_USAGE}
       Start the services (and, without --nats or NATS_URL, an embedded nats-server with data in .agentbus/).
   ${ASK_USAGE}
-      Send a prompt, stream the answer to stdout and progress to stderr; exit 0 when the turn yielded.
+      Send a prompt (- reads it from stdin; --file attaches text files), stream the answer to stdout and progress to
+      stderr (--quiet: the answer only); exit 0 when the turn yielded. --dry-run prints what the first step would send
+      and calls no model; --force-tool / --force-finish pin the first step.
   ${TAIL_USAGE}
       Follow the events of every session of a tenant, or of one session.
   ${MEMORY_USAGE}

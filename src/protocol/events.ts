@@ -1,5 +1,5 @@
 import type { ErrorData } from '../errors.ts';
-import type { ToolCall, Usage } from './messages.ts';
+import type { ChatMessage, ToolCall, ToolSpec, Usage } from './messages.ts';
 
 /** Safety tiers of a tool. */
 export const SafetyTier = {
@@ -59,6 +59,7 @@ export const LiveEventType = {
   state: 'state',
   retry: 'retry',
   error: 'error',
+  requestPrepared: 'request.prepared',
 } as const;
 export type LiveEventType = (typeof LiveEventType)[keyof typeof LiveEventType];
 
@@ -83,6 +84,12 @@ export interface EventDataMap {
     readonly metadata?: Record<string, unknown>;
     /** True for a message injected into a running turn by `steer`. */
     readonly steer?: boolean;
+    /** The files the prompt attached (their content is in `text`, after the prompt's own). */
+    readonly files?: readonly { readonly name: string; readonly chars: number }[];
+    /** The first step makes this call without asking the model. */
+    readonly forceTool?: { readonly name: string; readonly args: unknown };
+    /** The first step is offered no tools. */
+    readonly forceFinish?: boolean;
     /**
      * The request that sent it (its reply subject), when it was a request: a node that takes over a session
      * whose holder died hands it the messages it kept, and one found here is not run twice.
@@ -120,6 +127,8 @@ export interface EventDataMap {
      * ones, kept in memory): a turn resumed from the log does not make such a call. Absent when none did.
      */
     readonly argsRedacted?: readonly string[];
+    /** True when no model was asked: the prompt's `forceTool` made the call. */
+    readonly forced?: boolean;
   };
   'tool.use': {
     readonly toolCallId: string;
@@ -211,6 +220,21 @@ export interface EventDataMap {
     readonly toolCallId?: string;
   };
   error: ErrorData & { readonly subject?: string };
+  /** What a dry-run prompt's first step would send: published instead of calling the model, nothing logged. */
+  'request.prepared': {
+    readonly model: string;
+    readonly fallbackModels?: readonly string[];
+    /** The system prompt, recalled memory, history and the prompt, as the provider would get them. */
+    readonly messages: readonly ChatMessage[];
+    /** The tools offered, with their parameter schemas. */
+    readonly tools: readonly ToolSpec[];
+    readonly maxOutputTokens: number;
+    readonly maxSteps: number;
+    readonly maxCost?: number;
+    /** True when the step would first summarize older history (the summary call is not shown). */
+    readonly needsCompaction: boolean;
+    readonly forceTool?: { readonly name: string; readonly args: unknown };
+  };
 }
 
 export type EventType = keyof EventDataMap;

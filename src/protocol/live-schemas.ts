@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { envelopeSchema } from './envelope-schema.ts';
 import { LiveEventType } from './events.ts';
-import { errorDataSchema } from './schemas.ts';
+import { chatMessageSchema, errorDataSchema } from './schemas.ts';
 
 // The shapes of `EventDataMap` (events.ts) for the ephemeral `live.<type>` events, as clients read them. The
 // fields a client shows or acts on are checked exactly; unknown extra fields pass (and are dropped), so a
@@ -36,6 +36,18 @@ const retry = z.object({
 
 const error = errorDataSchema.extend({ subject: z.string().optional() });
 
+const requestPrepared = z.object({
+  model: z.string(),
+  fallbackModels: z.array(z.string()).readonly().optional(),
+  messages: z.array(chatMessageSchema).readonly(),
+  tools: z.array(z.object({ name: z.string(), description: z.string(), parameters: z.record(z.string(), z.unknown()) })).readonly(),
+  maxOutputTokens: z.number(),
+  maxSteps: z.int(),
+  maxCost: z.number().optional(),
+  needsCompaction: z.boolean(),
+  forceTool: z.object({ name: z.string(), args: z.unknown() }).optional(),
+});
+
 /**
  * A live event: the v1 envelope with the `data` of its type, as one discriminated union on `type`. Its
  * output is a `LiveEvent`. Which schema applies is decided by the subject, not by `type`: a log event type
@@ -51,4 +63,5 @@ export const liveEventSchema = z.discriminatedUnion('type', [
   envelopeSchema(LiveEventType.state, state),
   envelopeSchema(LiveEventType.retry, retry),
   envelopeSchema(LiveEventType.error, error),
+  envelopeSchema(LiveEventType.requestPrepared, requestPrepared),
 ]);

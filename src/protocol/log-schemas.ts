@@ -24,6 +24,9 @@ const userMessage = z.object({
   finalAnswer: z.boolean().optional(),
   metadata: z.record(z.string(), z.unknown()).optional(),
   steer: z.boolean().optional(),
+  files: z.array(z.object({ name: z.string(), chars: z.int().nonnegative() })).readonly().optional(),
+  forceTool: z.object({ name: z.string(), args: z.unknown() }).optional(),
+  forceFinish: z.boolean().optional(),
   requestId: z.string().max(1024).optional(),
 });
 
@@ -47,6 +50,7 @@ const assistantMessage = z.object({
   firstTokenMs: z.number().nonnegative().optional(),
   finalAnswer: z.boolean().optional(),
   argsRedacted: z.array(z.string()).readonly().optional(),
+  forced: z.boolean().optional(),
 });
 
 const toolUse = z.object({

@@ -7,6 +7,19 @@ const errorData = z.object({ code: z.string(), message: z.string(), retryable: z
 
 const metadata = z.record(z.string(), z.unknown());
 
+/** The most files one prompt may attach. */
+export const MAX_PROMPT_ATTACHMENTS = 16;
+/** The most characters of one attachment's content. */
+export const MAX_ATTACHMENT_CHARS = 256 * 1024;
+/** The most characters of a prompt's text and attachments together. */
+export const MAX_PROMPT_CHARS = 1_000_000;
+
+/** A text file sent with a prompt: the runtime puts its name and content in the turn's user message. */
+const attachment = z.strictObject({
+  name: z.string().min(1, 'attachments[].name must not be empty').max(256),
+  content: z.string().max(MAX_ATTACHMENT_CHARS, `attachments[].content must be at most ${MAX_ATTACHMENT_CHARS} characters`),
+});
+
 /** The most models one prompt may name in `models`. */
 export const MAX_PROMPT_MODELS = 8;
 
@@ -26,6 +39,11 @@ const modelName = (field: string) => z.string().regex(MODEL_PATTERN, `${field} m
  * - `deadlineMs`: the turn ends `deadline_exceeded` this many milliseconds after the prompt is accepted
  *   (at most {@link MAX_DEADLINE_MS}); without it, the runtime's `AGENTBUS_TURN_TIMEOUT_MS`.
  * - `finalAnswer: false`: at `maxSteps` the turn ends without a last call that answers from what it has.
+ * - `attachments`: text files; the runtime appends each, name and content, to the logged user message.
+ * - `dryRun`: prepare the first step (system prompt, recall, tools, budgets) and publish it as a live
+ *   `request.prepared` event; nothing is logged and no model is called.
+ * - `forceTool` (`{ name, args }`): the first step makes this call without asking the model; `forceFinish`:
+ *   the first step is offered no tools. For pinning a step in tests.
  */
 export const promptSchema = z
   .strictObject({
@@ -40,10 +58,19 @@ export const promptSchema = z
     deadlineMs: z.int().min(1).max(MAX_DEADLINE_MS, `deadlineMs must be at most ${MAX_DEADLINE_MS} (one day)`).optional(),
     finalAnswer: z.boolean().optional(),
     metadata: metadata.optional(),
+    attachments: z.array(attachment).max(MAX_PROMPT_ATTACHMENTS).optional(),
+    dryRun: z.boolean().optional(),
+    forceTool: z.strictObject({ name: z.string().min(1).max(256), args: z.record(z.string(), z.unknown()) }).optional(),
+    forceFinish: z.boolean().optional(),
   })
   .refine((prompt) => (prompt.smallModel === undefined) === (prompt.largeModel === undefined), {
     message: 'smallModel and largeModel must be given together',
     path: ['largeModel'],
+  })
+  .refine((prompt) => !(prompt.forceTool && prompt.forceFinish), { message: 'forceTool and forceFinish exclude each other', path: ['forceFinish'] })
+  .refine((prompt) => (prompt.attachments ?? []).reduce((total, file) => total + file.name.length + file.content.length, prompt.text.length) <= MAX_PROMPT_CHARS, {
+    message: `text and attachments together must be at most ${MAX_PROMPT_CHARS} characters`,
+    path: ['attachments'],
   });
 export type Prompt = z.infer<typeof promptSchema>;
 
@@ -80,7 +107,8 @@ export interface CommandReply {
 
 const toolCall = z.object({ id: z.string(), name: z.string(), args: z.unknown() });
 
-const chatMessage = z.discriminatedUnion('role', [
+/** One message of the conversation sent to a provider (`ChatMessage`). */
+export const chatMessageSchema = z.discriminatedUnion('role', [
   z.object({ role: z.literal('system'), content: z.string() }),
   z.object({ role: z.literal('user'), content: z.string() }),
   z.object({ role: z.literal('assistant'), content: z.string(), toolCalls: z.array(toolCall).readonly().optional() }),
@@ -146,7 +174,7 @@ export const generateRequestSchema = z.object({
   v: z.literal(1),
   requestId: z.string().min(1),
   model: z.string().min(1),
-  messages: z.array(chatMessage),
+  messages: z.array(chatMessageSchema),
   tools: z.array(z.object({ name: z.string(), description: z.string(), parameters: z.record(z.string(), z.unknown()) })),
   maxTokens: z.int().positive().optional(),
   temperature: z.number().min(0).max(2).optional(),

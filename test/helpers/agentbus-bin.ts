@@ -12,13 +12,13 @@ export interface AgentbusRun {
 }
 
 /**
- * Runs the real `agentbus` binary to its end with exactly `env`; rejects (after killing it) when it has not
- * exited within `timeoutMs`.
+ * Runs the real `agentbus` binary to its end with exactly `env`, writing `stdin` to it (then closing it) when
+ * given; rejects (after killing it) when it has not exited within `timeoutMs`.
  *
  * @example
  * const run = await runAgentbus(['ask', 'hello'], { cwd: dir, env: offlineEnv() });
  */
-export function runAgentbus(args: readonly string[], options: { cwd: string; env: NodeJS.ProcessEnv; timeoutMs?: number }): Promise<AgentbusRun> {
+export function runAgentbus(args: readonly string[], options: { cwd: string; env: NodeJS.ProcessEnv; timeoutMs?: number; stdin?: string }): Promise<AgentbusRun> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [AGENTBUS_BIN, ...args], { cwd: options.cwd, env: options.env });
     let stdout = '';
@@ -33,6 +33,7 @@ export function runAgentbus(args: readonly string[], options: { cwd: string; env
       clearTimeout(timer);
       resolve({ code, stdout, stderr });
     });
+    if (options.stdin !== undefined) child.stdin.end(options.stdin);
   });
 }
 

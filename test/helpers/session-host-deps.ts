@@ -45,7 +45,7 @@ export function sessionHostDeps(options: {
     throw new Error('not used by the session host');
   };
   return {
-    logic: { machine, bind: () => undefined },
+    logic: { machine, bind: () => undefined, prepareDryRun: notUsed },
     log: options.log ?? memoryLog(),
     envelopes: createEnvelopeFactory({ newId: () => `e${id++}`, now: () => 1 }),
     live: { publish: () => undefined },

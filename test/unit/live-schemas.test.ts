@@ -84,6 +84,23 @@ const published: Array<[string, LiveEvent]> = [
   ],
   ['error of a refused prompt (runtime publishError)', envelopes.create(LiveEventType.error, session, { ...refusal(), subject: 'agentbus.acme.sessions.s-1.prompt' })],
   ['error of an internal failure', envelopes.create(LiveEventType.error, session, { ...toErrorData(new Error('boom')), subject: 'agentbus.acme.sessions.s-1.steer' })],
+  [
+    'request.prepared of a dry run (session-host.ts dryRun)',
+    envelopes.create(LiveEventType.requestPrepared, { ...session, turnId: 'turn-1', step: 1 }, {
+      model: 'scripted:default',
+      messages: [
+        { role: 'system', content: 'You are a helpful agent.' },
+        { role: 'assistant', content: '', toolCalls: [{ id: 'call_1', name: 'read_file', args: { path: 'a' } }] },
+        { role: 'tool', toolCallId: 'call_1', name: 'read_file', content: 'text' },
+        { role: 'user', content: 'hello' },
+      ],
+      tools: [{ name: 'read_file', description: 'Reads a file', parameters: { type: 'object', properties: { path: { type: 'string' } } } }],
+      maxOutputTokens: 4096,
+      maxSteps: 8,
+      needsCompaction: false,
+      forceTool: { name: 'read_file', args: { path: 'a' } },
+    }),
+  ],
   // Declared in events.ts; no runtime code publishes it yet.
   ['tool.progress', envelopes.create(LiveEventType.toolProgress, step, { toolCallId: 'call-1', name: 'read_file', message: 'read 2 of 3 files' })],
 ];

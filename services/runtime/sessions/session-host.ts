@@ -1,13 +1,15 @@
 import { createActor } from 'xstate';
 import type { Actor, InspectionEvent } from 'xstate';
 import type { SessionLog } from '../../../src/bus/session-log.ts';
-import { ErrorCode, LogEventType, TurnEndReason } from '../../../src/protocol/index.ts';
+import { AgentbusError } from '../../../src/errors.ts';
+import { ErrorCode, LiveEventType, LogEventType, TurnEndReason } from '../../../src/protocol/index.ts';
 import type { Approve, EnvelopeFactory, ErrorData, EventDataMap, LogEvent, Prompt } from '../../../src/protocol/index.ts';
 import type { Logger } from '../../../src/logging.ts';
 import type { PlannedCall, QueuedTurn } from '../../../machines/index.ts';
 import type { RuntimeConfig } from '../config.ts';
 import { turnModels } from '../models/model-chain.ts';
 import type { PromptModels } from '../models/model-chain.ts';
+import { checkForcedCall, loggedPrompt } from './prompt-input.ts';
 import { createSessionWriter } from './session-writer.ts';
 import type { SessionWriter } from './session-writer.ts';
 import { createTranscript } from './transcript.ts';
@@ -64,6 +66,9 @@ export interface SessionHostDeps extends RuntimeServices {
    */
   readonly writeGuard?: (tenant: string, sessionId: string) => Promise<void> | undefined;
 }
+
+/** The longest a dry run's preparation (recall, tool discovery), or a forced call's tool discovery, may take. */
+const ASK_TOOLS_TIMEOUT_MS = 15_000;
 
 const noActiveTurn = (sessionId: string): CommandResult => ({
   ok: false,
@@ -248,7 +253,9 @@ class HostedSession implements SessionHost {
   async prompt(prompt: Prompt, options: RequestOptions = {}): Promise<{ turnId: string }> {
     const logged = options.dedupe ? this.loggedRequest(options.requestId) : undefined;
     if (logged?.turnId) return { turnId: logged.turnId };
-    const data = options.requestId ? { ...prompt, requestId: options.requestId } : prompt;
+    if (prompt.forceTool) checkForcedCall(await this.deps.tools.listTools({ signal: AbortSignal.timeout(ASK_TOOLS_TIMEOUT_MS) }), prompt.forceTool);
+    if (prompt.dryRun) return this.dryRun(prompt);
+    const data = options.requestId ? { ...loggedPrompt(prompt), requestId: options.requestId } : loggedPrompt(prompt);
     const turnId = this.deps.newId();
     const acceptedAt = this.deps.now();
     if (!this.creating && this.transcript.events.length === 0) {
@@ -267,6 +274,37 @@ class HostedSession implements SessionHost {
     if (this.stopped) return { turnId };
     if (this.actor) this.actor.send({ type: 'PROMPT', turn });
     else this.startActor([turn]);
+    return { turnId };
+  }
+
+  /**
+   * A dry run: what the turn's first step would send, built by Preparing from the transcript with the prompt added
+   * to a copy of it, published as a live `request.prepared` of the turn id it answers with. Nothing is logged (a
+   * new session stays without `session.created`), and no model is called.
+   */
+  private async dryRun(prompt: Prompt): Promise<{ turnId: string }> {
+    const { deps } = this;
+    const turnId = deps.newId();
+    const turn = queuedTurn(deps.config, turnId, prompt, deps.now());
+    const where = { tenant: this.tenant, sessionId: this.sessionId, turnId };
+    const message = { ...deps.envelopes.create(LogEventType.userMessage, where, loggedPrompt(prompt)), seq: this.transcript.lastSeq + 1 };
+    const transcript = createTranscript([...this.transcript.events, message], deps.tokens);
+    const { maxSteps, maxCost, turnId: _turnId, ...routing } = turn;
+    const signal = AbortSignal.timeout(ASK_TOOLS_TIMEOUT_MS);
+    const { request, needsCompaction } = await deps.logic.prepareDryRun({ ...this.services(), transcript, takeSteers: () => [] }, { ...routing, turnId, step: 1, maxSteps, compacted: false }, signal);
+    try {
+      deps.live.publish(LiveEventType.requestPrepared, { ...where, step: 1 }, {
+        ...request,
+        maxOutputTokens: deps.config.maxOutputTokens,
+        maxSteps,
+        ...(maxCost === undefined ? {} : { maxCost }),
+        needsCompaction,
+        ...(prompt.forceTool ? { forceTool: prompt.forceTool } : {}),
+      });
+    } catch (err) {
+      const message = `the dry run's request could not be published: ${(err as Error).message}`;
+      throw new AgentbusError(/max_payload/i.test(String(err)) ? ErrorCode.payloadTooLarge : ErrorCode.internal, message, { cause: err });
+    }
     return { turnId };
   }
 

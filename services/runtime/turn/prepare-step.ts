@@ -13,6 +13,7 @@ import type { PreparedContext } from '../context/context-builder.ts';
 import { stepChain } from '../models/model-chain.ts';
 import { waitForService } from '../models/service-wait.ts';
 import { countValidationFailures, decideModel } from '../models/model-escalation.ts';
+import { forcedStep } from './forced-step.ts';
 import { discoverTools } from './session-scope.ts';
 import type { StepActorDeps } from './session-scope.ts';
 
@@ -30,14 +31,27 @@ export function createPrepareActors({ scopeOf, stepScope, progress }: Pick<StepA
   const prepare = fromPromise<PrepareOutput, PrepareInput>(async ({ input, signal, system }) => {
     const scope = scopeOf(system);
     const { services } = scope;
-    const { writer, transcript, config } = services;
     for (const { text, requestId } of services.takeSteers()) {
-      await writer.append(LogEventType.userMessage, { turnId: input.turnId, step: input.step }, { text, steer: true, ...(requestId ? { requestId } : {}) });
+      await services.writer.append(LogEventType.userMessage, { turnId: input.turnId, step: input.step }, { text, steer: true, ...(requestId ? { requestId } : {}) });
     }
+    return prepareStep(scope, input, signal);
+  });
+
+  /**
+   * Builds the step's request from the session's transcript: recall, tool discovery, the step's model and the
+   * context. Appends nothing: a dry run calls it on a scope of its own (see `SessionLogic.prepareDryRun`).
+   */
+  async function prepareStep(scope: SessionScope, input: PrepareInput, signal: AbortSignal): Promise<PrepareOutput> {
+    const { services } = scope;
+    const { transcript, config } = services;
     const history = transcript.conversation(input.turnId);
     // Memory is asked at the turn's first step, beside tool discovery, and what it recalls stays for the turn.
     const recalling = recallFor(scope, input, history, signal);
-    const { tools } = input.final ? { tools: [] } : await discoverTools(scope, signal);
+    // A prompt's `forceFinish`: its first step is offered no tools, and a call the model makes anyway runs as an
+    // unknown tool. The last call at `maxSteps` (`final`) is offered none either.
+    const finishing = !input.final && forcedStep(transcript, input.turnId, input.step)?.forceFinish === true;
+    const { tools } = input.final || finishing ? { tools: [] } : await discoverTools(scope, signal);
+    if (finishing) scope.tools = new Map();
     const specs: ToolSpec[] = tools.map(({ name, description, parameters }) => ({ name, description, parameters }));
     const toolTokens = services.toolTokens(specs);
     const recallShare = services.memory ? config.recall.share : 0;
@@ -82,7 +96,7 @@ export function createPrepareActors({ scopeOf, stepScope, progress }: Pick<StepA
     const messages = input.final ? [...recalledMessages, { role: 'user' as const, content: FINAL_ANSWER_INSTRUCTION }] : recalledMessages;
     const request = { ...prepared.request, messages, ...(fallbackModels.length > 0 ? { fallbackModels } : {}) };
     return { needsCompaction: prepared.needsCompaction && !input.compacted, request };
-  });
+  }
 
   const compact = fromPromise<CompactOutput, CompactInput>(async ({ input, signal, system }) => {
     const scope = scopeOf(system);
@@ -164,7 +178,7 @@ export function createPrepareActors({ scopeOf, stepScope, progress }: Pick<StepA
     return { usage, cost };
   });
 
-  return { prepare, compact };
+  return { prepare, compact, prepareStep };
 
   /**
    * The snippets memory recalls for the turn's prompt: asked at its first step (a short timeout, the step's

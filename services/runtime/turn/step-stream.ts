@@ -7,6 +7,7 @@ import type { PlannedCall, StreamInput, StreamOutput } from '../../../machines/i
 import { runModelChain, uniqueModels } from '../models/model-chain.ts';
 import { waitForService } from '../models/service-wait.ts';
 import type { ServiceWaitReport } from '../models/service-wait.ts';
+import { forcedStep } from './forced-step.ts';
 import { stepTools } from './session-scope.ts';
 import type { StepActorDeps } from './session-scope.ts';
 import type { SessionServices } from './session-services.ts';
@@ -121,6 +122,14 @@ export function createStreamActor({ scopeOf, stepScope, progress }: Pick<StepAct
     const scope = scopeOf(system);
     const { services } = scope;
     const byName = await stepTools(scope, signal);
+    const forced = forcedStep(services.transcript, input.turnId, input.step)?.forceTool;
+    if (forced) {
+      // The prompt pinned this step's call: logged as the step's answer, marked forced, then run as any call is.
+      const call: ToolCall = { id: `forced_${services.newId()}`, name: forced.name, args: forced.args };
+      const model = input.request.model;
+      await services.writer.append(LogEventType.assistantMessage, { turnId: input.turnId, step: input.step }, { text: '', toolCalls: [call], usage: ZERO_USAGE, cost: 0, model, finishReason: 'tool_calls', forced: true });
+      return { text: '', toolCalls: [{ ...call, tier: byName.get(call.name)?.tier ?? 'unknown' }], usage: ZERO_USAGE, cost: 0 };
+    }
     const models = uniqueModels([input.request.model, ...(input.request.fallbackModels ?? [])]);
     // A chain whose last model has no provider serving it (none started yet, or restarting) is run again from
     // its first model after a wait: fallbacks are tried at once, and the primary is preferred again once it is back.

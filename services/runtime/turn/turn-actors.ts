@@ -3,7 +3,7 @@ import { ErrorCode, LogEventType, TurnEndReason, toErrorData } from '../../../sr
 import type { ErrorData } from '../../../src/protocol/index.ts';
 import { CancelledError } from '../../../src/errors.ts';
 import { sessionMachine, turnMachine } from '../../../machines/index.ts';
-import type { FinishTurnInput, QueuedTurn, StartTurnOutput } from '../../../machines/index.ts';
+import type { FinishTurnInput, PrepareInput, PrepareOutput, QueuedTurn, StartTurnOutput } from '../../../machines/index.ts';
 import { createPrepareActors } from './prepare-step.ts';
 import type { AnyActorSystem, SessionScope, StepActorDeps } from './session-scope.ts';
 import type { SessionServices } from './session-services.ts';
@@ -19,6 +19,11 @@ export interface SessionLogic {
    * after `createActor` and before `start`; the binding goes with the actor system.
    */
   bind(system: AnyActorSystem, services: SessionServices): void;
+  /**
+   * What Preparing would build for `input` from `services` (a transcript holding the dry-run prompt), on a scope of
+   * its own: no steer is taken and nothing is appended; memory and the tool workers are asked as for a step.
+   */
+  prepareDryRun(services: SessionServices, input: PrepareInput, signal: AbortSignal): Promise<PrepareOutput>;
 }
 
 function provideMachines(actors: ReturnType<typeof createActors>, approvalTimeoutMs: number) {
@@ -48,11 +53,14 @@ export function createSessionLogic(options: { approvalTimeoutMs: number }): Sess
     if (!scope) throw new Error('no session services are bound to this actor system');
     return scope;
   };
+  const actors = createActors(scopeOf);
   return {
-    machine: provideMachines(createActors(scopeOf), options.approvalTimeoutMs),
+    machine: provideMachines(actors, options.approvalTimeoutMs),
     bind(system, services) {
       scopes.set(system, { services, compactThroughSeq: 0, escalations: undefined, tools: undefined, recalled: undefined });
     },
+    prepareDryRun: (services, input, signal) =>
+      actors.prepareStep({ services, compactThroughSeq: 0, escalations: undefined, tools: undefined, recalled: undefined }, input, signal),
   };
 }
 
@@ -68,7 +76,7 @@ function createActors(scopeOf: StepActorDeps['scopeOf']) {
       ...(toolNames ? { toolNames } : {}),
     });
 
-  const { prepare, compact } = createPrepareActors({ scopeOf, stepScope, progress });
+  const { prepare, compact, prepareStep } = createPrepareActors({ scopeOf, stepScope, progress });
   const stream = createStreamActor({ scopeOf, stepScope, progress });
   const { executeTools, requestApproval } = createToolActors({ scopeOf, progress });
 
@@ -144,5 +152,5 @@ function createActors(scopeOf: StepActorDeps['scopeOf']) {
     });
   }
 
-  return { prepare, compact, stream, executeTools, requestApproval, startTurn, finishTurn };
+  return { prepare, compact, stream, executeTools, requestApproval, startTurn, finishTurn, prepareStep };
 }
