@@ -127,15 +127,18 @@ describe('session history, read from the log', () => {
     expect(whole.events.map((event) => event.type)).toEqual([
       'session.created',
       'user.message',
+      'turn.started',
       'assistant.message',
       'tool.use',
       'tool.result',
       'assistant.message',
       'turn.ended',
       'user.message',
+      'turn.started',
       'assistant.message',
       'turn.ended',
       'user.message',
+      'turn.started',
       'assistant.message',
       'turn.ended',
     ]);
@@ -145,7 +148,8 @@ describe('session history, read from the log', () => {
     expect(whole.events.length).toBe(await logMessages('history-1'));
 
     const paged = await allHistory('history-1', 3);
-    expect(paged.pages).toBe(5);
+    // 16 events, 3 to a page.
+    expect(paged.pages).toBe(6);
     const seqs = paged.events.map((event) => event.seq!);
     expect(seqs).toEqual(whole.events.map((event) => event.seq));
     expect(new Set(seqs).size).toBe(seqs.length);
@@ -207,7 +211,7 @@ describe('deleting a session', () => {
     }
     await expect(sdk.history({ tenant, sessionId })).rejects.toBeInstanceOf(SessionDeletedError);
     // The other sessions are untouched.
-    expect((await sdk.history({ tenant, sessionId: 'history-1' }, { limit: 500 })).events.length).toBe(13);
+    expect((await sdk.history({ tenant, sessionId: 'history-1' }, { limit: 500 })).events.length).toBe(16);
   }, 60_000);
 
   it('refuses every later message to the deleted id with session_deleted, and takes no lease for it', async () => {
@@ -260,6 +264,6 @@ describe('deleting a session', () => {
     expect(await leaseHeld('never-was')).toBe(false);
     expect(await requestJson(stack.client, `agentbus.${tenant}.sessions.history-1.delete`, { everything: true })).toMatchObject({ ok: false, error: { code: 'invalid_input' } });
     expect(await requestRaw(stack.client, `agentbus.${tenant}.sessions.bad$id.delete`, '')).toMatchObject({ ok: false, error: { code: 'invalid_input' } });
-    expect(await logMessages('history-1')).toBe(13);
+    expect(await logMessages('history-1')).toBe(16);
   });
 });

@@ -128,7 +128,7 @@ describe('the dashboard in headless Chromium, against a real stack', () => {
     expect(download.status).toBe(200);
     expect(download.type).toContain('application/x-ndjson');
     const lines = download.text.trim().split('\n').map((line) => JSON.parse(line) as AgentEvent & { seq: number });
-    const logged = events.events.filter((event) => ['session.created', 'user.message', 'assistant.message', 'tool.use', 'tool.result', 'turn.ended'].includes(event.type));
+    const logged = events.events.filter((event) => ['session.created', 'user.message', 'turn.started', 'assistant.message', 'tool.use', 'tool.result', 'turn.ended'].includes(event.type));
     expect(lines.map((event) => event.id).sort()).toEqual(logged.map((event) => event.id).sort());
     expect(lines.map((event) => event.seq)).toEqual([...lines.map((event) => event.seq)].sort((a, b) => a - b));
     expect(lines.at(-1)).toMatchObject({ type: 'turn.ended', data: { reason: 'yielded' } });

@@ -160,7 +160,8 @@ describe('memory snapshots and rebuild', () => {
     await memory!.stop('SIGKILL');
     memory = undefined;
     const deleted = await requestJson(client, 'agentbus.acme.sessions.before-1.delete', {}, 10_000);
-    expect(deleted).toMatchObject({ ok: true, purged: 4 });
+    // session.created, user.message, turn.started, assistant.message, turn.ended
+    expect(deleted).toMatchObject({ ok: true, purged: 5 });
     const restarted = await startMemory();
     memory = restarted.process;
     expect(restarted.caughtUp.fromSnapshot).toBeGreaterThan(0);

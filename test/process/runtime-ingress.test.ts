@@ -269,6 +269,8 @@ describe('broadcast ingress (the default) with three runtime nodes', () => {
       for (const reply of replies) expect(reply).toMatchObject({ accepted: true });
       const holders = await Promise.all(sessionIds.map((sessionId) => holderOf(sessionId)));
       for (const holder of holders) expect(holder).not.toBe(victim);
+      // Accepted is not ended: each turn runs on after its prompt's reply.
+      await expect.poll(async () => checkLogs(await readLogs(client, TENANT, sessionIds), new Map()).promptsWithoutOneEnd, { timeout: 15_000, interval: 200 }).toBe(0);
       await checkClean(sessionIds);
     } finally {
       nodes[victim]!.child.kill('SIGCONT');

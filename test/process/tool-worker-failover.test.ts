@@ -102,8 +102,8 @@ const results = (events: readonly AgentEvent[]) => events.filter((event): event 
 describe('three tool workers serving one session', () => {
   it('spread a busy step over all three workers, every call answered once', async () => {
     const events = collectEvents(stack.client, TENANT, SESSION);
-    // One step only: the next prompt of this session goes on with the rest of the script.
-    expect(await requestJson(stack.client, `agentbus.${TENANT}.sessions.${SESSION}.prompt`, { text: 'busy', maxSteps: 1 })).toMatchObject({ accepted: true });
+    // One step only, and no last answer at maxSteps: the next prompt of this session goes on with the rest of the script.
+    expect(await requestJson(stack.client, `agentbus.${TENANT}.sessions.${SESSION}.prompt`, { text: 'busy', maxSteps: 1, finalAnswer: false })).toMatchObject({ accepted: true });
     const seen = await events.until((all) => all.some((event) => event.type === 'turn.ended'), 30_000);
     events.stop();
     expect(results(seen)).toHaveLength(BUSY_LOOKUPS + BUSY_WRITES);

@@ -247,7 +247,8 @@ describe('session machine', () => {
   it('starts each turn (startTurn) before it runs, and hands the time it measured to the turn, whose deadline ends it', async () => {
     const session = startSession({ queue: [queued('a'), queued('b')] }, { timeLeftMs: 30 });
 
-    await session.finishedCount(2);
+    // The deadline is a real 30 ms timer: waited for by the clock, not by a count of event-loop turns.
+    await vi.waitFor(() => expect(session.finished).toHaveLength(2), { timeout: 5_000, interval: 5 });
 
     expect(session.startedTurns).toEqual(['a', 'b']);
     expect(session.finished.map((entry) => entry.output.reason)).toEqual([TurnEndReason.deadlineExceeded, TurnEndReason.deadlineExceeded]);
