@@ -11,7 +11,7 @@ import { runTail, TAIL_USAGE } from './tail.ts';
 import { runUp, UP_USAGE } from './up.ts';
 import { runViz, VIZ_USAGE } from './viz.ts';
 import { runWorker, WORKER_USAGE } from './worker.ts';
-import { MCP_USAGE } from './mcp-options.ts';
+import { MCP_USAGE } from './mcp-usage.ts';
 import { packageVersion } from './package-version.ts';
 
 const HELP = `agentbus — an actor-model runtime for LLM agents on a NATS message bus

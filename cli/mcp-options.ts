@@ -3,12 +3,12 @@ import { parseArgs } from 'node:util';
 import { MAX_MCP_TIMEOUT_MS } from '../src/mcp/index.ts';
 import { SafetyTier } from '../src/protocol/index.ts';
 import { UsageError } from './context.ts';
+import { MCP_USAGE } from './mcp-usage.ts';
+
+export { MCP_USAGE };
 import { concurrencyFlag, serviceNameFlag } from './serving-command.ts';
 
 /** The usage line of `agentbus mcp`. */
-export const MCP_USAGE =
-  'agentbus mcp [--nats URL] [--name N] [--prefix P] [--tier T | --tier TOOL=T]… [--timeout MS | --timeout TOOL=MS]… [--concurrency N] ([--env NAME]… [--sandbox [--sandbox-network] [--sandbox-read DIR]…] -- <command> [args…] | --url URL [--header "Name: value"]…)';
-
 /** How long one call of an MCP tool may run unless `--timeout` says otherwise (the MCP SDK's own default). */
 export const DEFAULT_MCP_TIMEOUT_MS = 60_000;
 

@@ -1,7 +1,4 @@
 import { Readable } from 'node:stream';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { CompatibilityCallToolResultSchema, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import type { CompatibilityCallToolResult, Implementation, Tool } from '@modelcontextprotocol/sdk/types.js';
@@ -102,8 +99,11 @@ async function withOwnSignal<T>(signal: AbortSignal | undefined, run: (signal: A
   }
 }
 
-function transportOf(source: McpSource, stderr: McpServerStderr): Transport {
+// The SDK's client and transports are imported when a session opens, not with this module: the CLI is one bundle,
+// and every other command would pay their load (about 0.25 s).
+async function transportOf(source: McpSource, stderr: McpServerStderr): Promise<Transport> {
   if (source.kind === 'stdio') {
+    const { StdioClientTransport } = await import('@modelcontextprotocol/sdk/client/stdio.js');
     const launch = mcpLaunch(source);
     const transport = new StdioClientTransport({
       command: launch.command,
@@ -116,6 +116,7 @@ function transportOf(source: McpSource, stderr: McpServerStderr): Transport {
     if (typeof stderr === 'function' && transport.stderr instanceof Readable) forEachLine(transport.stderr, stderr);
     return transport;
   }
+  const { StreamableHTTPClientTransport } = await import('@modelcontextprotocol/sdk/client/streamableHttp.js');
   return new StreamableHTTPClientTransport(source.url, { requestInit: { headers: { ...source.headers } } });
 }
 
@@ -129,7 +130,8 @@ function transportOf(source: McpSource, stderr: McpServerStderr): Transport {
  */
 export async function openMcpSession(source: McpSource, options: OpenMcpSessionOptions): Promise<McpSession> {
   options.signal?.throwIfAborted();
-  const transport = options.transport ?? transportOf(source, options.stderr ?? 'inherit');
+  const transport = options.transport ?? (await transportOf(source, options.stderr ?? 'inherit'));
+  const { Client } = await import('@modelcontextprotocol/sdk/client/index.js');
   const client = new Client(options.client, { capabilities: {} });
   let closeReason: Error | undefined;
   let markClosed!: (error: Error | undefined) => void;
@@ -163,7 +165,8 @@ export async function openMcpSession(source: McpSource, options: OpenMcpSessionO
 
   return {
     server: client.getServerVersion(),
-    pid: transport instanceof StdioClientTransport ? (transport.pid ?? undefined) : undefined,
+    // The stdio transport's child pid (the class is imported lazily, so it is told by its shape).
+    pid: 'pid' in transport && typeof transport.pid === 'number' ? transport.pid : undefined,
     closed,
     async listTools({ signal }) {
       const tools: Tool[] = [];
@@ -196,9 +199,10 @@ export async function openMcpSession(source: McpSource, options: OpenMcpSessionO
       closeReason ??= reason;
       clearTimeout(debounce);
       // An HTTP server keeps a session until told it is over; one that does not answer soon is not waited for.
-      if (transport instanceof StreamableHTTPClientTransport && transport.sessionId !== undefined) {
+      const http = transport as Transport & { terminateSession?: () => Promise<void> };
+      if (typeof http.terminateSession === 'function' && http.sessionId !== undefined) {
         let timer: ReturnType<typeof setTimeout> | undefined;
-        await Promise.race([transport.terminateSession().catch(() => undefined), new Promise((resolve) => (timer = setTimeout(resolve, 2000)))]);
+        await Promise.race([http.terminateSession().catch(() => undefined), new Promise((resolve) => (timer = setTimeout(resolve, 2000)))]);
         clearTimeout(timer);
       }
       await client.close();

@@ -1,4 +1,3 @@
-import elkBundle from 'elkjs/lib/elk.bundled.js';
 import type { ELK, ElkExtendedEdge, ElkNode } from 'elkjs/lib/elk-api.js';
 import { shortTransitionLabel, transitionLabel } from './machine-graph.ts';
 import type { GraphState, GraphTransition, MachineGraph } from './machine-graph.ts';
@@ -100,7 +99,9 @@ export async function layoutMachine(graph: MachineGraph, options: { signal?: Abo
     ],
     edges: elkEdges,
   };
-  // elk.bundled.js is CommonJS whose module.exports is the constructor; its typings describe an ES default.
+  // elk.bundled.js is CommonJS whose module.exports is the constructor; its typings describe an ES default. Loaded
+  // here, not at the top: it takes about 0.3 s, and every CLI command would pay it (the CLI is one bundle).
+  const { default: elkBundle } = await import('elkjs/lib/elk.bundled.js');
   const Elk = elkBundle as unknown as new () => ELK;
   const elk = new Elk();
   const result = await elk.layout(root);
