@@ -65,8 +65,19 @@ export async function measureRecall(deps: RecallDeps): Promise<RecallFigure> {
     const text = (index: number) => `${PROMPT} Note ${index}: keep the ${index % 7 === 0 ? 'gamma' : 'alpha'} total.`;
     // A few sessions first, so that memory holds prompts like the ones to come.
     await closedLoop(async (index) => deps.session(`${tag}w${index}`, { text: text(index) }), { concurrency: 10, durationMs: 1_000, maxSessions: 50 });
+    // Memory may be too busy to answer its stats within one timeout (its loop blocked by indexing under this load):
+    // asked up to three times, so that one slow answer does not end the whole bench.
+    const statsReply = async () => {
+      for (let attempt = 1; ; attempt += 1) {
+        try {
+          return await deps.nc.request('$SRV.STATS.agentbus-memory', new Uint8Array(), { timeout: 10_000 });
+        } catch (err) {
+          if (attempt >= 3) throw err;
+        }
+      }
+    };
     const searchStats = async () => {
-      const reply = await deps.nc.request('$SRV.STATS.agentbus-memory', new Uint8Array(), { timeout: 10_000 });
+      const reply = await statsReply();
       const stats = JSON.parse(new TextDecoder().decode(reply.data)) as { endpoints?: Array<{ name: string; num_requests: number; processing_time: number }> };
       const search = stats.endpoints?.find((endpoint) => endpoint.name === 'search');
       return { requests: search?.num_requests ?? 0, nanos: search?.processing_time ?? 0 };

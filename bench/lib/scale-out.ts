@@ -151,7 +151,9 @@ export async function measureScaleOut(deps: ScaleOutDeps): Promise<ScaleOutFigur
         while (running.length < count) running.push(deps.start('services/runtime/main.ts', env));
         await Promise.all(running.map((node) => node.waitFor('runtime started')));
         const tag = `so${run++}x`;
-        await closedLoop((index) => deps.session(`${tag}w${index}`), { concurrency: 50, durationMs: 500 });
+        // Every node of the row warm (its JIT past the cold start) before the figure: a fresh node runs unoptimised
+        // code for its first seconds, and more nodes would otherwise mean more of the run spent cold.
+        await closedLoop((index) => deps.session(`${tag}w${index}`), { concurrency: 50, durationMs: 3_000 });
         const before = await ingressSoFar(deps.nc, count);
         const cpuBefore = runtimeCpuMs(running);
         const load = await closedLoop((index) => deps.session(`${tag}${index}`), { concurrency: 200, durationMs: deps.durationMs });
