@@ -13,7 +13,9 @@ import type { AgentsConfig, ExposedAgent } from './config.ts';
 import { buildHeartbeat } from './heartbeat.ts';
 import { handlePrompt } from './prompt-handler.ts';
 import { isCallerReply } from './reply-subject.ts';
+import { askCaller } from './caller-query.ts';
 import { createResponseStream } from './response-stream.ts';
+import type { ResponseStream } from './response-stream.ts';
 import { AGENTS_QUEUE_GROUP, AGENTS_SERVICE, AGENT_PROTOCOL_VERSION, AgentStatus, AgentVerb, agentSubject, errorMessage, formatPayloadSize, parsePayloadSize, TERMINATOR } from './wire.ts';
 
 /** Collaborators of one agent host. */
@@ -52,7 +54,7 @@ export function startAgentHost(options: AgentHostOptions): AgentHost {
   const { nc, agent, settings, logger } = options;
   const now = options.now ?? Date.now;
   const configured = agent.maxPayload === undefined ? options.serverMaxPayload : parsePayloadSize(agent.maxPayload)!;
-  const limits = { maxPayloadBytes: Math.min(configured, options.serverMaxPayload), attachmentsOk: false };
+  const limits = { maxPayloadBytes: Math.min(configured, options.serverMaxPayload), attachmentsOk: agent.attachments };
   const subjects = { prompt: agentSubject(AgentVerb.prompt, agent), status: agentSubject(AgentVerb.status, agent), heartbeat: agentSubject(AgentVerb.heartbeat, agent) };
   const log = logger.child({ agent: `${agent.agent}.${agent.owner}.${agent.name}` });
   const replyPolicy: ReplyPolicy = { open: true, trusted: options.trustedInboxes };
@@ -74,10 +76,15 @@ export function startAgentHost(options: AgentHostOptions): AgentHost {
   const runTurn = createTurnRunner({
     client: options.client,
     agent,
+    logger: log,
     newSessionId: () => `agents-${nuid.next()}`,
     turnTimeoutMs: settings.turnTimeoutMs,
     readyTimeoutMs: settings.readyTimeoutMs,
+    queryTimeoutMs: settings.queryTimeoutMs,
   });
+  // A §7 query: one reply subject per query (§7.3), answered by the caller's one message or by nothing in time.
+  const ask = (stream: ResponseStream, question: string, signal: AbortSignal) =>
+    askCaller({ nc, codec: options.codec, stream, question, signal, timeoutMs: settings.queryTimeoutMs, maxPayloadBytes: limits.maxPayloadBytes, logger: log });
   const stopping = new AbortController();
   const open = new Set<Promise<unknown>>();
   const encoder = new TextEncoder();
@@ -102,7 +109,7 @@ export function startAgentHost(options: AgentHostOptions): AgentHost {
       registration.record(AgentVerb.prompt, { durationMs: 0, error: failure.message });
       return;
     }
-    const handled = handlePrompt(message.data, stream, { codec: options.codec, limits, runTurn, logger: log, signal: stopping.signal }).then((failure) => {
+    const handled = handlePrompt(message.data, stream, { codec: options.codec, limits, runTurn, ask, logger: log, signal: stopping.signal }).then((failure) => {
       registration.record(AgentVerb.prompt, { durationMs: now() - started, ...(failure ? { error: failure.message } : {}) });
     });
     open.add(handled);

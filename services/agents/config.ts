@@ -32,6 +32,13 @@ const exposedAgentSchema = z.strictObject({
     .string()
     .refine((value) => parsePayloadSize(value) !== undefined, 'maxPayload must be a size such as "1MB", "256KB" or "900B"')
     .optional(),
+  /** Whether the `prompt` endpoint takes attachments (`attachments_ok`): UTF-8 text files, passed to the model. */
+  attachments: z.boolean().default(true),
+  /**
+   * Who decides a privileged tool call of this agent's turns: `operator` (an agentbus client: the dashboard, `agentbus
+   * approve`; the protocol's caller only waits) or `caller` (the prompt's caller, asked with a §7 `query` chunk).
+   */
+  approvals: z.enum(['operator', 'caller']).default('operator'),
 });
 
 const agentsConfigSchema = z.strictObject({
@@ -44,6 +51,8 @@ const agentsConfigSchema = z.strictObject({
   turnTimeoutMs: z.int().positive().default(600_000),
   /** While no runtime answers (one starting), the prompt is sent again for this long. */
   readyTimeoutMs: z.int().nonnegative().default(10_000),
+  /** How long a `query` chunk (an approval asked of the caller) waits for its reply; past it the call is denied. */
+  queryTimeoutMs: z.int().positive().default(300_000),
 });
 
 /** One agentbus agent exposed to the protocol's callers: its identity on the bus and the session it maps to. */

@@ -1,6 +1,6 @@
 import type { Codec } from '../../src/protocol/index.ts';
 import type { Logger } from '../../src/logging.ts';
-import type { RunTurn } from './agentbus-turn.ts';
+import type { RunTurn, TurnOutput } from './agentbus-turn.ts';
 import { thrownFailure } from './failures.ts';
 import { decodePromptRequest } from './request-envelope.ts';
 import type { PromptLimits } from './request-envelope.ts';
@@ -12,6 +12,8 @@ export interface PromptHandling {
   readonly codec: Codec;
   readonly limits: PromptLimits;
   readonly runTurn: RunTurn;
+  /** Sends a `query` chunk on this stream and waits for the caller's reply (see {@link TurnOutput.ask}). */
+  readonly ask: (stream: ResponseStream, question: string, signal: AbortSignal) => Promise<string | undefined>;
   readonly logger: Logger;
   readonly signal: AbortSignal;
 }
@@ -27,7 +29,8 @@ export async function handlePrompt(data: Uint8Array, stream: ResponseStream, han
   try {
     const request = decodePromptRequest(handling.codec, data, handling.limits);
     stream.ack();
-    failure = await handling.runTurn(request, (text) => stream.text(text), handling.signal);
+    const output: TurnOutput = { text: (text) => stream.text(text), ask: (question, signal) => handling.ask(stream, question, signal) };
+    failure = await handling.runTurn(request, output, handling.signal);
   } catch (error) {
     failure = thrownFailure(error);
     if (failure.status === 500) handling.logger.warn({ err: error }, 'an agent protocol prompt failed');

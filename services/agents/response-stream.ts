@@ -1,5 +1,5 @@
 import type { MsgHdrs } from '@nats-io/nats-core';
-import { ACK_CHUNK, TERMINATOR, errorMessage, responseChunk } from './wire.ts';
+import { ACK_CHUNK, TERMINATOR, errorMessage, queryChunk, responseChunk } from './wire.ts';
 import type { AgentFailure } from './wire.ts';
 
 /** Publishes one message to the request's reply subject. */
@@ -17,6 +17,8 @@ export interface ResponseStream {
   ack(): void;
   /** A `response` chunk; empty text is not sent. */
   text(text: string): void;
+  /** A `query` chunk (§7): after the ack, before the end; false when the stream is not open to send it. */
+  query(id: string, replySubject: string, prompt: string): boolean;
   /** The error message (§9): headers and body; the keep-alive stops first. */
   fail(failure: AgentFailure): void;
   /** The terminator (§6.5), once; nothing is published after it. */
@@ -56,6 +58,11 @@ export function createResponseStream(publish: PublishReply, options: { keepalive
     text(text) {
       if (ended || text === '') return;
       publish(responseChunk(text));
+    },
+    query(id, replySubject, prompt) {
+      if (!acked || ended) return false;
+      publish(queryChunk(id, replySubject, prompt));
+      return true;
     },
     fail(failure) {
       if (ended) return;

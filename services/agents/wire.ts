@@ -11,6 +11,13 @@ export const AGENT_PROTOCOL_VERSION = '0.3';
 export const AGENTS_SERVICE = 'agents';
 export const AGENTS_QUEUE_GROUP = 'agents';
 
+/**
+ * Where the replies to this host's `query` chunks come (§7.1 lets the agent choose): under the host's own inbox
+ * prefix, so the host's user already subscribes there, while callers may publish only under `.query` (the shipped
+ * config's `agents-caller`), never into the host's other inboxes.
+ */
+export const QUERY_REPLY_PREFIX = '_INBOX_agents.query';
+
 /** The verbs of §2: endpoint names and the first token after `agents`. `hb` is published, not served. */
 export const AgentVerb = {
   prompt: 'prompt',
@@ -67,6 +74,11 @@ export const TERMINATOR: Uint8Array = new Uint8Array(0);
 /** A `response` chunk in its short form, `{"type":"response","data":"<text>"}` (§6.3). */
 export function responseChunk(text: string): Uint8Array {
   return encoder.encode(JSON.stringify({ type: 'response', data: text }));
+}
+
+/** A `query` chunk (§7.1): the caller answers it with one message (plain text or an envelope) on `replySubject`. */
+export function queryChunk(id: string, replySubject: string, prompt: string): Uint8Array {
+  return encoder.encode(JSON.stringify({ type: 'query', data: { id, reply_subject: replySubject, prompt } }));
 }
 
 /** Header values are one line: newlines (and other control characters) become spaces. */

@@ -30,7 +30,7 @@ const AGENTS = {
     // Bound to one session: its first turn answers, its second fails (the script's second response).
     { owner: 'acme', name: 'support', tenant: 'acme', session: 'support-desk', model: 'scripted:default', description: 'acme support' },
     // Bound to none: every prompt is a fresh session, so every prompt gets the script's first answer.
-    { agent: 'agentbus', owner: 'acme', name: 'fresh', tenant: 'acme', model: 'scripted:default', maxPayload: '1KB' },
+    { agent: 'agentbus', owner: 'acme', name: 'fresh', tenant: 'acme', model: 'scripted:default', maxPayload: '1KB', attachments: false },
   ],
 };
 const SUPPORT = 'agents.prompt.agentbus.acme.support';
@@ -106,7 +106,7 @@ describe('registration and discovery (§3, §4)', () => {
       ['status', 'agents.status.agentbus.acme.support', 'agents'],
     ]);
     // Endpoint metadata is strings, as NATS micro carries it and the SDKs send it.
-    expect(support.endpoints[0]!.metadata).toEqual({ max_payload: expect.stringMatching(/^\d+(B|KB|MB|GB)$/), attachments_ok: 'false' });
+    expect(support.endpoints[0]!.metadata).toEqual({ max_payload: expect.stringMatching(/^\d+(B|KB|MB|GB)$/), attachments_ok: 'true' });
     const fresh = infos.find((info) => info.endpoints.some((endpoint) => endpoint.subject === FRESH))!;
     expect(fresh.metadata).toEqual({ agent: 'agentbus', owner: 'acme', protocol_version: '0.3' });
     expect(fresh.endpoints[0]!.metadata).toEqual({ max_payload: '1KB', attachments_ok: 'false' });

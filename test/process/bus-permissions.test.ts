@@ -44,8 +44,8 @@ const AGENT_PROMPT = 'agents.prompt.agentbus.acme.desk';
  * JetStream request of a tenant (its account has none).
  */
 const EXPECTED_REFUSALS = {
-  accounts: { refusals: 484, publish: 228, subscribe: 256, byTenants: 199, inboxSubscriptions: 144, consumerCreates: 36 },
-  users: { refusals: 456, publish: 200, subscribe: 256, byTenants: 171, inboxSubscriptions: 144, consumerCreates: 28 },
+  accounts: { refusals: 486, publish: 229, subscribe: 257, byTenants: 199, inboxSubscriptions: 145, consumerCreates: 36 },
+  users: { refusals: 458, publish: 201, subscribe: 257, byTenants: 171, inboxSubscriptions: 145, consumerCreates: 28 },
 } as const;
 /** Refused on purpose by the other tests: the SDK acting for another tenant, and stream info in the accounts layout. */
 const EXPECTED_SDK_REFUSALS = { accounts: 6, users: 3 } as const;
@@ -257,6 +257,26 @@ describe.each([
         expect(beat).toMatchObject({ agent: 'agentbus', owner: 'acme', instance_id: info?.id });
         const status = await caller.request('agents.status.agentbus.acme.desk', '', { timeout: 2000 });
         expect(codec.decode(status.data, 'application/json')).toMatchObject({ agent: 'agentbus', owner: 'acme', instance_id: info?.id });
+        // §7 queries: the caller answers on a reply subject under the host's `_INBOX_agents.query.`, which the host's
+        // user hears; the host sends the decision as `approve` (for agents whose approvals are the caller's).
+        const host = await connectBus({ servers: nats.url, name: 'agents-query-check', logger: createLogger({ name: 'agents', level: 'silent' }), user: 'agents', pass: nats.passwords['agents']!, inboxPrefix: inbox('agents') });
+        try {
+          const queryReply = host.subscribe('_INBOX_agents.query.permission-check', { max: 1 });
+          await host.flush();
+          caller.publish('_INBOX_agents.query.permission-check', 'yes');
+          const heard = await Promise.race([
+            (async () => {
+              for await (const message of queryReply) return new TextDecoder().decode(message.data);
+              return undefined;
+            })(),
+            new Promise((resolve) => setTimeout(() => resolve('no reply within 5 s'), 5000)),
+          ]);
+          expect(heard).toBe('yes');
+          const decision = await createAgentbusClient({ nc: host }).approve({ tenant: 'acme', sessionId: 'desk-nothing-awaited' }, { toolCallId: 'none', approved: false }, { timeoutMs: 10_000 });
+          expect(decision.ok).toBe(false);
+        } finally {
+          await host.close();
+        }
       } finally {
         await caller.close();
       }
@@ -387,17 +407,20 @@ describe.each([
         }
         if (user !== 'agents-caller' && user !== 'agents') publish(user, AGENT_PROMPT);
       }
-      // The agents host prompts sessions as a client does and nothing more: no cancel, steer, approval or delete (a
-      // caller of the protocol cannot approve a privileged tool), no events written, no memory, state, tools,
-      // providers or JetStream, and it cannot hear the runtime's session verbs.
+      // The agents host prompts sessions as a client does, and approves for agents whose approvals are the caller's
+      // (asked with a §7 query), and nothing more: no cancel, steer or delete, no events written, no memory, state,
+      // tools, providers or JetStream, and it cannot hear the runtime's session verbs.
       const desk = 'agentbus.acme.sessions.desk';
-      publish('agents', `${desk}.cancel`, `${desk}.steer`, `${desk}.approve`, `${desk}.delete`, `${desk}.history`, `${desk}.log`, `${desk}.live.assistant.delta`);
+      publish('agents', `${desk}.cancel`, `${desk}.steer`, `${desk}.delete`, `${desk}.history`, `${desk}.log`, `${desk}.live.assistant.delta`);
       publish('agents', 'agentbus.acme.memory.search', 'agentbus.acme.state.load', 'agentbus.tools.remember.call', 'agentbus.provider.scripted.generate');
       publish('agents', '$JS.API.INFO', '$JS.API.STREAM.INFO.AGENTBUS_LOG', '$SRV.INFO', 'agents.status.agentbus.acme.desk');
       subscribe('agents', 'agentbus.*.sessions.*.prompt', `${desk}.approve`, 'agentbus.>', 'agents.hb.>', 'agents.>', '$JS.>');
       // A caller reaches agents only: it cannot serve as one, read another's replies, or touch agentbus subjects.
       publish('agents-caller', `${desk}.prompt`, '$SRV.PING', '$SRV.INFO.agentbus-runtime', '$JS.API.INFO', '_INBOX.agents.forged');
       subscribe('agents-caller', 'agents.>', 'agentbus.>', '$SRV.>', `${desk}.log`);
+      // It answers the host's queries under `_INBOX_agents.query.` and writes into no other inbox of the host's.
+      publish('agents-caller', '_INBOX_agents.forged', '_INBOX_agents.queryx.forged');
+      subscribe('agents-caller', '_INBOX_agents.query.>');
 
       // Nor may a tenant write events itself, answer for memory, call providers or tools, or touch the streams and buckets.
       const own = `agentbus.acme.sessions.${acmeSession}`;

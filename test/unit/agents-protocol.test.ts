@@ -6,7 +6,8 @@ import { handlePrompt } from '../../services/agents/prompt-handler.ts';
 import { BadPromptRequestError, decodePromptRequest } from '../../services/agents/request-envelope.ts';
 import { isCallerReply } from '../../services/agents/reply-subject.ts';
 import { createResponseStream } from '../../services/agents/response-stream.ts';
-import type { KeepaliveTimers } from '../../services/agents/response-stream.ts';
+import type { KeepaliveTimers, ResponseStream } from '../../services/agents/response-stream.ts';
+import { approvalDecision, approvalQuestion } from '../../services/agents/approval-query.ts';
 import { formatPayloadSize, parsePayloadSize } from '../../services/agents/wire.ts';
 import { AgentbusError } from '../../src/errors.ts';
 import { createLogger } from '../../src/logging.ts';
@@ -54,8 +55,22 @@ describe('the prompt request decoder (§5.3)', () => {
   it('checks attachments as standard padded base64 even where they are taken', () => {
     const withContent = (content: string) => bytes(JSON.stringify({ prompt: 'p', attachments: [{ filename: 'f', content }] }));
     const open = { maxPayloadBytes: 1024, attachmentsOk: true };
-    expect(decodePromptRequest(codec, withContent('aGk='), open).attachments).toEqual([{ filename: 'f', content: 'aGk=' }]);
+    expect(decodePromptRequest(codec, withContent('aGk='), open).attachments).toEqual([{ name: 'f', content: 'hi' }]);
     for (const content of ['aGk', 'a-_=', 'aG k=']) expect(() => decodePromptRequest(codec, withContent(content), open), content).toThrow(BadPromptRequestError);
+  });
+
+  it('passes attachments on as UTF-8 text files, refusing bytes that are not text and files past the prompt limits', () => {
+    const open = { maxPayloadBytes: 2 * 1024 * 1024, attachmentsOk: true };
+    const envelope = (attachments: Array<{ filename: string; content: string }>) => bytes(JSON.stringify({ prompt: 'read these', attachments }));
+    const base64 = (text: string | Uint8Array) => Buffer.from(text).toString('base64');
+    expect(decodePromptRequest(codec, envelope([{ filename: 'notes.md', content: base64('# Über\nnaïve ✓') }, { filename: 'empty.txt', content: '' }]), open).attachments).toEqual([
+      { name: 'notes.md', content: '# Über\nnaïve ✓' },
+      { name: 'empty.txt', content: '' },
+    ]);
+    expect(() => decodePromptRequest(codec, envelope([{ filename: 'logo.png', content: base64(new Uint8Array([0x89, 0x50, 0x4e, 0x47, 0xff, 0xfe])) }]), open)).toThrow(/logo.png.*not UTF-8 text/);
+    expect(() => decodePromptRequest(codec, envelope(Array.from({ length: 17 }, (_, index) => ({ filename: `f${index}`, content: '' }))), open)).toThrow(/17 attachments.*at most 16/);
+    expect(() => decodePromptRequest(codec, envelope([{ filename: 'big.txt', content: base64('x'.repeat(256 * 1024 + 1)) }]), open)).toThrow(/big.txt.*over 262144/);
+    expect(() => decodePromptRequest(codec, envelope([{ filename: 'n'.repeat(257), content: '' }]), open)).toThrow(/longer than 256/);
   });
 });
 
@@ -96,20 +111,28 @@ describe('a prompt handled end to end, with a turn runner in place of the bus', 
   const logger = createLogger({ name: 'agents-test', level: 'silent' });
   const run = async (body: string, runTurn: Parameters<typeof handlePrompt>[2]['runTurn']) => {
     const { sent, publish } = recorder();
-    const failure = await handlePrompt(bytes(body), createResponseStream(publish, { keepaliveMs: 0 }), { codec, limits, runTurn, logger, signal: new AbortController().signal });
+    const ask = (stream: ResponseStream, question: string) => Promise.resolve(stream.query('q-1', '_INBOX_agents.query.x', question) ? 'yes' : undefined);
+    const failure = await handlePrompt(bytes(body), createResponseStream(publish, { keepaliveMs: 0 }), { codec, limits, runTurn, ask, logger, signal: new AbortController().signal });
     return { sent, failure };
   };
 
   it('acks before the turn starts, streams its text, and ends', async () => {
     const order: string[] = [];
-    const { sent } = await run('hi', async (request, onText) => {
+    const { sent } = await run('hi', async (request, output, signal) => {
       order.push(`turn ${request.prompt}`);
-      onText('A');
-      onText('B');
+      output.text('A');
+      order.push(`reply ${await output.ask('Go on?', signal)}`);
+      output.text('B');
       return undefined;
     });
-    expect(sent.map((message) => message.text)).toEqual(['{"type":"status","data":"ack"}', '{"type":"response","data":"A"}', '{"type":"response","data":"B"}', '']);
-    expect(order).toEqual(['turn hi']);
+    expect(sent.map((message) => message.text)).toEqual([
+      '{"type":"status","data":"ack"}',
+      '{"type":"response","data":"A"}',
+      '{"type":"query","data":{"id":"q-1","reply_subject":"_INBOX_agents.query.x","prompt":"Go on?"}}',
+      '{"type":"response","data":"B"}',
+      '',
+    ]);
+    expect(order).toEqual(['turn hi', 'reply yes']);
   });
 
   it('maps a refused prompt to its §9.2 code, and a bad request to 400 without an ack', async () => {
@@ -117,6 +140,36 @@ describe('a prompt handled end to end, with a turn runner in place of the bus', 
     expect(refused.sent.map((message) => message.code ?? message.text)).toEqual(['{"type":"status","data":"ack"}', '404', '']);
     const bad = await run('', () => Promise.reject(new Error('never run')));
     expect(bad.sent.map((message) => message.code ?? message.text)).toEqual(['400', '']);
+  });
+});
+
+describe('approvals asked of the caller (§7)', () => {
+  it('asks with the tool and its arguments, long arguments cut', () => {
+    expect(approvalQuestion({ toolCallId: 'c1', name: 'run_command', args: { command: ['ls', '-l'] } })).toBe(
+      'Approve the call of tool run_command with arguments {"command":["ls","-l"]}? Answer yes or no (any other answer denies it and is passed on as the reason).',
+    );
+    const long = approvalQuestion({ toolCallId: 'c1', name: 'write_file', args: { content: 'x'.repeat(5_000) }, argsRedacted: true });
+    expect(long).toMatch(/… \(5014 characters in all\) \(secrets in them are hidden here\)\?/);
+    expect(long.length).toBeLessThan(2_300);
+  });
+
+  it('approves on yes-words only; no-words, other text and silence deny, with the reason', () => {
+    for (const reply of ['yes', ' Yes. ', 'y', 'APPROVE', 'ok!', 'allow']) expect(approvalDecision('c1', reply, 'late').approved, reply).toBe(true);
+    expect(approvalDecision('c1', 'no', 'late')).toEqual({ toolCallId: 'c1', approved: false, reason: 'denied by the caller of the agent protocol' });
+    expect(approvalDecision('c1', 'not that folder, use /tmp', 'late')).toEqual({ toolCallId: 'c1', approved: false, reason: 'the caller answered: not that folder, use /tmp' });
+    expect(approvalDecision('c1', 'yes please', 'late').approved).toBe(false);
+    expect(approvalDecision('c1', undefined, 'no answer in 300 s')).toEqual({ toolCallId: 'c1', approved: false, reason: 'no answer in 300 s' });
+  });
+
+  it('sends a query only on an open, acknowledged stream', () => {
+    const { sent, publish } = recorder();
+    const stream = createResponseStream(publish, { keepaliveMs: 0 });
+    expect(stream.query('q', 's', 'before the ack?')).toBe(false);
+    stream.ack();
+    expect(stream.query('q', 's', 'now?')).toBe(true);
+    stream.end();
+    expect(stream.query('q', 's', 'after the end?')).toBe(false);
+    expect(sent.map((message) => message.text)).toEqual(['{"type":"status","data":"ack"}', '{"type":"query","data":{"id":"q","reply_subject":"s","prompt":"now?"}}', '']);
   });
 });
 
