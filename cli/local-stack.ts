@@ -23,6 +23,8 @@ export interface LocalStack {
    * one): the dashboard shows every session, and other users of the machine reach its loopback port too.
    */
   readonly dashboardToken: string | undefined;
+  /** The chat gateway's Bearer token (`AGENTBUS_CHAT_TOKEN`, made per start unless set) when the stack runs it. */
+  readonly chatToken: string | undefined;
   readonly services: ServiceStack;
   stop(): Promise<void>;
 }
@@ -63,6 +65,8 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
     const choice = await describeDefaultModel(options.env, options.signal ? { signal: options.signal } : {});
     options.onNotice?.(choice.offline ? choice.message : `default model ${choice.model} (${choice.source})`);
     const dashboardToken = nats ? options.env.AGENTBUS_DASHBOARD_TOKEN?.trim() || randomBytes(32).toString('base64url') : undefined;
+    // The chat gateway prompts on a tenant's behalf: never without a token, made per start unless one is set.
+    const chatToken = options.services.includes('chat') ? options.env.AGENTBUS_CHAT_TOKEN?.trim() || randomBytes(32).toString('base64url') : undefined;
     const env: Record<string, string> = {
       AGENTBUS_MODEL: choice.model,
       NATS_URL: url,
@@ -80,6 +84,7 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       ...(options.env.AGENTBUS_DASHBOARD_PORT === undefined ? {} : { AGENTBUS_DASHBOARD_PORT: options.env.AGENTBUS_DASHBOARD_PORT }),
       // The bus lets in only the token's holder; the dashboard, which shows every session, likewise.
       ...(dashboardToken ? { AGENTBUS_DASHBOARD_TOKEN: dashboardToken } : {}),
+      ...(chatToken ? { AGENTBUS_CHAT_TOKEN: chatToken } : {}),
     };
     if (options.logs) {
       const dir = join(options.stateDir, 'logs');
@@ -103,6 +108,7 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       embedded: nats !== undefined,
       token: nats?.token,
       dashboardToken,
+      chatToken,
       services,
       async stop() {
         await services.stop();

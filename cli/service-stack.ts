@@ -12,6 +12,8 @@ export const ServiceName = {
   dashboard: 'dashboard',
   /** The Synadia Agent Protocol host: started only with an agents config (`--agents FILE`, `AGENTBUS_AGENTS`). */
   agents: 'agents',
+  /** The chat gateway for AI SDK `useChat` front ends: started only when `--services` names it. */
+  chat: 'chat',
 } as const;
 export type ServiceName = (typeof ServiceName)[keyof typeof ServiceName];
 

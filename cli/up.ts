@@ -6,11 +6,14 @@ import { startLocalStack } from './local-stack.ts';
 import { UsageError } from './context.ts';
 import type { CliContext } from './context.ts';
 
-export const UP_USAGE = 'agentbus up [--nats URL] [--services runtime,provider,tools,memory,dashboard] [--script FILE] [--workspace DIR] [--dashboard-port PORT] [--agents FILE] [--verbose]';
+export const UP_USAGE = 'agentbus up [--nats URL] [--services runtime,provider,tools,memory,dashboard,chat] [--script FILE] [--workspace DIR] [--dashboard-port PORT] [--agents FILE] [--verbose]';
 
 const ALL_SERVICES: readonly ServiceName[] = Object.values(ServiceName);
-/** Started without --services: all but the agent protocol host, which runs when an agents config is given. */
-const DEFAULT_SERVICES = ALL_SERVICES.filter((name) => name !== ServiceName.agents);
+/**
+ * Started without --services: all but the agent protocol host, which runs when an agents config is given, and the
+ * chat gateway, which runs when `--services` names it.
+ */
+const DEFAULT_SERVICES = ALL_SERVICES.filter((name) => name !== ServiceName.agents && name !== ServiceName.chat);
 
 /** Parses `--services a,b`: known names, no duplicates. */
 export function parseServices(value: string | undefined): ServiceName[] {
@@ -81,6 +84,8 @@ export async function runUp(argv: string[], context: CliContext): Promise<number
   const dashboard = stack.services.urls.get(ServiceName.dashboard);
   // Opened once with its token, the page keeps it in a cookie; only this terminal's user sees the URL.
   if (dashboard) log(`dashboard: ${stack.dashboardToken ? `${dashboard}?token=${encodeURIComponent(stack.dashboardToken)}` : dashboard}`);
+  const chat = stack.services.urls.get(ServiceName.chat);
+  if (chat) log(`chat gateway (AI SDK useChat, tenant ${context.env.AGENTBUS_CHAT_TENANT?.trim() || 'default'}): ${chat}/api/chat with Authorization: Bearer ${stack.chatToken}`);
   log(`try: npx agentbus ask "What is in this folder?"   ·   watch: npx agentbus tail   ·   stop: Ctrl-C`);
   const stopped = new Promise<'signal'>((resolve) => context.signal.addEventListener('abort', () => resolve('signal'), { once: true }));
   const outcome = await Promise.race([stopped, stack.services.exited]);

@@ -1,9 +1,9 @@
-import { timingSafeEqual } from 'node:crypto';
 import { readFile, readdir } from 'node:fs/promises';
 import { createServer } from 'node:http';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { extname, join } from 'node:path';
 import type { Logger } from '../../src/logging.ts';
+import { HttpError, isLoopbackHost, sameSecret, sendJson as sendJsonBody } from '../../src/service/http-basics.ts';
 import { isToken } from '../../src/protocol/index.ts';
 import type { EventHub } from './event-hub.ts';
 import type { SessionRead } from './session-reader.ts';
@@ -48,24 +48,6 @@ const SECURITY_HEADERS = {
   'Content-Security-Policy': "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'",
 };
 
-/** An HTTP error with a status; its message is shown to the browser. */
-class HttpError extends Error {
-  constructor(
-    readonly status: number,
-    readonly code: string,
-    message: string,
-  ) {
-    super(message);
-    this.name = 'HttpError';
-  }
-}
-
-function sameSecret(given: string, expected: string): boolean {
-  const a = Buffer.from(given);
-  const b = Buffer.from(expected);
-  return a.length === b.length && timingSafeEqual(a, b);
-}
-
 function cookieToken(request: IncomingMessage): string | undefined {
   for (const part of (request.headers.cookie ?? '').split(';')) {
     const [name, ...value] = part.trim().split('=');
@@ -74,16 +56,8 @@ function cookieToken(request: IncomingMessage): string | undefined {
   return undefined;
 }
 
-function isLoopbackHost(host: string | undefined): boolean {
-  if (!host) return false;
-  const name = host.startsWith('[') ? host.slice(0, host.indexOf(']') + 1) : host.split(':')[0]!;
-  return name === 'localhost' || name === '127.0.0.1' || name === '[::1]' || /^127\.\d+\.\d+\.\d+$/.test(name);
-}
-
 function sendJson(response: ServerResponse, status: number, body: unknown, extra: Record<string, string> = {}): void {
-  const text = JSON.stringify(body);
-  response.writeHead(status, { ...SECURITY_HEADERS, 'Content-Type': 'application/json; charset=utf-8', 'Cache-Control': 'no-store', ...extra });
-  response.end(text);
+  sendJsonBody(response, status, body, { ...SECURITY_HEADERS, ...extra });
 }
 
 function sessionPath(parts: readonly string[]): { tenant: string; sessionId: string } {

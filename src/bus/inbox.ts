@@ -18,6 +18,8 @@ export const ServiceInboxPrefix = {
   hooks: '_INBOX_hooks',
   /** The Synadia Agent Protocol host (the `agents` user), which prompts sessions as a client does. */
   agents: '_INBOX_agents',
+  /** The chat gateway (the `chat` user), which prompts one tenant's sessions for browsers (AI SDK UI streams). */
+  chat: '_INBOX_chat',
 } as const;
 export type ServiceInboxPrefix = (typeof ServiceInboxPrefix)[keyof typeof ServiceInboxPrefix];
 

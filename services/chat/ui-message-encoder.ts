@@ -1,0 +1,147 @@
+import { ErrorCode } from '../../src/errors.ts';
+import { LiveEventType, LogEventType, TurnEndReason } from '../../src/protocol/index.ts';
+import type { AgentEvent } from '../../src/protocol/index.ts';
+
+// One agentbus turn as the Vercel AI SDK's UI message stream (the chunks `useChat` reads; ai 6, protocol v1). Pure.
+
+/** One chunk of the UI message stream: the JSON of one SSE `data:` line. */
+export type UiChunk = { readonly type: string } & Readonly<Record<string, unknown>>;
+
+/** How a turn's end closes the stream. */
+const FINISH_REASON: Readonly<Record<string, string>> = {
+  [TurnEndReason.yielded]: 'stop',
+  [TurnEndReason.budgetExceeded]: 'length',
+  [TurnEndReason.failed]: 'error',
+  [TurnEndReason.timeout]: 'error',
+  [TurnEndReason.deadlineExceeded]: 'error',
+  [TurnEndReason.cancelled]: 'other',
+};
+
+/** What the encoder knows of one step's text: how much the deltas covered, how much went out, and its part. */
+interface StepText {
+  covered: number;
+  sent: number;
+  open: boolean;
+  closed: boolean;
+}
+
+/** Encodes one turn's events, in the order a watch hands them out, into UI message chunks. */
+export interface UiMessageEncoder {
+  /** The chunks this event adds (none for another turn's events, or for what was already sent). */
+  push(event: AgentEvent): UiChunk[];
+  /** True once `turn.ended` was encoded: the stream is complete. */
+  readonly finished: boolean;
+}
+
+/**
+ * The UI message stream of one turn (`messageId` = the turn id): `start`; per step `start-step`, the step's text as
+ * `text-start`/`text-delta`/`text-end` (part id `text-<step>`), its tool calls as dynamic tool parts
+ * (`tool-input-available`, then `tool-output-available`, `tool-output-error` or `tool-output-denied`), an awaited
+ * approval as `tool-approval-request` (the approval id is the tool call id), `finish-step`; then on `turn.ended`
+ * an `error` chunk for a turn that failed, an `abort` for one cancelled, and `finish` with the turn's reason, usage
+ * and cost as `messageMetadata`.
+ *
+ * The log and the live stream are not ordered with each other, and a stream resumed from the log has no deltas of
+ * finished steps: a step's text is sent from its deltas as they come, and whatever `assistant.message` holds beyond
+ * what they covered is sent when it comes; deltas past the step's end are dropped. Each piece of text goes out
+ * once, whichever stream brings it first.
+ */
+export function createUiMessageEncoder(turnId: string): UiMessageEncoder {
+  let started = false;
+  let finished = false;
+  let step: number | undefined;
+  const texts = new Map<number, StepText>();
+  const textOf = (index: number): StepText => {
+    let text = texts.get(index);
+    if (!text) texts.set(index, (text = { covered: 0, sent: 0, open: false, closed: false }));
+    return text;
+  };
+  const closeText = (index: number, out: UiChunk[]) => {
+    const text = textOf(index);
+    if (text.open && !text.closed) out.push({ type: 'text-end', id: `text-${index}` });
+    text.closed = true;
+  };
+  const enterStep = (index: number, out: UiChunk[]) => {
+    // Steps only move forward: a late event of an earlier step (the two streams race) goes out within the current one.
+    if (step !== undefined && index <= step) return;
+    if (step !== undefined) {
+      closeText(step, out);
+      out.push({ type: 'finish-step' });
+    }
+    step = index;
+    out.push({ type: 'start-step' });
+  };
+  const sendText = (index: number, upTo: number, whole: string, out: UiChunk[]) => {
+    const text = textOf(index);
+    if (upTo <= text.sent) return;
+    if (!text.open) {
+      text.open = true;
+      out.push({ type: 'text-start', id: `text-${index}` });
+    }
+    out.push({ type: 'text-delta', id: `text-${index}`, delta: whole.slice(whole.length - (upTo - text.sent)) });
+    text.sent = upTo;
+  };
+
+  return {
+    get finished() {
+      return finished;
+    },
+    push(event) {
+      if (finished || event.turnId !== turnId) return [];
+      const out: UiChunk[] = [];
+      if (!started) {
+        started = true;
+        out.push({ type: 'start', messageId: turnId });
+      }
+      const index = event.step ?? step ?? 0;
+      switch (event.type) {
+        case LiveEventType.assistantDelta: {
+          const text = textOf(index);
+          if (text.closed || event.data.text === '') break;
+          enterStep(index, out);
+          text.covered += event.data.text.length;
+          sendText(index, text.covered, event.data.text, out);
+          break;
+        }
+        case LogEventType.assistantMessage: {
+          enterStep(index, out);
+          const text = textOf(index);
+          if (!text.closed) sendText(index, event.data.text.length, event.data.text, out);
+          closeText(index, out);
+          break;
+        }
+        case LogEventType.toolUse:
+          enterStep(index, out);
+          out.push({ type: 'tool-input-available', toolCallId: event.data.toolCallId, toolName: event.data.name, input: event.data.args ?? {}, dynamic: true });
+          break;
+        case LogEventType.approvalRequested:
+          enterStep(index, out);
+          out.push({ type: 'tool-approval-request', approvalId: event.data.toolCallId, toolCallId: event.data.toolCallId });
+          break;
+        case LogEventType.toolResult: {
+          enterStep(index, out);
+          const { toolCallId } = event.data;
+          if (event.data.isError && event.data.error?.code === ErrorCode.denied) out.push({ type: 'tool-output-denied', toolCallId });
+          else if (event.data.isError) out.push({ type: 'tool-output-error', toolCallId, errorText: event.data.output || event.data.error?.message || 'the tool failed', dynamic: true });
+          else out.push({ type: 'tool-output-available', toolCallId, output: event.data.output, dynamic: true });
+          break;
+        }
+        case LogEventType.turnEnded: {
+          if (step !== undefined) {
+            closeText(step, out);
+            out.push({ type: 'finish-step' });
+          }
+          const { reason, error, usage, cost, steps } = event.data;
+          if (reason === TurnEndReason.cancelled) out.push({ type: 'abort', reason: error?.message ?? 'the turn was cancelled' });
+          else if (reason !== TurnEndReason.yielded) out.push({ type: 'error', errorText: error?.message ?? `the turn ended ${reason}` });
+          out.push({ type: 'finish', finishReason: FINISH_REASON[reason] ?? 'other', messageMetadata: { reason, usage, cost, steps, ...(error ? { error } : {}) } });
+          finished = true;
+          break;
+        }
+        default:
+          break;
+      }
+      return out;
+    },
+  };
+}
