@@ -11,7 +11,7 @@ import type { LimitsConfig } from '../../services/runtime/limits/limits-config.t
 import { periodAt, rateDecision, reserveSpend, settleSpend, timeUntilRoom } from '../../services/runtime/limits/windows.ts';
 
 const codec = createCodec();
-const logger = createLogger({ level: 'silent' });
+const logger = createLogger({ name: 'test', level: 'silent' });
 
 /** A key-value store with JetStream's compare-and-set rules: a write names the revision it expects. */
 function memoryStore(): CellStore & { writes: number } {
