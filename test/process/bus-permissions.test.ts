@@ -44,8 +44,8 @@ const AGENT_PROMPT = 'agents.prompt.agentbus.acme.desk';
  * JetStream request of a tenant (its account has none).
  */
 const EXPECTED_REFUSALS = {
-  accounts: { refusals: 484, publish: 228, subscribe: 256, byTenants: 199, inboxSubscriptions: 144, consumerCreates: 36 },
-  users: { refusals: 456, publish: 200, subscribe: 256, byTenants: 171, inboxSubscriptions: 144, consumerCreates: 28 },
+  accounts: { refusals: 497, publish: 241, subscribe: 256, byTenants: 204, inboxSubscriptions: 144, consumerCreates: 36 },
+  users: { refusals: 469, publish: 213, subscribe: 256, byTenants: 176, inboxSubscriptions: 144, consumerCreates: 28 },
 } as const;
 /** Refused on purpose by the other tests: the SDK acting for another tenant, and stream info in the accounts layout. */
 const EXPECTED_SDK_REFUSALS = { accounts: 6, users: 3 } as const;
@@ -104,7 +104,9 @@ describe.each([
     const script = join(scriptDir, 'script.json');
     await writeFile(script, JSON.stringify(SCRIPT));
     const as = (user: User) => ({ NATS_URL: nats.url, NATS_USER: user, NATS_PASSWORD: nats.passwords[user]!, AGENTBUS_MODEL: 'scripted:default' });
-    const runtime = startServiceProcess('services/runtime/main.ts', { ...as('runtime'), AGENTBUS_TOOL_HOOKS: 'before:audit,after:audit' });
+    // With fleet-wide limits set, so that every turn of the test reads and writes the limits bucket as the runtime user.
+    const limits = { AGENTBUS_RATE_LIMITS: 'scripted:*=1000rpm,10000000tpm', AGENTBUS_SPEND_LIMITS: '*=100/day,1000/month' };
+    const runtime = startServiceProcess('services/runtime/main.ts', { ...as('runtime'), ...limits, AGENTBUS_TOOL_HOOKS: 'before:audit,after:audit' });
     const provider = startServiceProcess('services/provider/main.ts', { ...as('provider'), AGENTBUS_SCRIPT: script });
     const memory = startServiceProcess('services/memory/main.ts', { ...as('memory'), AGENTBUS_EMBED_PROVIDER: 'scripted' });
     processes.push(runtime, provider, memory);
@@ -413,6 +415,11 @@ describe.each([
       publish('acme', '$KV.AGENTBUS_LEDGER.acme.forged', '$JS.API.DIRECT.GET.KV_AGENTBUS_LEDGER.$KV.AGENTBUS_LEDGER.globex.x', '$JS.API.STREAM.PURGE.KV_AGENTBUS_LEDGER');
       for (const user of ['provider', 'memory', 'dashboard', 'client', 'operator', 'hooks'] as const) publish(user, '$KV.AGENTBUS_LEDGER.acme.forged');
       publish('runtime', '$KV.AGENTBUS_LEDGER.acme.forged', '$JS.API.DIRECT.GET.KV_AGENTBUS_LEDGER.$KV.AGENTBUS_LEDGER.acme.x');
+      // The limits bucket is the runtime's alone: no tenant reads another's spend or writes its own down, and no other
+      // service forges a rate count or a spend.
+      publish('acme', '$KV.AGENTBUS_LIMITS.spend.acme.day', '$JS.API.DIRECT.GET.KV_AGENTBUS_LIMITS', '$JS.API.DIRECT.GET.KV_AGENTBUS_LIMITS.$KV.AGENTBUS_LIMITS.spend.globex.day');
+      publish('acme', '$JS.API.STREAM.MSG.GET.KV_AGENTBUS_LIMITS', '$JS.API.STREAM.PURGE.KV_AGENTBUS_LIMITS');
+      for (const user of ['provider', 'tools', 'memory', 'dashboard', 'client', 'operator', 'hooks', 'agents'] as const) publish(user, '$KV.AGENTBUS_LIMITS.spend.acme.day');
 
       const subscriptions: Array<{ attempt: (typeof attempts)[number]; subscription: Subscription }> = [];
       for (const attempt of attempts) {
