@@ -125,30 +125,37 @@ export function createFleetLimits(options: FleetLimitsOptions): FleetLimits {
     return highest;
   }
 
+  /** Gives reservations back (their periods' keys written at once: one round trip, not one per period). */
   async function release(bookings: readonly SpendBooking[]): Promise<void> {
-    for (const booking of bookings) {
-      const at = now();
-      await cells.change(booking.key, spendSchema, (value) =>
-        settleSpend(value, { period: periodAt(booking.kind, at).id, reservedIn: booking.period, node: nodeId, reserved: booking.amount, cost: 0, now: at }),
-      );
-    }
+    await Promise.all(
+      bookings.map((booking) => {
+        const at = now();
+        return cells.change(booking.key, spendSchema, (value) =>
+          settleSpend(value, { period: periodAt(booking.kind, at).id, reservedIn: booking.period, node: nodeId, reserved: booking.amount, cost: 0, now: at }),
+        );
+      }),
+    );
   }
 
   async function reserve(tenant: string, model: string): Promise<SpendBooking[]> {
-    const booked: SpendBooking[] = [];
     const amount = estimate(model);
-    for (const { kind, limit } of periodsOf(tenant)) {
-      const at = now();
-      const period = periodAt(kind, at).id;
-      const key = spendKey(tenant, kind);
-      const change = await cells.change(key, spendSchema, (value) => reserveSpend(value, { period, node: nodeId, amount, until: at + options.holdMs, now: at, limit }));
-      if (!change.written) {
-        await release(booked);
-        throw refusal(tenant, kind, limit, committedSpend(change.value, period, at), at, 'spent or held by calls in flight');
-      }
-      booked.push({ key, kind, period, amount });
+    const at = now();
+    // The periods are written side by side; a period that refuses has the others' reservations given back.
+    const outcomes = await Promise.all(
+      periodsOf(tenant).map(async ({ kind, limit }) => {
+        const period = periodAt(kind, at).id;
+        const key = spendKey(tenant, kind);
+        const change = await cells.change(key, spendSchema, (value) => reserveSpend(value, { period, node: nodeId, amount, until: at + options.holdMs, now: at, limit }));
+        return { booking: { key, kind, period, amount }, change, limit };
+      }),
+    );
+    const refused = outcomes.find((outcome) => !outcome.change.written);
+    if (refused) {
+      await release(outcomes.filter((outcome) => outcome.change.written).map((outcome) => outcome.booking));
+      const { booking, change, limit } = refused;
+      throw refusal(tenant, booking.kind, limit, committedSpend(change.value, booking.period, at), at, 'spent or held by calls in flight');
     }
-    return booked;
+    return outcomes.map((outcome) => outcome.booking);
   }
 
   /** Counts the call in each rate window of its model; the wait when one has no room (those counted are kept: rare). */
@@ -200,34 +207,36 @@ export function createFleetLimits(options: FleetLimitsOptions): FleetLimits {
       });
     },
     async acquire({ tenant, model, tokens }) {
-      const spend = tenant === undefined ? [] : await reserve(tenant, model);
-      let rates: RateBooking[] | RateWait;
-      try {
-        rates = await book(model, tokens);
-      } catch (err) {
-        await release(spend);
-        throw err;
+      // Spend and rates side by side: one round trip in all. A call refused its spend keeps its count in the rate
+      // window (it was not made: the window is a little fuller than it need be, for one minute).
+      const [spend, rates] = await Promise.allSettled([tenant === undefined ? Promise.resolve([]) : reserve(tenant, model), book(model, tokens)]);
+      if (spend.status === 'rejected') throw spend.reason;
+      if (rates.status === 'rejected') {
+        await release(spend.value);
+        throw rates.reason;
       }
-      if (!Array.isArray(rates)) {
-        await release(spend);
-        return rates;
+      const booked = rates.value;
+      if (!Array.isArray(booked)) {
+        await release(spend.value);
+        return booked as RateWait;
       }
-      return { ticket: { model, tokens, rates, spend } };
+      return { ticket: { model, tokens, rates: booked, spend: spend.value } };
     },
     async settle(ticket, outcome) {
       if (ticket.spend.length > 0) lastCost.set(ticket.model, Math.max(0, outcome.cost));
-      for (const booking of ticket.spend) {
-        const at = now();
-        await cells.change(booking.key, spendSchema, (value) =>
-          settleSpend(value, { period: periodAt(booking.kind, at).id, reservedIn: booking.period, node: nodeId, reserved: booking.amount, cost: outcome.cost, now: at }),
-        );
-      }
+      const at = now();
       const correction = outcome.tokens - ticket.tokens;
-      if (correction === 0) return;
-      for (const booking of ticket.rates) {
-        if (!booking.limited) continue;
-        await cells.change(booking.key, windowSchema, (slot) => (slot?.index === booking.index ? countInWindow(slot, booking.index, 0, correction) : undefined));
-      }
+      // Every key of the call at once: its settle costs one round trip, whatever the number of limits.
+      await Promise.all([
+        ...ticket.spend.map((booking) =>
+          cells.change(booking.key, spendSchema, (value) =>
+            settleSpend(value, { period: periodAt(booking.kind, at).id, reservedIn: booking.period, node: nodeId, reserved: booking.amount, cost: outcome.cost, now: at }),
+          ),
+        ),
+        ...ticket.rates
+          .filter((booking) => booking.limited && correction !== 0)
+          .map((booking) => cells.change(booking.key, windowSchema, (slot) => (slot?.index === booking.index ? countInWindow(slot, booking.index, 0, correction) : undefined))),
+      ]);
     },
   };
 }
