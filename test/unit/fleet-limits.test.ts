@@ -199,6 +199,22 @@ describe('fleet limits over one store', () => {
   });
 });
 
+describe('token limits', () => {
+  it("count a call's estimate when it is made and correct it with its usage, in the model's and the provider's limit alike", async () => {
+    const store = memoryStore();
+    const clock = { now: NOV_29 };
+    const config: LimitsConfig = { rates: [{ model: 'openai:gpt-x', tokensPerMinute: 1000 }, { model: 'openai:*', requestsPerMinute: 100, tokensPerMinute: 1500 }], rateMaxWaitMs: 60_000, spend: [] };
+    const limits = fleet(config, store, clock, 'a');
+    const first = await limits.acquire({ model: 'openai:gpt-x', tokens: 100 });
+    if (!('ticket' in first)) throw new Error('refused');
+    // It used 900 tokens, not 100: the model's minute is nearly full, its provider's not.
+    await limits.settle(first.ticket, { cost: 0, tokens: 900 });
+    expect(await limits.acquire({ model: 'openai:gpt-x', tokens: 200 })).toMatchObject({ message: expect.stringMatching(/openai:gpt-x is at its fleet-wide limit of 1000 tokens per minute/) });
+    expect(await limits.acquire({ model: 'openai:other', tokens: 200 })).toHaveProperty('ticket');
+    expect(await limits.acquire({ model: 'openai:other', tokens: 2000 })).toMatchObject({ waitMs: Infinity, message: expect.stringMatching(/larger than the limit of 1500 tokens per minute \(the limit of openai:\*\)/) });
+  });
+});
+
 describe('the limited provider port', () => {
   const request: GenerateRequest = { v: 1, requestId: 'r1', model: 'scripted:default', messages: [{ role: 'user', content: 'hi' }], tools: [], tenant: 'acme' };
   const answer = (cost: number): GenerateChunk[] => [
