@@ -138,7 +138,8 @@ describe.each([
       after: (call) => (audited.push(`after ${call.tenant}/${call.sessionId} ${call.name} isError=${call.isError}`), { action: 'continue' }),
     });
     await hookWorker.start();
-    await Promise.all([runtime.waitFor('runtime started'), provider.waitFor('provider service started'), memory.waitFor('memory caught up with the log')]);
+    // Three services compiling at once on a loaded machine: the runtime took 16 s to start at load 25 (20 s is the default wait).
+    await Promise.all([runtime.waitFor('runtime started', 60_000), provider.waitFor('provider service started', 60_000), memory.waitFor('memory caught up with the log', 60_000)]);
     // The Synadia Agent Protocol host, once the others run (one process fewer starting at once on a loaded machine).
     const agents = startServiceProcess('services/agents/main.ts', {
       ...as('agents'),
