@@ -43,6 +43,11 @@ export const ErrorCode = {
   quotaExceeded: 'quota_exceeded',
   /** A turn ran past its deadline (the prompt's `deadlineMs`, or the runtime's `AGENTBUS_TURN_TIMEOUT_MS`). */
   deadlineExceeded: 'deadline_exceeded',
+  /**
+   * A tenant's spend limit (per day or per month, USD, `AGENTBUS_SPEND_LIMITS`) is used up: its prompts are refused and
+   * its provider calls not made until the limit resets. Not retryable before then.
+   */
+  spendLimitExceeded: 'spend_limit_exceeded',
   internal: 'internal',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
@@ -177,6 +182,27 @@ export class QuotaExceededError extends AgentbusError {
     this.name = 'QuotaExceededError';
     this.limit = options.limit;
     this.tenant = options.tenant;
+  }
+}
+
+/**
+ * A tenant's spend limit is used up (`spend_limit_exceeded`): `period` says which (`day` or `month`), `limit` its
+ * figure in USD, `spent` what the tenant spent in it, `resetsAt` when the period ends (epoch milliseconds, UTC).
+ */
+export class SpendLimitError extends AgentbusError {
+  readonly tenant: string;
+  readonly period: string;
+  readonly limit: number;
+  readonly spent: number;
+  readonly resetsAt: number;
+  constructor(message: string, options: AgentbusErrorOptions & { tenant: string; period: string; limit: number; spent: number; resetsAt: number }) {
+    super(ErrorCode.spendLimitExceeded, message, options);
+    this.name = 'SpendLimitError';
+    this.tenant = options.tenant;
+    this.period = options.period;
+    this.limit = options.limit;
+    this.spent = options.spent;
+    this.resetsAt = options.resetsAt;
   }
 }
 

@@ -33,6 +33,7 @@ const STATUS_OF_CODE: Readonly<Record<string, AgentStatus>> = {
   [ErrorCode.cancelled]: AgentStatus.conflict,
   [ErrorCode.rateLimited]: AgentStatus.tooManyRequests,
   [ErrorCode.budgetExceeded]: AgentStatus.tooManyRequests,
+  [ErrorCode.spendLimitExceeded]: AgentStatus.tooManyRequests,
 };
 
 /** Anything thrown while a prompt ran, as an error of the response stream: agentbus codes mapped, the rest 500. */

@@ -14,6 +14,8 @@ const responseSchema = z
     delayMs: z.number().min(0).max(600_000).optional(),
     chunkSize: z.int().min(1).optional(),
     usage: z.strictObject({ inputTokens: z.int().min(0), outputTokens: z.int().min(0) }).optional(),
+    /** What the call costs, USD, as its `done` chunk says (default 0): a test's spend, without prices. */
+    cost: z.number().min(0).optional(),
     error: z
       .strictObject({
         code: z.string().min(1),

@@ -115,7 +115,7 @@ export function createScriptedAdapter(options: ScriptedAdapterOptions = {}): Pro
     };
     yield { type: 'usage', usage };
     const finishReason = response.toolCalls && response.toolCalls.length > 0 ? 'tool_calls' : 'stop';
-    yield { type: 'done', finishReason, model: request.model, cost: 0 };
+    yield { type: 'done', finishReason, model: request.model, cost: response.cost ?? 0 };
   }
 
   return {

@@ -2,6 +2,7 @@ import { DEFAULT_ADMISSION_LIMITS } from './ingress/admission.ts';
 import type { AdmissionLimits } from './ingress/admission.ts';
 import { TOKEN_PATTERN, isToken } from '../../src/protocol/index.ts';
 import type { StreamLimits } from '../../src/bus/streams.ts';
+import type { LimitsConfig } from './limits/limits-config.ts';
 
 /** How session messages reach the runtime nodes: see {@link RuntimeConfig.ingress}. */
 export const IngressMode = { broadcast: 'broadcast', queue: 'queue' } as const;
@@ -110,6 +111,11 @@ export interface RuntimeConfig {
    * `AGENTBUS_LOG_MAX_SESSION_EVENTS`, `AGENTBUS_LIVE_MAX_BYTES`); those not set as in `DEFAULT_STREAM_LIMITS`.
    */
   readonly streamLimits?: Partial<StreamLimits>;
+  /**
+   * Fleet-wide provider rate limits and tenant spend limits (`AGENTBUS_RATE_LIMITS`, `AGENTBUS_RATE_MAX_WAIT_MS`,
+   * `AGENTBUS_SPEND_LIMITS`), counted in the `AGENTBUS_LIMITS` bucket; none by default (no call touches the bucket).
+   */
+  readonly limits?: LimitsConfig;
 }
 
 /** Defaults of {@link RuntimeConfig}. */

@@ -17,6 +17,7 @@ import { DEFAULT_ADMISSION_LIMITS } from './ingress/admission.ts';
 import type { AdmissionLimits, Rate } from './ingress/admission.ts';
 import { parseRate } from '../../src/rate-limit.ts';
 import { DEFAULT_RUNTIME_CONFIG, IngressMode, ceilingsFromEnv, toolHooksFromEnv } from './config.ts';
+import { limitsFromEnv } from './limits/limits-config.ts';
 import type { RuntimeConfig } from './config.ts';
 import { startNodeHealth } from './health/node-health.ts';
 import { INGRESS_QUEUE_GROUP } from './ingress/forward.ts';
@@ -183,6 +184,8 @@ export function runtimeConfigFromEnv(env: NodeJS.ProcessEnv, logger?: { warn(fie
   if (recall) config.recall = recall;
   const toolHooks = toolHooksFromEnv(env);
   if (toolHooks) config.toolHooks = toolHooks;
+  const limits = limitsFromEnv(env);
+  if (limits) config.limits = limits;
   const streamLimits = streamLimitsFromEnv(env);
   if (streamLimits) config.streamLimits = streamLimits;
   let ceilings = ceilingsFromEnv(env);

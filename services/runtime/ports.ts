@@ -20,7 +20,8 @@ export type ToolInfo = ToolDescriptor & { readonly heartbeatMs?: number; readonl
 
 /** How the runtime reaches the provider services. */
 export interface ProviderPort {
-  generate(request: GenerateRequest, options: { signal: AbortSignal; idleTimeoutMs: number; timeoutMs: number }): AsyncIterable<GenerateChunk>;
+  /** `deadline` (epoch ms): the turn's; a wait for room under a rate limit that would pass it is not begun. */
+  generate(request: GenerateRequest, options: { signal: AbortSignal; idleTimeoutMs: number; timeoutMs: number; deadline?: number }): AsyncIterable<GenerateChunk>;
 }
 
 /**

@@ -36,6 +36,8 @@ import { createRuntimeTombstones } from './sessions/tombstones.ts';
 import type { RuntimeTombstones } from './sessions/tombstones.ts';
 import type { ToolHooks } from './tools/tool-hooks.ts';
 import { createSessionLogic } from './turn/turn-actors.ts';
+import { openFleetLimits } from './limits/open-limits.ts';
+import { limitProvider } from './limits/limited-provider.ts';
 
 /** The runtime service of one node. */
 export interface Runtime {
@@ -106,6 +108,9 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
     description: 'agentbus: outcomes of side-effecting tool calls by effectId',
     ...(config.ledgerMaxBytes === undefined ? {} : { max_bytes: config.ledgerMaxBytes }),
   });
+  // Fleet-wide limits, when configured: every provider call of every node counts in one bucket (see limits/).
+  const limits = config.limits ? await openFleetLimits(nc, codec, buckets.limits, config, replicas, deps.now) : undefined;
+  const provider = limits && config.limits ? limitProvider(deps.provider, { limits, maxWaitMs: config.limits.rateMaxWaitMs, now: deps.now, logger }) : deps.provider;
   const tombstones: RuntimeTombstones = createRuntimeTombstones({ kv: tombstoneBucket, codec, nodeId: config.nodeId, now: deps.now });
   // A write refused by the lease guard never reached the log: there is no sequence to name.
   const transcriptSeqUnknown = -1;
@@ -119,7 +124,7 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
     log,
     envelopes,
     live: createLivePublisher({ nc, subjects, codec, envelopes }),
-    provider: deps.provider,
+    provider,
     tools: deps.tools,
     ...(deps.hooks ? { hooks: deps.hooks } : {}),
     ...(deps.memory ? { memory: deps.memory } : {}),
@@ -194,6 +199,7 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
     ...(config.ingress === IngressMode.queue ? { forward: (owner: string, message: SessionMessage, origin: MessageOrigin) => forwarder.forward(owner, message, origin) } : {}),
     stopping: () => stopping,
     ...(deps.onHandled ? { onHandled: deps.onHandled } : {}),
+    ...(limits && config.limits?.spend.length ? { checkSpend: (tenant: string) => limits.checkPrompt(tenant) } : {}),
   });
   const ingress = await startIngress({ nc, subjects, prefix: config.prefix, nodeId: config.nodeId, replies, handler, forwarder, logger, mode: config.ingress });
   // Counted among the nodes that hear session messages only now: the others may pick this node for a new session.

@@ -123,7 +123,7 @@ export function createSubjects(prefix: string = DEFAULT_PREFIX): Subjects {
  * `memory` is memory's object store of index snapshots (stream `OBJ_<name>`). `ledger` is the bucket of tool outcomes
  * by `effectId` that tool workers keep for side-effecting and privileged tools.
  */
-export function streamNames(prefix: string = DEFAULT_PREFIX): { log: string; live: string; leases: string; nodes: string; tombstones: string; state: string; memory: string; ledger: string } {
+export function streamNames(prefix: string = DEFAULT_PREFIX): { log: string; live: string; leases: string; nodes: string; tombstones: string; state: string; memory: string; ledger: string; limits: string } {
   const base = prefix.toUpperCase().replace(/[^A-Z0-9_-]/g, '_');
   return {
     log: `${base}_LOG`,
@@ -134,5 +134,6 @@ export function streamNames(prefix: string = DEFAULT_PREFIX): { log: string; liv
     state: `${base}_STATE`,
     memory: `${base}_MEMORY`,
     ledger: `${base}_LEDGER`,
+    limits: `${base}_LIMITS`,
   };
 }

@@ -44,8 +44,8 @@ const AGENT_PROMPT = 'agents.prompt.agentbus.acme.desk';
  * JetStream request of a tenant (its account has none).
  */
 const EXPECTED_REFUSALS = {
-  accounts: { refusals: 486, publish: 229, subscribe: 257, byTenants: 199, inboxSubscriptions: 145, consumerCreates: 36 },
-  users: { refusals: 458, publish: 201, subscribe: 257, byTenants: 171, inboxSubscriptions: 145, consumerCreates: 28 },
+  accounts: { refusals: 499, publish: 242, subscribe: 257, byTenants: 204, inboxSubscriptions: 145, consumerCreates: 36 },
+  users: { refusals: 471, publish: 214, subscribe: 257, byTenants: 176, inboxSubscriptions: 145, consumerCreates: 28 },
 } as const;
 /** Refused on purpose by the other tests: the SDK acting for another tenant, and stream info in the accounts layout. */
 const EXPECTED_SDK_REFUSALS = { accounts: 6, users: 3 } as const;
@@ -104,7 +104,9 @@ describe.each([
     const script = join(scriptDir, 'script.json');
     await writeFile(script, JSON.stringify(SCRIPT));
     const as = (user: User) => ({ NATS_URL: nats.url, NATS_USER: user, NATS_PASSWORD: nats.passwords[user]!, AGENTBUS_MODEL: 'scripted:default' });
-    const runtime = startServiceProcess('services/runtime/main.ts', { ...as('runtime'), AGENTBUS_TOOL_HOOKS: 'before:audit,after:audit' });
+    // With fleet-wide limits set, so that every turn of the test reads and writes the limits bucket as the runtime user.
+    const limits = { AGENTBUS_RATE_LIMITS: 'scripted:*=1000rpm,10000000tpm', AGENTBUS_SPEND_LIMITS: '*=100/day,1000/month' };
+    const runtime = startServiceProcess('services/runtime/main.ts', { ...as('runtime'), ...limits, AGENTBUS_TOOL_HOOKS: 'before:audit,after:audit' });
     const provider = startServiceProcess('services/provider/main.ts', { ...as('provider'), AGENTBUS_SCRIPT: script });
     const memory = startServiceProcess('services/memory/main.ts', { ...as('memory'), AGENTBUS_EMBED_PROVIDER: 'scripted' });
     processes.push(runtime, provider, memory);
@@ -136,7 +138,8 @@ describe.each([
       after: (call) => (audited.push(`after ${call.tenant}/${call.sessionId} ${call.name} isError=${call.isError}`), { action: 'continue' }),
     });
     await hookWorker.start();
-    await Promise.all([runtime.waitFor('runtime started'), provider.waitFor('provider service started'), memory.waitFor('memory caught up with the log')]);
+    // Three services compiling at once on a loaded machine: the runtime took 16 s to start at load 25 (20 s is the default wait).
+    await Promise.all([runtime.waitFor('runtime started', 60_000), provider.waitFor('provider service started', 60_000), memory.waitFor('memory caught up with the log', 60_000)]);
     // The Synadia Agent Protocol host, once the others run (one process fewer starting at once on a loaded machine).
     const agents = startServiceProcess('services/agents/main.ts', {
       ...as('agents'),
@@ -436,6 +439,11 @@ describe.each([
       publish('acme', '$KV.AGENTBUS_LEDGER.acme.forged', '$JS.API.DIRECT.GET.KV_AGENTBUS_LEDGER.$KV.AGENTBUS_LEDGER.globex.x', '$JS.API.STREAM.PURGE.KV_AGENTBUS_LEDGER');
       for (const user of ['provider', 'memory', 'dashboard', 'client', 'operator', 'hooks'] as const) publish(user, '$KV.AGENTBUS_LEDGER.acme.forged');
       publish('runtime', '$KV.AGENTBUS_LEDGER.acme.forged', '$JS.API.DIRECT.GET.KV_AGENTBUS_LEDGER.$KV.AGENTBUS_LEDGER.acme.x');
+      // The limits bucket is the runtime's alone: no tenant reads another's spend or writes its own down, and no other
+      // service forges a rate count or a spend.
+      publish('acme', '$KV.AGENTBUS_LIMITS.spend.acme.day', '$JS.API.DIRECT.GET.KV_AGENTBUS_LIMITS', '$JS.API.DIRECT.GET.KV_AGENTBUS_LIMITS.$KV.AGENTBUS_LIMITS.spend.globex.day');
+      publish('acme', '$JS.API.STREAM.MSG.GET.KV_AGENTBUS_LIMITS', '$JS.API.STREAM.PURGE.KV_AGENTBUS_LIMITS');
+      for (const user of ['provider', 'tools', 'memory', 'dashboard', 'client', 'operator', 'hooks', 'agents'] as const) publish(user, '$KV.AGENTBUS_LIMITS.spend.acme.day');
 
       const subscriptions: Array<{ attempt: (typeof attempts)[number]; subscription: Subscription }> = [];
       for (const attempt of attempts) {

@@ -52,6 +52,8 @@ export interface SessionMessageDeps {
   /** True once the node stops: messages for other nodes are no longer kept. */
   readonly stopping: () => boolean;
   readonly onHandled?: (verb: SessionVerb, outcome: { durationMs: number; error?: string }) => void;
+  /** Rejects (`spend_limit_exceeded`) when the tenant's spend reached a limit; absent when no spend limit is configured. */
+  readonly checkSpend?: (tenant: string) => Promise<void>;
 }
 
 /** @example const handler = createSessionMessageHandler(deps); await handler.handle(SessionVerb.prompt, message, directOrigin(message)); */
@@ -137,6 +139,7 @@ export function createSessionMessageHandler(deps: SessionMessageDeps): SessionMe
           const prompt = withinCeilings(decodePrompt(codec, message.data, contentType), deps.config.ceilings);
           const tooLarge = admission.promptSize(Buffer.byteLength(prompt.text, 'utf8'));
           if (tooLarge) throw new AgentbusError(tooLarge.code, tooLarge.message);
+          await deps.checkSpend?.(tenant);
           const session = await sessions.host(tenant, sessionId, { forPrompt: true });
           // Active before the prompt is logged: if this node dies now, another one resumes the turn.
           await leases.setActive(tenant, sessionId, true);

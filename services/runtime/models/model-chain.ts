@@ -67,7 +67,8 @@ export function stepChain(stepModel: string, routing: ModelRouting): string[] {
  */
 export function movesToNextModel(error: unknown): boolean {
   const code = error instanceof AgentbusError ? error.code : toErrorData(error).code;
-  return code !== ErrorCode.cancelled && code !== ErrorCode.invalidInput && code !== ErrorCode.budgetExceeded;
+  // A tenant out of spend is out of it on every model.
+  return code !== ErrorCode.cancelled && code !== ErrorCode.invalidInput && code !== ErrorCode.budgetExceeded && code !== ErrorCode.spendLimitExceeded;
 }
 
 /** Reported before the step moves on to the next model. */

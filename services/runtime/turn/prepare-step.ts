@@ -14,6 +14,7 @@ import { stepChain } from '../models/model-chain.ts';
 import { waitForService } from '../models/service-wait.ts';
 import { countValidationFailures, decideModel } from '../models/model-escalation.ts';
 import { forcedStep } from './forced-step.ts';
+import { deadlineOf } from '../limits/limited-provider.ts';
 import { discoverTools } from './session-scope.ts';
 import type { StepActorDeps } from './session-scope.ts';
 
@@ -135,9 +136,10 @@ export function createPrepareActors({ scopeOf, stepScope, progress }: Pick<StepA
           sessionId: services.sessionId,
           turnId: input.turnId,
         },
-        { signal, idleTimeoutMs: config.providerIdleTimeoutMs, timeoutMs: config.providerTimeoutMs },
+        { signal, idleTimeoutMs: config.providerIdleTimeoutMs, timeoutMs: config.providerTimeoutMs, ...deadlineOf(services.transcript, input.turnId) },
       )) {
         if (chunk.type === 'text-delta') summary += chunk.text;
+        else if (chunk.type === 'retry') services.live.publish('retry', stepScope(services, input), { attempt: chunk.attempt, maxAttempts: chunk.maxAttempts, delayMs: chunk.delayMs, error: chunk.error, model: input.model });
         else if (chunk.type === 'usage') usage = chunk.usage;
         else if (chunk.type === 'done') {
           cost = chunk.cost ?? 0;

@@ -11,6 +11,7 @@ import { forcedStep } from './forced-step.ts';
 import { stepTools } from './session-scope.ts';
 import type { StepActorDeps } from './session-scope.ts';
 import type { SessionServices } from './session-services.ts';
+import { deadlineOf } from '../limits/limited-provider.ts';
 
 /**
  * The turn's `stream` actor: calls the provider along the step's model chain, publishes the deltas live,
@@ -80,7 +81,7 @@ export function createStreamActor({ scopeOf, stepScope, progress }: Pick<StepAct
         sessionId: services.sessionId,
         turnId: input.turnId,
       },
-      { signal, idleTimeoutMs: config.providerIdleTimeoutMs, timeoutMs: config.providerTimeoutMs },
+      { signal, idleTimeoutMs: config.providerIdleTimeoutMs, timeoutMs: config.providerTimeoutMs, ...deadlineOf(services.transcript, input.turnId) },
     )) {
       switch (chunk.type) {
         case 'text-delta':
