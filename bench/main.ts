@@ -54,6 +54,18 @@ if (process.argv.includes('--cold-start')) {
   process.stdout.write(`${describeColdStart(await coldStartFigure(quick ? 2 : 3))}\n`);
   process.exit(0);
 }
+if (process.argv.includes('--context')) {
+  // Only the context-preparation figure (pure, no bus): printed, not written to results/.
+  const prep = measureContextPrep(createTokenCounter(), [10, 1_000, 10_000], quick ? 20 : 100);
+  const base = prep[0]!;
+  for (const r of prep) {
+    process.stdout.write(
+      `context prep, ${r.messages} messages (${r.kept} fit), p50 after a step / repeated: ${(r.stepMs.p50 * 1000).toFixed(1)} / ${(r.warmMs.p50 * 1000).toFixed(1)} µs (${(r.stepMs.p50 / base.stepMs.p50).toFixed(2)}× / ${(r.warmMs.p50 / base.warmMs.p50).toFixed(2)}× of ${base.messages}), ${r.countsPerStep.toFixed(2)} exact counts a step; cold ${r.coldMs.toFixed(1)} ms\n`,
+    );
+  }
+  process.stdout.write(`load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}\n`);
+  process.exit(0);
+}
 const plan = quick
   ? { c1Ms: 1_500, c200Ms: 2_500, busC1Ms: 4_000, busC200Ms: 6_000, warmMs: 500, roundTrips: 400, firstDelta: 40, scalingMs: 2_500, heapSessions: 2_000, prepIterations: 20 }
   : { c1Ms: 5_000, c200Ms: 8_000, busC1Ms: 15_000, busC200Ms: 25_000, warmMs: 1_500, roundTrips: 3_000, firstDelta: 200, scalingMs: 8_000, heapSessions: 10_000, prepIterations: 100 };

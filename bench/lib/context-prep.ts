@@ -23,6 +23,12 @@ export interface ContextPrepResult {
    * and its result, both counted then (ms). The history grows by two messages per sample.
    */
   readonly stepMs: Summary;
+  /**
+   * Exact token counts taken per step sample, on average (the system prompt's, kept per text, not included):
+   * 0 while the bounds of the history fit under the compaction trigger, about one per new message once the
+   * history is at its budget. A count of a short message costs several µs, most of a step at that size.
+   */
+  readonly countsPerStep: number;
 }
 
 /** A session log of workload turns holding at least `messages` chat messages, plus one open turn's prompt. */
@@ -77,7 +83,16 @@ const JIT_WARMUP = 2_000;
  * counted, and one over its budget counts each new message: pass a large-window model to time the former at
  * every size.
  */
-export function measureContextPrep(tokens: TokenCounter, sizes: readonly number[], iterations: number, options: { model?: string } = {}): ContextPrepResult[] {
+export function measureContextPrep(counter: TokenCounter, sizes: readonly number[], iterations: number, options: { model?: string } = {}): ContextPrepResult[] {
+  // The counter as given, but for a tally of the exact counts of history messages (one call more per count).
+  let counts = 0;
+  const tokens: TokenCounter = {
+    ...counter,
+    countMessage: (message) => {
+      if (message.role !== 'system') counts += 1;
+      return counter.countMessage(message);
+    },
+  };
   const model = options.model ?? DEFAULT_RUNTIME_CONFIG.defaultModel;
   const tools = [{ name: TOOL_NAME, description: 'Looks up the value of a key.', parameters: { type: 'object', properties: { key: { type: 'string' } }, required: ['key'] } }];
   const toolTokens = tokens.count(JSON.stringify(tools));
@@ -133,12 +148,14 @@ export function measureContextPrep(tokens: TokenCounter, sizes: readonly number[
       warm.push(now() - t);
     }
     const steps: number[] = [];
+    const countsBefore = counts;
     for (let i = 0; i < iterations; i++) {
       logStep();
       const t = now();
       prepare();
       steps.push(now() - t);
     }
-    return { messages, kept: first.request.messages.length - 2, coldMs, warmMs: summarize(warm), stepMs: summarize(steps) };
+    const countsPerStep = iterations > 0 ? (counts - countsBefore) / iterations : 0;
+    return { messages, kept: first.request.messages.length - 2, coldMs, warmMs: summarize(warm), stepMs: summarize(steps), countsPerStep };
   });
 }
