@@ -183,8 +183,8 @@ export async function startDashboardService(options: DashboardServiceOptions): P
         path: pathOf(read.log, read.live),
         node: leases.lease(read.tenant, read.sessionId)?.node || undefined,
         traces: traceLinks(read.log, options.traceUrl),
-        traceUrl: options.traceUrl,
       }),
+      config: () => (options.traceUrl ? { traceUrl: options.traceUrl } : {}),
     },
   });
   await new Promise<void>((resolve, reject) => {

@@ -75,7 +75,9 @@ describe('the client SDK', () => {
   it('sends an ask\'s trace context as the traceparent and tracestate headers of its prompt', async () => {
     const heard: Array<{ traceparent: string; tracestate: string; contentType: string }> = [];
     const spy = stack.client.subscribe(subjects.session('sdk', 'traced', 'prompt'), {
-      callback: (_error, message) => heard.push({ traceparent: message.headers?.get('traceparent') ?? '', tracestate: message.headers?.get('tracestate') ?? '', contentType: message.headers?.get('Content-Type') ?? '' }),
+      callback: (_error, message) => {
+        heard.push({ traceparent: message.headers?.get('traceparent') ?? '', tracestate: message.headers?.get('tracestate') ?? '', contentType: message.headers?.get('Content-Type') ?? '' });
+      },
     });
     await stack.client.flush();
     const traceparent = '00-a1b2c3d4e5f60718293a4b5c6d7e8f90-0123456789abcdef-01';

@@ -49,8 +49,12 @@ export function createSessionView() {
   let liveTurn;
   let playing;
   let textFrame = 0;
-  let traces = []; // [{ turnId, traceId, url? }] of the turns whose turn.started logged a trace (tracing on)
+  let traces = []; // [{ turnId, traceId }] of the turns whose turn.started logged a trace (tracing on)
   let traceUrl; // AGENTBUS_TRACE_URL, with {traceId}
+  getJson('/api/config').then((config) => {
+    traceUrl = config.traceUrl;
+    if (target) renderMeta();
+  }, () => {});
 
   function reset() {
     events = [];
@@ -100,7 +104,6 @@ export function createSessionView() {
     liveText = lastAnswer?.data.text ?? '';
     liveTurn = lastAnswer?.turnId;
     if (data.node) meta.dataset.node = data.node;
-    traceUrl = data.traceUrl;
     for (const trace of data.traces ?? []) addTrace(trace);
   }
 
@@ -126,7 +129,7 @@ export function createSessionView() {
       // Queued behind another turn: the turn shows once its machine starts.
     } else if (event.type === 'turn.started' && event.turnId && event.data.trace) {
       const traceId = /^[\da-f]{2}-([\da-f]{32})-/.exec(event.data.trace.traceparent)?.[1];
-      if (traceId) addTrace({ turnId: event.turnId, traceId, url: traceUrl?.replaceAll('{traceId}', traceId) });
+      if (traceId) addTrace({ turnId: event.turnId, traceId });
     } else if (event.type === 'turn.ended' && event.turnId) {
       addPathStep({ turnId: event.turnId, state: END_STATE[event.data.reason] ?? 'Failed', ts: event.ts, source: 'log', eventId: event.id });
     } else if (event.type === 'assistant.message' && event.data.text) {
@@ -159,7 +162,7 @@ export function createSessionView() {
       h('span', {}, h('b', {}, usage), ' tokens'),
       h('span', {}, h('b', {}, money(cost))),
       meta.dataset.node || created ? h('span', {}, 'node ', h('b', {}, meta.dataset.node || created.data.createdBy)) : null,
-      trace ? h('span', { class: 'trace' }, 'trace ', trace.url ? h('a', { href: trace.url, target: '_blank', rel: 'noopener' }, traceId) : traceId) : null,
+      trace ? h('span', { class: 'trace' }, 'trace ', traceUrl ? h('a', { href: traceUrl.replaceAll('{traceId}', trace.traceId), target: '_blank', rel: 'noopener' }, traceId) : traceId) : null,
     );
   }
 
