@@ -22,20 +22,24 @@ const CLIENT = 3;
 let receiver: OtlpReceiver;
 let folder: string;
 const processes: ServiceProcess[] = [];
+let env: Record<string, string>;
 
 beforeAll(async () => {
   receiver = await startOtlpReceiver();
   folder = await mkdtemp(join(tmpdir(), 'agentbus-tracing-'));
   const script = join(folder, 'script.json');
-  // Each turn: a call of current_time, then an answer.
-  await writeFile(script, JSON.stringify({ responses: [{ toolCalls: [{ name: 'current_time', args: {} }] }, { text: 'it is now' }, { toolCalls: [{ name: 'current_time', args: {} }] }, { text: 'still now' }] }));
-  const env = {
+  // Each session's turn: a call of current_time (after a slowly streamed sentence: a runtime can be killed
+  // mid-stream), then an answer.
+  const first = { text: 'Let me look at the clock.', chunkSize: 1, delayMs: 120, toolCalls: [{ name: 'current_time', args: {} }] };
+  await writeFile(script, JSON.stringify({ responses: [first, { text: 'it is now' }] }));
+  env = {
     NATS_URL: nats.server.url,
     AGENTBUS_SCRIPT: script,
     AGENTBUS_WORKSPACE: folder,
     OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
     OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
     OTEL_BSP_SCHEDULE_DELAY: '100',
+    AGENTBUS_LEASE_TTL_MS: '1500',
   };
   // The runtime first: it makes the streams memory reads.
   for (const service of ['runtime', 'provider', 'tools', 'memory']) {
@@ -135,6 +139,39 @@ describe('tracing across the bus', () => {
     const started = events.find((event) => event.type === 'turn.started');
     expect(traceIdOf(started?.type === 'turn.started' ? started.data.trace?.traceparent : undefined)).toBe(callerTrace);
   }, 90_000);
+});
+
+describe('tracing across failover', () => {
+  it('a turn resumed on another runtime node continues the trace its turn.started logged', async () => {
+    const events = collectEvents(nats.nc, 'acme', 'failover');
+    const requestHeaders = headers();
+    requestHeaders.set('Content-Type', 'application/json');
+    await nats.nc.request('agentbus.acme.sessions.failover.prompt', JSON.stringify({ text: 'what time is it?' }), { timeout: 10_000, headers: requestHeaders });
+    // The first answer is streaming: its node dies with the turn in flight, its own spans never exported.
+    await events.until((seen) => seen.some((event) => event.type === 'assistant.delta'), 20_000);
+    const dead = processes[0]!;
+    expect(await dead.stop('SIGKILL')).toBe(null);
+    const next = startServiceProcess('services/runtime/main.ts', env, { ipc: true });
+    processes[0] = next;
+    await next.ready(60_000);
+    await events.until((seen) => seen.some((event) => event.type === 'turn.ended'), 60_000);
+    events.stop();
+    const started = events.events.filter((event) => event.type === 'turn.started');
+    expect(started).toHaveLength(1);
+    const logged = started[0]?.type === 'turn.started' ? started[0].data.trace?.traceparent : undefined;
+    const traceId = traceIdOf(logged)!;
+    // The resumed step's answer is the script's next one, text only: no tool runs.
+    const spans = await traceOf(traceId, ['agentbus-runtime', 'agentbus-provider', 'agentbus-memory']);
+    const turn = one(spans, (span) => span.name === 'invoke_agent', 'the resumed turn span');
+    expect(turn.attributes).toMatchObject({ 'agentbus.turn.resumed': true, 'agentbus.turn.reason': 'yielded' });
+    expect(logged).toBe(`00-${traceId}-${turn.parentSpanId}-01`);
+    // The resumed node's provider call is in the same trace, under its step.
+    const steps = spans.filter((span) => span.name === 'step' && span.parentSpanId === turn.spanId);
+    expect(steps.length).toBeGreaterThan(0);
+    const chat = spans.find((span) => span.service === 'agentbus-runtime' && span.name === 'chat default' && steps.some((step) => step.spanId === span.parentSpanId));
+    expect(chat).toBeDefined();
+    expect(spans.some((span) => span.service === 'agentbus-provider' && span.parentSpanId === chat!.spanId)).toBe(true);
+  }, 150_000);
 });
 
 describe('tracing off', () => {
