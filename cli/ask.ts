@@ -229,6 +229,8 @@ async function ask(nc: NatsConnection, options: AskOptions, context: CliContext)
       signal: stopWaiting.signal,
       timeoutMs: options.timeoutMs,
       readyTimeoutMs: 15_000,
+      // A caller's trace (TRACEPARENT, as CI systems and otel-cli export it): the turn joins it.
+      ...(context.env.TRACEPARENT?.trim() ? { trace: { traceparent: context.env.TRACEPARENT.trim(), ...(context.env.TRACESTATE?.trim() ? { tracestate: context.env.TRACESTATE.trim() } : {}) } } : {}),
       onAccepted: (turnId) => {
         accepted = true;
         if (!options.json && !options.quiet) context.stderr.write(`session ${target.tenant}/${target.sessionId}, turn ${turnId}\n`);

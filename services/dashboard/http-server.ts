@@ -20,6 +20,8 @@ export interface DashboardRoutes {
   sessionView(read: SessionRead): unknown;
   /** A machine drawn as SVG and its layout as JSON, by name (`turn`, `session`). */
   machine(name: string): { svg: string; json: unknown } | undefined;
+  /** What the page needs to know of the dashboard's settings (`traceUrl`). */
+  config(): unknown;
 }
 
 /** Options of {@link createDashboardHttpServer}. */
@@ -70,7 +72,7 @@ function sessionPath(parts: readonly string[]): { tenant: string; sessionId: str
 
 /**
  * Creates the dashboard's HTTP server (not yet listening): the page and its static files, a JSON API
- * (`/api/fleet`, `/api/workers`, `/api/sessions`, `/api/sessions/<t>/<sid>`, its `log.ndjson` and
+ * (`/api/fleet`, `/api/workers`, `/api/config`, `/api/sessions`, `/api/sessions/<t>/<sid>`, its `log.ndjson` and
  * `log.json` downloads, `/api/machines/<name>.svg|.json`) and the server-sent events stream `/api/events`.
  * Only GET and HEAD; unknown paths get 404, bad ids 400, a missing or wrong token 401, all as JSON
  * `{ error: { code, message } }`.
@@ -127,6 +129,7 @@ export async function createDashboardHttpServer(options: DashboardHttpOptions): 
     const [, what, ...rest] = parts;
     if (what === 'fleet' && rest.length === 0) return sendJson(response, 200, options.routes.fleet(), extra);
     if (what === 'workers' && rest.length === 0) return sendJson(response, 200, options.routes.workers(), extra);
+    if (what === 'config' && rest.length === 0) return sendJson(response, 200, options.routes.config(), extra);
     if (what === 'events' && rest.length === 0) {
       if (request.method === 'HEAD') {
         response.writeHead(200, { ...SECURITY_HEADERS, ...extra, 'Content-Type': 'text/event-stream; charset=utf-8' });

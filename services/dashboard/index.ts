@@ -11,6 +11,7 @@ import { sessionMachine, turnMachine } from '../../machines/index.ts';
 import { layoutMachine, machineGraph, toSvg } from '../../src/viz/index.ts';
 import { createBusWatcher } from './bus-watcher.ts';
 import type { DashboardConfig } from './config.ts';
+import { traceLinks } from './trace-links.ts';
 import { createEventHub } from './event-hub.ts';
 import type { EventHub } from './event-hub.ts';
 import { createFleet } from './fleet.ts';
@@ -181,7 +182,9 @@ export async function startDashboardService(options: DashboardServiceOptions): P
         live: read.live.filter((event) => event.type !== 'assistant.delta'),
         path: pathOf(read.log, read.live),
         node: leases.lease(read.tenant, read.sessionId)?.node || undefined,
+        traces: traceLinks(read.log, options.traceUrl),
       }),
+      config: () => (options.traceUrl ? { traceUrl: options.traceUrl } : {}),
     },
   });
   await new Promise<void>((resolve, reject) => {

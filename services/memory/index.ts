@@ -24,6 +24,7 @@ import {
 } from '../../src/protocol/index.ts';
 import type { MemoryRebuildReply, MemorySearchReply, MemorySearchRequest } from '../../src/protocol/index.ts';
 import { createRefusalLog } from '../../src/refusal-log.ts';
+import { GenAiOperation } from '../../src/telemetry/index.ts';
 import { createToolWorker, defineTool } from '../../src/tool-sdk/index.ts';
 import type { ToolWorker } from '../../src/tool-sdk/index.ts';
 import { startGeneration } from './index-generation.ts';
@@ -269,6 +270,7 @@ export async function startMemoryService(options: MemoryServiceOptions): Promise
       name: 'search',
       subject: memorySubjects.anySearch(),
       schema: memorySearchRequestSchema,
+      spanName: GenAiOperation.searchMemory,
       handle: (request, message): Promise<MemorySearchReply> => searchOf(tenantOfRequest(message), request, callerWaitOf(message)),
     }),
     serveEndpoint({

@@ -15,6 +15,7 @@ import type { EmbedAdapter } from './embedders.ts';
 import { createRefusalLog } from '../../src/refusal-log.ts';
 import { createScrubber } from '../../src/scrub/index.ts';
 import type { Scrubber } from '../../src/scrub/index.ts';
+import { traceGenerate } from '../../src/telemetry/index.ts';
 import { createChunkWriter, isTerminalChunk } from './chunk-writer.ts';
 import type { ChunkWriter } from './chunk-writer.ts';
 
@@ -205,7 +206,8 @@ export function createProviderHost(options: ProviderHostOptions): ProviderHost {
       return;
     }
     const perProvider = running.get(adapter.name)!;
-    const writer = createChunkWriter({ nc, codec, replySubject: message.reply, requestId: request.requestId });
+    const trace = traceGenerate(message.headers, adapter.name, request);
+    const writer = trace.watch(createChunkWriter({ nc, codec, replySubject: message.reply, requestId: request.requestId }));
     if (perProvider.has(request.requestId)) {
       writer.fail({ code: ErrorCode.conflict, message: `request ${request.requestId} is already running`, retryable: false });
       return;
@@ -214,7 +216,8 @@ export function createProviderHost(options: ProviderHostOptions): ProviderHost {
     const controller = new AbortController();
     const started = performance.now();
     const stopBeats = message.headers?.get(ProviderCallHeader.heartbeat) === '1' ? sendHeartbeats(message.reply, writer) : () => {};
-    const done = run(adapter, request, writer, controller, requestLogger)
+    const done = trace
+      .run(() => run(adapter, request, writer, controller, requestLogger))
       .finally(stopBeats)
       .then((failure) => registration?.record(adapter.name, { durationMs: performance.now() - started, ...(failure === undefined ? {} : { error: failure }) }))
       .catch((err: unknown) => requestLogger.error({ err }, 'provider request handler failed'))

@@ -11,6 +11,8 @@ import type {
   SessionsListReply,
   SessionsListRequest,
 } from '../protocol/index.ts';
+import { GenAiOperation, traceMemoryCall } from '../telemetry/index.ts';
+import type { RequestTrace } from '../telemetry/index.ts';
 import { createReplyMux } from './reply-mux.ts';
 import type { ReplyMux } from './reply-mux.ts';
 import { msgpackHeaders, request } from './request.ts';
@@ -29,6 +31,8 @@ export interface MemoryRequestOptions {
   readonly signal?: AbortSignal;
   /** Default 5 s. */
   readonly timeoutMs?: number;
+  /** The turn the request is made for: with tracing on, a search is traced as a child of that turn's step. */
+  readonly turnId?: string;
 }
 
 /** Asks the memory service, for one tenant at a time. Errors come back as the typed errors of `src/errors.ts`. */
@@ -78,24 +82,26 @@ export function createMemoryClient(options: MemoryClientOptions): MemoryClient {
   const subjects = createMemorySubjects(options.prefix);
   const historySubjects = createHistorySubjects(options.prefix);
   const replies = options.replies ?? createReplyMux(nc);
-  const ask = async <S extends z.ZodType>(subject: string, body: unknown, schema: S, requestOptions: MemoryRequestOptions): Promise<z.infer<S>> => {
+  const ask = async <S extends z.ZodType>(subject: string, body: unknown, schema: S, requestOptions: MemoryRequestOptions, trace?: RequestTrace): Promise<z.infer<S>> => {
     const timeoutMs = requestOptions.timeoutMs ?? 5_000;
     // The caller's wait goes along (the header embed requests use too): memory answers within it with what it has.
     const headers = msgpackHeaders();
     headers.set(EMBED_TIMEOUT_HEADER, String(timeoutMs));
-    const reply = await request(nc, subject, codec.encode(body), {
+    const asked = request(nc, subject, codec.encode(body), {
       timeoutMs,
-      headers,
+      headers: trace ? trace.inject(headers) : headers,
       replies,
       ...(requestOptions.signal ? { signal: requestOptions.signal } : {}),
     });
+    const reply = await (trace ? trace.settle(asked) : asked);
     const value = codec.decode(reply.data, contentTypeOf(reply));
     const failure = errorReply.safeParse(value);
     if (failure.success) throw fromErrorData(failure.data.error);
     return codec.validate(schema, value, `reply of ${subject}`);
   };
   return {
-    search: (tenant, query, requestOptions = {}) => ask(subjects.search(tenant), query, searchReply, requestOptions),
+    search: (tenant, query, requestOptions = {}) =>
+      ask(subjects.search(tenant), query, searchReply, requestOptions, traceMemoryCall(GenAiOperation.searchMemory, { tenant, turnId: requestOptions.turnId })),
     listSessions: (tenant, query = {}, requestOptions = {}) => ask(subjects.sessionsList(tenant), query, listReply, requestOptions),
     history: async (tenant, sessionId, query = {}, requestOptions = {}) => {
       const reply = await ask(historySubjects.history(tenant, sessionId), query, historyReply, requestOptions);

@@ -12,6 +12,8 @@ import {
 } from '../errors.ts';
 import type { ErrorData } from '../errors.ts';
 import type { Logger } from '../logging.ts';
+import { traceProviderCall } from '../telemetry/index.ts';
+import type { ProviderCallTrace } from '../telemetry/index.ts';
 import { contentTypeOf, PROVIDER_HEARTBEAT_EVENT, ProviderCallHeader, generateChunkSchema, isToken } from '../protocol/index.ts';
 import type { CancelRequest, Codec, GenerateChunk, GenerateRequest, Subjects } from '../protocol/index.ts';
 import { request as busRequest, msgpackHeaders } from './request.ts';
@@ -138,7 +140,12 @@ export function createProviderClient(options: ProviderClientOptions): ProviderCl
     }
   }
 
-  async function* generate(request: GenerateRequest, callOptions: GenerateOptions = {}): AsyncGenerator<GenerateChunk, void, undefined> {
+  function generate(request: GenerateRequest, callOptions: GenerateOptions = {}): AsyncIterable<GenerateChunk> {
+    const trace = traceProviderCall(request);
+    return trace.watch(stream(request, callOptions, trace));
+  }
+
+  async function* stream(request: GenerateRequest, callOptions: GenerateOptions, trace: ProviderCallTrace): AsyncGenerator<GenerateChunk, void, undefined> {
     const { signal } = callOptions;
     if (signal?.aborted) throw abortReason(signal);
     const provider = providerOfModel(request.model);
@@ -167,7 +174,7 @@ export function createProviderClient(options: ProviderClientOptions): ProviderCl
         timeoutMs: callOptions.timeoutMs ?? DEFAULT_GENERATE_TIMEOUT_MS,
         replies,
         signal: interruption.signal,
-        headers: msgpackHeaders(requestHeaders),
+        headers: trace.inject(msgpackHeaders(requestHeaders)),
       });
       for await (const batch of stream) {
         // Text deltas that arrived together go on as one: fewer steps (and live events) for the same text.

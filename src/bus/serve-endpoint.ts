@@ -6,6 +6,7 @@ import type { Logger } from '../logging.ts';
 import { cancelRequestSchema, contentTypeOf } from '../protocol/index.ts';
 import type { CancelAck, CancelRequest, Codec } from '../protocol/index.ts';
 import type { RefusalLog } from '../refusal-log.ts';
+import { traceEndpointServed } from '../telemetry/index.ts';
 import type { ReplyGuard } from './reply-guard.ts';
 import { msgpackHeaders } from './request.ts';
 import type { EndpointOutcome } from './service-registry.ts';
@@ -53,6 +54,11 @@ export interface ServeEndpointOptions<S extends z.ZodType> {
   readonly errorReply?: (error: ErrorData, request: z.infer<S> | undefined) => unknown;
   /** The log line of an internal failure (a bug or a broken dependency, never bad input); default `<name> request failed`. */
   readonly failureMessage?: string;
+  /**
+   * The name of the server span a request that carries a `traceparent` gets, with tracing on (`search_memory`);
+   * default none: the endpoint makes no spans.
+   */
+  readonly spanName?: string;
 }
 
 /**
@@ -93,12 +99,14 @@ export function serveEndpoint<S extends z.ZodType>(options: ServeEndpointOptions
       const body = await options.handle(request, message);
       if (body !== NO_REPLY) respond(message, body);
       options.stats?.record(name, { durationMs: performance.now() - started });
+      if (options.spanName) traceEndpointServed(message.headers, options.spanName, name, started);
     } catch (err) {
       const data = toErrorData(err);
       if (data.code === ErrorCode.internal) logger.error({ err, subject: message.subject, endpoint: name }, failureMessage);
       else refusals.refused({ ...data, subject: message.subject, endpoint: name });
       respond(message, options.errorReply ? options.errorReply(data, request) : { error: data });
       options.stats?.record(name, { durationMs: performance.now() - started, error: `${data.code}: ${data.message}` });
+      if (options.spanName) traceEndpointServed(message.headers, options.spanName, name, started, data);
     }
   };
   return nc.subscribe(options.subject, {

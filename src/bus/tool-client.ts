@@ -3,6 +3,8 @@ import type { MsgHdrs, NatsConnection } from '@nats-io/nats-core';
 import { ErrorCode, NoRespondersError, TimeoutError, WorkerLostError, abortReason, toErrorData } from '../errors.ts';
 import type { ErrorData } from '../errors.ts';
 import type { Logger } from '../logging.ts';
+import { traceToolCall } from '../telemetry/index.ts';
+import type { RequestTrace } from '../telemetry/index.ts';
 import { contentTypeOf, SafetyTier, ToolCallHeader, ToolMetadataKey, ToolWorkerMetadataKey, isToken, parseToolMetadata, toolCallReplySchema } from '../protocol/index.ts';
 import type { CancelRequest, Codec, Subjects, ToolCallEvent, ToolCallReply, ToolCallRequest, ToolDescriptor } from '../protocol/index.ts';
 import { abortPromise, msgpackHeaders, request } from './request.ts';
@@ -216,7 +218,12 @@ export function createToolClient(options: ToolClientOptions): ToolClient {
     }
   }
 
-  async function call(toolRequest: ToolCallRequest, callOptions: ToolCallOptions): Promise<ToolClientReply> {
+  function call(toolRequest: ToolCallRequest, callOptions: ToolCallOptions): Promise<ToolClientReply> {
+    const trace = traceToolCall(toolRequest, callOptions.attempt ?? 1);
+    return trace.settle(send(toolRequest, callOptions, trace), (reply) => (reply.ok ? undefined : reply.error));
+  }
+
+  async function send(toolRequest: ToolCallRequest, callOptions: ToolCallOptions, trace: RequestTrace): Promise<ToolClientReply> {
     const { callId, name } = toolRequest;
     const signal = callOptions.signal;
     signal?.throwIfAborted();
@@ -239,7 +246,8 @@ export function createToolClient(options: ToolClientOptions): ToolClient {
       const message = await requestToolCall(nc, subjects.toolCall(name), payload, {
         replies,
         codec,
-        headers: attempt === 1 ? (scrubOutput ? firstScrubbedHeaders : firstHeaders) : callHeaders(attempt, scrubOutput),
+        // The shared headers of a first attempt stay untouched: a traced call gets its own.
+        headers: attempt === 1 && trace.untraced ? (scrubOutput ? firstScrubbedHeaders : firstHeaders) : trace.inject(callHeaders(attempt, scrubOutput)),
         timeoutMs,
         lapseMs: Math.max(lapseMs, 3 * (beats ?? 0)),
         expectHeartbeats: beats !== undefined,

@@ -1,12 +1,12 @@
-import type { Msg, NatsConnection } from '@nats-io/nats-core';
+import type { Msg, MsgHdrs, NatsConnection } from '@nats-io/nats-core';
 import { createMemoryClient } from '../bus/memory-client.ts';
 import type { MemoryClient } from '../bus/memory-client.ts';
 import { createReplyMux } from '../bus/reply-mux.ts';
 import { createStateClient } from '../bus/state-client.ts';
 import type { StateClient } from '../bus/state-client.ts';
-import { request } from '../bus/request.ts';
+import { msgpackHeaders, request } from '../bus/request.ts';
 import { AgentbusError, ErrorCode, NoRespondersError } from '../errors.ts';
-import { contentTypeOf, MAX_DEADLINE_MS, MAX_HISTORY_LIMIT, SessionVerb, assertToken, createCodec, createSubjects, fromErrorData } from '../protocol/index.ts';
+import { contentTypeOf, MAX_DEADLINE_MS, MAX_HISTORY_LIMIT, SessionVerb, TraceHeader, assertToken, createCodec, createSubjects, fromErrorData } from '../protocol/index.ts';
 import type {
   Approve,
   Codec,
@@ -20,6 +20,7 @@ import type {
   SessionsListReply,
   SessionsListRequest,
   Subjects,
+  TraceContext,
 } from '../protocol/index.ts';
 import { openCoreWatch } from './core-watch.ts';
 import { EventReader, detectEventReader } from './event-reader.ts';
@@ -66,6 +67,8 @@ export interface AskOptions {
   readonly timeoutMs?: number;
   /** While no runtime answers (one may be starting), send the prompt again for this long. Default 0. */
   readonly readyTimeoutMs?: number;
+  /** The caller's W3C trace context: the turn's spans join that trace (tracing on). */
+  readonly trace?: TraceContext;
 }
 
 /** Options of one request: an AbortSignal and the longest wait for the reply. */
@@ -82,8 +85,12 @@ export interface DeletedSession {
 
 /** The public SDK for talking to agentbus sessions over NATS. */
 export interface AgentbusClient {
-  /** Sends a prompt; resolves with the turn id once the runtime logged it. Throws when it is refused. */
-  prompt(target: SessionTarget, prompt: Prompt, options?: { signal?: AbortSignal; timeoutMs?: number }): Promise<{ turnId: string }>;
+  /**
+   * Sends a prompt; resolves with the turn id once the runtime logged it. Throws when it is refused. `trace`: the
+   * caller's W3C trace context, sent as the `traceparent`/`tracestate` headers: with tracing on, the turn's spans
+   * join that trace.
+   */
+  prompt(target: SessionTarget, prompt: Prompt, options?: { signal?: AbortSignal; timeoutMs?: number; trace?: TraceContext }): Promise<{ turnId: string }>;
   cancel(target: SessionTarget, reason?: string, options?: { signal?: AbortSignal; timeoutMs?: number }): Promise<CommandReply>;
   steer(target: SessionTarget, text: string, options?: { signal?: AbortSignal; timeoutMs?: number }): Promise<CommandReply>;
   approve(target: SessionTarget, decision: Approve, options?: { signal?: AbortSignal; timeoutMs?: number }): Promise<CommandReply>;
@@ -154,7 +161,7 @@ export function createAgentbusClient(options: { nc: NatsConnection; prefix?: str
     return openCoreWatch({ nc, subjects, codec, readHistory }, target, watchOptions);
   };
 
-  async function send<R>(target: SessionTarget, verb: SessionVerb, body: unknown, callOptions: { signal?: AbortSignal; timeoutMs?: number } = {}): Promise<R> {
+  async function send<R>(target: SessionTarget, verb: SessionVerb, body: unknown, callOptions: { signal?: AbortSignal; timeoutMs?: number; trace?: TraceContext } = {}): Promise<R> {
     assertToken(target.tenant, 'tenant');
     assertToken(target.sessionId, 'sessionId');
     const subject = subjects.session(target.tenant, target.sessionId, verb);
@@ -165,6 +172,7 @@ export function createAgentbusClient(options: { nc: NatsConnection; prefix?: str
         replies,
         timeoutMs: callOptions.timeoutMs ?? 10_000,
         ...(callOptions.signal ? { signal: callOptions.signal } : {}),
+        ...(callOptions.trace ? { headers: traceHeaders(callOptions.trace) } : {}),
       });
     } catch (error) {
       if (error instanceof NoRespondersError) {
@@ -175,11 +183,11 @@ export function createAgentbusClient(options: { nc: NatsConnection; prefix?: str
     return codec.decode(reply.data, contentTypeOf(reply)) as R;
   }
 
-  async function promptWhenReady(target: SessionTarget, prompt: Prompt, readyTimeoutMs: number, signal: AbortSignal | undefined): Promise<{ turnId: string }> {
+  async function promptWhenReady(target: SessionTarget, prompt: Prompt, readyTimeoutMs: number, signal: AbortSignal | undefined, trace?: TraceContext): Promise<{ turnId: string }> {
     const deadline = Date.now() + readyTimeoutMs;
     for (;;) {
       try {
-        return await client.prompt(target, prompt, signal ? { signal } : {});
+        return await client.prompt(target, prompt, { ...(signal ? { signal } : {}), ...(trace ? { trace } : {}) });
       } catch (error) {
         const starting = error instanceof AgentbusError && error.code === ErrorCode.noResponders && Date.now() < deadline;
         if (!starting) throw error;
@@ -244,7 +252,7 @@ export function createAgentbusClient(options: { nc: NatsConnection; prefix?: str
       // The turn's `turn.ended`, held back so `onEvent` hears it last.
       let endedEvent: StreamedEvent | undefined;
       try {
-        const { turnId } = await promptWhenReady(target, withDeadline, askOptions.readyTimeoutMs ?? 0, signal);
+        const { turnId } = await promptWhenReady(target, withDeadline, askOptions.readyTimeoutMs ?? 0, signal, askOptions.trace);
         askOptions.onAccepted?.(turnId);
         const iterator = watch[Symbol.asyncIterator]();
         let settleBy = 0;
@@ -276,4 +284,12 @@ export function createAgentbusClient(options: { nc: NatsConnection; prefix?: str
     },
   };
   return client;
+}
+
+/** msgpack headers carrying a W3C trace context. */
+function traceHeaders(trace: TraceContext): MsgHdrs {
+  const headers = msgpackHeaders();
+  headers.set(TraceHeader.traceparent, trace.traceparent);
+  if (trace.tracestate) headers.set(TraceHeader.tracestate, trace.tracestate);
+  return headers;
 }

@@ -1,5 +1,6 @@
 import type { ErrorData } from '../errors.ts';
 import type { ChatMessage, ToolCall, ToolSpec, Usage } from './messages.ts';
+import type { TraceContext } from './trace-context.ts';
 
 /** Safety tiers of a tool. */
 export const SafetyTier = {
@@ -95,6 +96,8 @@ export interface EventDataMap {
      * whose holder died hands it the messages it kept, and one found here is not run twice.
      */
     readonly requestId?: string;
+    /** The trace context the prompt arrived with (its `traceparent` header), when tracing is on: the turn's trace joins it. */
+    readonly trace?: TraceContext;
   };
   /** The first event of each turn (after its prompt): what it runs with. A resumed turn keeps the one logged. */
   'turn.started': {
@@ -107,6 +110,8 @@ export interface EventDataMap {
     readonly deadline: number;
     /** Whether a last call without tools answers when `maxSteps` runs out. */
     readonly finalAnswer: boolean;
+    /** The context of the turn's own span, when tracing is on: a turn resumed on another node continues that trace. */
+    readonly trace?: TraceContext;
   };
   'assistant.message': {
     readonly text: string;

@@ -71,6 +71,8 @@ export {
 } from './hooks.ts';
 export type { AfterHookReply, AfterHookRequest, BeforeHookReply, BeforeHookRequest, HookFailureReply, HookReply } from './hooks.ts';
 export { logEventSchema } from './log-schemas.ts';
+export { TRACEPARENT_PATTERN, TraceHeader, traceContextSchema, traceIdOf } from './trace-context.ts';
+export type { TraceContext } from './trace-context.ts';
 export { liveEventSchema } from './live-schemas.ts';
 export { decodeSessionEvent } from './session-event.ts';
 export type { EventMessage } from './session-event.ts';

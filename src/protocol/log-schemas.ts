@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { envelopeSchema } from './envelope-schema.ts';
 import { LogEventType, SafetyTier, TurnEndReason } from './events.ts';
 import { errorDataSchema, modelNameSchema, toolCallSchema, usageSchema } from './schemas.ts';
+import { traceContextSchema } from './trace-context.ts';
 
 // The shapes of `EventDataMap` (events.ts) for the durable log. Fields the runtime acts on when it reads a log
 // back are checked exactly; unknown extra fields pass (and are dropped), so a log written by a newer runtime
@@ -28,6 +29,7 @@ const userMessage = z.object({
   forceTool: z.object({ name: z.string(), args: z.unknown() }).optional(),
   forceFinish: z.boolean().optional(),
   requestId: z.string().max(1024).optional(),
+  trace: traceContextSchema.optional(),
 });
 
 const turnStarted = z.object({
@@ -37,6 +39,7 @@ const turnStarted = z.object({
   maxCost: z.number().positive().optional(),
   deadline: z.number(),
   finalAnswer: z.boolean(),
+  trace: traceContextSchema.optional(),
 });
 
 const assistantMessage = z.object({

@@ -11,6 +11,7 @@ import { prefixFromEnv } from '../protocol/index.ts';
 import { notifyReady } from '../ready.ts';
 import { createScrubber, secretsFromEnv } from '../scrub/index.ts';
 import type { Scrubber } from '../scrub/index.ts';
+import { startTracing } from '../telemetry/index.ts';
 
 /** The services that run as processes of their own, by the inbox prefix they are given. */
 export type ServiceProcessName = Exclude<keyof typeof ServiceInboxPrefix, 'hooks'>;
@@ -82,6 +83,8 @@ export async function runService(options: RunServiceOptions): Promise<void> {
   const logger = createLogger({ name: options.name, level: env.LOG_LEVEL?.trim() || 'info', secrets });
   let nc: NatsConnection | undefined;
   try {
+    // Off (and nothing of OpenTelemetry loaded) unless OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_TRACES_EXPORTER says otherwise.
+    const tracing = await startTracing({ serviceName: `agentbus-${options.name}`, env, logger });
     const bus = busOptionsFromEnv(env, ServiceInboxPrefix[options.name]);
     // A bad AGENTBUS_TRUSTED_INBOXES stops the service before it connects.
     const replyPolicy = replyPolicyFromBus(bus, env);
@@ -108,6 +111,7 @@ export async function runService(options: RunServiceOptions): Promise<void> {
       health?.stop();
       await service.stop();
       await connection.drain();
+      await tracing.shutdown();
     });
     void connection.closed().then((err) => {
       if (err) logger.error({ err }, 'connection closed with an error');

@@ -25,6 +25,7 @@ import type { Scrubber } from '../scrub/index.ts';
 import { createResultLedger } from './result-ledger.ts';
 import type { ResultLedger } from './result-ledger.ts';
 import { toToolMetadata } from './tool-metadata.ts';
+import { traceToolServed } from '../telemetry/index.ts';
 
 /** The service name tool workers register under unless told otherwise. */
 export const DEFAULT_TOOL_SERVICE_NAME = 'agentbus-tools';
@@ -179,6 +180,7 @@ export function createToolWorker(options: ToolWorkerOptions): ToolWorker {
 
   function reply(call: { tool: AnyToolDefinition; message: Msg; started: number; request?: ToolCallRequest }, body: ToolCallReply, scrubbed = false): void {
     if (call.request) beats.remove(callKey(call.tool.name, call.request));
+    traceToolServed(call.message.headers, call.tool.name, call.request, body, call.started);
     registration?.record(call.tool.name, {
       durationMs: now() - call.started,
       ...(body.ok ? {} : { error: `${body.error.code}: ${body.error.message}` }),

@@ -72,6 +72,21 @@ describe('the client SDK', () => {
     expect(logSeqs).toEqual([...logSeqs].sort((a, b) => a - b));
   });
 
+  it('sends an ask\'s trace context as the traceparent and tracestate headers of its prompt', async () => {
+    const heard: Array<{ traceparent: string; tracestate: string; contentType: string }> = [];
+    const spy = stack.client.subscribe(subjects.session('sdk', 'traced', 'prompt'), {
+      callback: (_error, message) => {
+        heard.push({ traceparent: message.headers?.get('traceparent') ?? '', tracestate: message.headers?.get('tracestate') ?? '', contentType: message.headers?.get('Content-Type') ?? '' });
+      },
+    });
+    await stack.client.flush();
+    const traceparent = '00-a1b2c3d4e5f60718293a4b5c6d7e8f90-0123456789abcdef-01';
+    const ended = await client.ask({ tenant: 'sdk', sessionId: 'traced' }, { text: 'hello' }, { trace: { traceparent, tracestate: 'vendor=1' } });
+    spy.unsubscribe();
+    expect(ended.reason).toBe('yielded');
+    expect(heard).toEqual([{ traceparent, tracestate: 'vendor=1', contentType: 'application/msgpack' }]);
+  });
+
   it('resumes a watch after the last sequences it saw, missing nothing', async () => {
     const target = { tenant: 'sdk', sessionId: 'resume-1' };
     const all: StreamedEvent[] = [];

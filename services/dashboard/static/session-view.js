@@ -49,6 +49,12 @@ export function createSessionView() {
   let liveTurn;
   let playing;
   let textFrame = 0;
+  let traces = []; // [{ turnId, traceId }] of the turns whose turn.started logged a trace (tracing on)
+  let traceUrl; // AGENTBUS_TRACE_URL, with {traceId}
+  getJson('/api/config').then((config) => {
+    traceUrl = config.traceUrl;
+    if (target) renderMeta();
+  }, () => {});
 
   function reset() {
     events = [];
@@ -59,6 +65,7 @@ export function createSessionView() {
     sessionValue = undefined;
     liveText = '';
     liveTurn = undefined;
+    traces = [];
     pending = [];
     stopPlaying();
     timeline.clear();
@@ -97,6 +104,11 @@ export function createSessionView() {
     liveText = lastAnswer?.data.text ?? '';
     liveTurn = lastAnswer?.turnId;
     if (data.node) meta.dataset.node = data.node;
+    for (const trace of data.traces ?? []) addTrace(trace);
+  }
+
+  function addTrace(trace) {
+    if (!traces.some((known) => known.turnId === trace.turnId)) traces.push(trace);
   }
 
   function apply(event) {
@@ -115,6 +127,9 @@ export function createSessionView() {
       sessionValue = event.data.value;
     } else if (event.type === 'user.message' && !event.data.steer && event.turnId && !path.some((step) => step.turnId === event.turnId)) {
       // Queued behind another turn: the turn shows once its machine starts.
+    } else if (event.type === 'turn.started' && event.turnId && event.data.trace) {
+      const traceId = /^[\da-f]{2}-([\da-f]{32})-/.exec(event.data.trace.traceparent)?.[1];
+      if (traceId) addTrace({ turnId: event.turnId, traceId });
     } else if (event.type === 'turn.ended' && event.turnId) {
       addPathStep({ turnId: event.turnId, state: END_STATE[event.data.reason] ?? 'Failed', ts: event.ts, source: 'log', eventId: event.id });
     } else if (event.type === 'assistant.message' && event.data.text) {
@@ -138,12 +153,16 @@ export function createSessionView() {
     const cost = ended.reduce((sum, event) => sum + (event.data.cost ?? 0), 0);
     const usage = events.filter((event) => event.type === 'assistant.message').reduce((sum, event) => sum + event.data.usage.inputTokens + event.data.usage.outputTokens, 0);
     const created = events.find((event) => event.type === 'session.created');
+    // The latest turn's trace (tracing on), linked to the tracing UI when AGENTBUS_TRACE_URL says where.
+    const trace = traces.at(-1);
+    const traceId = trace ? h('code', { class: 'trace-id', title: `trace of turn ${trace.turnId}` }, trace.traceId) : null;
     meta.replaceChildren(
       h('span', {}, h('b', {}, turns), ` turn${turns === 1 ? '' : 's'}`),
       h('span', {}, h('b', {}, events.length), ' events'),
       h('span', {}, h('b', {}, usage), ' tokens'),
       h('span', {}, h('b', {}, money(cost))),
       meta.dataset.node || created ? h('span', {}, 'node ', h('b', {}, meta.dataset.node || created.data.createdBy)) : null,
+      trace ? h('span', { class: 'trace' }, 'trace ', traceUrl ? h('a', { href: traceUrl.replaceAll('{traceId}', trace.traceId), target: '_blank', rel: 'noopener' }, traceId) : traceId) : null,
     );
   }
 

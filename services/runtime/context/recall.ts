@@ -8,7 +8,8 @@ export const RECALL_HEADING = 'Relevant context from memory:';
 
 /** How the runtime reaches memory: the top snippets for a query, or none when no memory service runs. */
 export interface MemoryPort {
-  recall(tenant: string, query: string, options: { signal: AbortSignal; timeoutMs: number; k: number }): Promise<readonly MemoryHit[]>;
+  /** `turnId`: the turn the snippets are for (a traced request is a child of its step). */
+  recall(tenant: string, query: string, options: { signal: AbortSignal; timeoutMs: number; k: number; turnId?: string }): Promise<readonly MemoryHit[]>;
 }
 
 /** How long the runtime stops asking once it learned that no memory service runs. */
@@ -25,7 +26,7 @@ export function createMemoryPort(client: MemoryClient, now: () => number): Memor
     async recall(tenant, query, options) {
       if (now() < absentUntil) return [];
       try {
-        const reply = await client.search(tenant, { query: query.slice(0, 4_096), k: options.k }, { signal: options.signal, timeoutMs: options.timeoutMs });
+        const reply = await client.search(tenant, { query: query.slice(0, 4_096), k: options.k }, { signal: options.signal, timeoutMs: options.timeoutMs, ...(options.turnId ? { turnId: options.turnId } : {}) });
         return reply.hits;
       } catch (err) {
         if (err instanceof NoRespondersError) {

@@ -3,6 +3,7 @@ import type { SessionLog } from '../../../src/bus/session-log.ts';
 import { AgentbusError, ErrorCode, LogConflictError, SessionDeletedError, toErrorData } from '../../../src/errors.ts';
 import type { Logger } from '../../../src/logging.ts';
 import type { RefusalLog } from '../../../src/refusal-log.ts';
+import { traceContextOfHeaders } from '../../../src/telemetry/index.ts';
 import { SessionVerb, contentTypeOf, decodeApprove, decodeCancel, decodeDelete, decodePrompt, decodeSteer } from '../../../src/protocol/index.ts';
 import type { Codec, CommandReply, DeleteReply, PromptReply, Subjects } from '../../../src/protocol/index.ts';
 import type { RuntimeConfig } from '../config.ts';
@@ -126,7 +127,8 @@ export function createSessionMessageHandler(deps: SessionMessageDeps): SessionMe
     }
     const contentType = contentTypeOf(message);
     // A prompt or steer is logged with its request's reply subject; a replayed one already logged is recognised.
-    const asRequest = { ...(message.reply ? { requestId: message.reply } : {}), dedupe: replayed };
+    const trace = traceContextOfHeaders(message.headers);
+    const asRequest = { ...(message.reply ? { requestId: message.reply } : {}), dedupe: replayed, ...(trace ? { trace } : {}) };
     const started = performance.now();
     const key = keyOf(tenant, sessionId);
     inFlight.set(key, (inFlight.get(key) ?? 0) + 1);

@@ -3,7 +3,7 @@ import type { Actor, InspectionEvent } from 'xstate';
 import type { SessionLog } from '../../../src/bus/session-log.ts';
 import { AgentbusError } from '../../../src/errors.ts';
 import { ErrorCode, LiveEventType, LogEventType, TurnEndReason } from '../../../src/protocol/index.ts';
-import type { Approve, EnvelopeFactory, ErrorData, EventDataMap, LogEvent, Prompt } from '../../../src/protocol/index.ts';
+import type { Approve, EnvelopeFactory, ErrorData, EventDataMap, LogEvent, Prompt, TraceContext } from '../../../src/protocol/index.ts';
 import type { Logger } from '../../../src/logging.ts';
 import type { PlannedCall, QueuedTurn } from '../../../machines/index.ts';
 import type { RuntimeConfig } from '../config.ts';
@@ -21,6 +21,8 @@ import type { SessionLogic } from '../turn/turn-actors.ts';
 export interface RequestOptions {
   readonly requestId?: string;
   readonly dedupe?: boolean;
+  /** The trace context the prompt arrived with (tracing on): logged with it, for its turn to join. */
+  readonly trace?: TraceContext;
 }
 
 /** The answer to a command sent to a session. */
@@ -255,7 +257,7 @@ class HostedSession implements SessionHost {
     if (logged?.turnId) return { turnId: logged.turnId };
     if (prompt.forceTool) checkForcedCall(await this.deps.tools.listTools({ signal: AbortSignal.timeout(ASK_TOOLS_TIMEOUT_MS) }), prompt.forceTool);
     if (prompt.dryRun) return this.dryRun(prompt);
-    const data = options.requestId ? { ...loggedPrompt(prompt), requestId: options.requestId } : loggedPrompt(prompt);
+    const data = { ...loggedPrompt(prompt), ...(options.requestId ? { requestId: options.requestId } : {}), ...(options.trace ? { trace: options.trace } : {}) };
     const turnId = this.deps.newId();
     const acceptedAt = this.deps.now();
     if (!this.creating && this.transcript.events.length === 0) {

@@ -1,6 +1,7 @@
 import { fromPromise } from 'xstate';
 import { LogEventType, MODEL_PATTERN, ZERO_USAGE, toErrorData } from '../../../src/protocol/index.ts';
 import type { ToolSpec, Usage } from '../../../src/protocol/index.ts';
+import { traceStep } from '../../../src/telemetry/index.ts';
 import { contextWindowOf } from '../../../src/tokens.ts';
 import type { TokenCounter } from '../../../src/tokens.ts';
 import type { ChatMessage, MemoryHit } from '../../../src/protocol/index.ts';
@@ -32,6 +33,7 @@ export function createPrepareActors({ scopeOf, stepScope, progress }: Pick<StepA
   const prepare = fromPromise<PrepareOutput, PrepareInput>(async ({ input, signal, system }) => {
     const scope = scopeOf(system);
     const { services } = scope;
+    traceStep(input.turnId, input.step);
     for (const { text, requestId } of services.takeSteers()) {
       await services.writer.append(LogEventType.userMessage, { turnId: input.turnId, step: input.step }, { text, steer: true, ...(requestId ? { requestId } : {}) });
     }
@@ -199,7 +201,7 @@ export function createPrepareActors({ scopeOf, stepScope, progress }: Pick<StepA
     let hits: readonly MemoryHit[] = [];
     if (query?.trim()) {
       try {
-        hits = await memory.recall(services.tenant, query, { signal, timeoutMs: config.recall.timeoutMs, k: config.recall.k });
+        hits = await memory.recall(services.tenant, query, { signal, timeoutMs: config.recall.timeoutMs, k: config.recall.k, turnId: input.turnId });
       } catch (err) {
         if (signal.aborted) throw err;
         const data = memoryUnavailable(err, config.recall.timeoutMs);

@@ -2,6 +2,7 @@ import { fromPromise } from 'xstate';
 import { ErrorCode, LogEventType, TurnEndReason, toErrorData } from '../../../src/protocol/index.ts';
 import type { ErrorData } from '../../../src/protocol/index.ts';
 import { CancelledError } from '../../../src/errors.ts';
+import { traceTurnEnd, traceTurnStart } from '../../../src/telemetry/index.ts';
 import { sessionMachine, turnMachine } from '../../../machines/index.ts';
 import type { FinishTurnInput, PrepareInput, PrepareOutput, QueuedTurn, StartTurnOutput } from '../../../machines/index.ts';
 import { createPrepareActors } from './prepare-step.ts';
@@ -86,7 +87,9 @@ function createActors(scopeOf: StepActorDeps['scopeOf']) {
    */
   const startTurn = fromPromise<StartTurnOutput, QueuedTurn>(async ({ input: turn, system }) => {
     const { services } = scopeOf(system);
-    if (!services.transcript.turnEvents(turn.turnId).some((event) => event.type === LogEventType.turnStarted)) {
+    const logged = services.transcript.turnEvents(turn.turnId);
+    const traced = traceTurnStart({ tenant: services.tenant, sessionId: services.sessionId, turnId: turn.turnId, model: turn.model, logged });
+    if (!logged.some((event) => event.type === LogEventType.turnStarted)) {
       await services.writer.append(LogEventType.turnStarted, { turnId: turn.turnId }, {
         model: turn.model,
         ...(turn.fallbackModels?.length ? { models: turn.fallbackModels } : {}),
@@ -94,6 +97,7 @@ function createActors(scopeOf: StepActorDeps['scopeOf']) {
         ...(turn.maxCost === undefined ? {} : { maxCost: turn.maxCost }),
         deadline: turn.deadline ?? services.now() + services.config.turnTimeoutMs,
         finalAnswer: turn.finalAnswer !== false,
+        ...traced,
       });
     }
     return turn.deadline === undefined ? {} : { timeLeftMs: Math.max(0, turn.deadline - services.now()) };
@@ -112,6 +116,7 @@ function createActors(scopeOf: StepActorDeps['scopeOf']) {
     scope.tools = undefined;
     scope.escalations?.delete(turn.turnId);
     if (scope.escalations?.size === 0) scope.escalations = undefined;
+    traceTurnEnd(turn.turnId, output);
     try {
       await closeTurn(services, input);
     } catch (err) {
