@@ -1,6 +1,6 @@
 import { InvalidInputError } from '../../src/errors.ts';
 import { isToken, TOKEN_PATTERN } from '../../src/protocol/index.ts';
-import { parsePort } from '../dashboard/config.ts';
+import { parsePort } from '../../src/service/http-basics.ts';
 
 /** The chat gateway's default port (the dashboard has 4280, the A2A server 4281). */
 export const DEFAULT_CHAT_PORT = 4282;

@@ -1,4 +1,7 @@
 import { InvalidInputError } from '../../src/errors.ts';
+import { parsePort } from '../../src/service/http-basics.ts';
+
+export { parsePort };
 import { parseTraceUrl } from './trace-links.ts';
 
 /** The dashboard's default port. */
@@ -14,15 +17,6 @@ export interface DashboardConfig {
   readonly token?: string;
   /** Where a trace is shown (`http://jaeger:16686/trace/{traceId}`): the session page links each turn's trace there. */
   readonly traceUrl?: string;
-}
-
-/** Parses a port: an integer 0–65535 (0 = any free port). */
-export function parsePort(value: string, what: string): number {
-  const port = Number(value);
-  if (value.trim() === '' || !Number.isInteger(port) || port < 0 || port > 65_535) {
-    throw new InvalidInputError(`${what} must be a port number 0-65535 (0 picks a free one), got ${JSON.stringify(value)}`);
-  }
-  return port;
 }
 
 /**

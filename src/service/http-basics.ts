@@ -1,5 +1,6 @@
 import { timingSafeEqual } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
+import { InvalidInputError } from '../errors.ts';
 
 // What every agentbus HTTP service (the dashboard, the chat gateway) does the same way: errors as JSON, secrets
 // compared in constant time, and the loopback Host check against DNS rebinding.
@@ -38,4 +39,13 @@ export function sendJson(response: ServerResponse, status: number, body: unknown
   const text = JSON.stringify(body);
   response.writeHead(status, { 'Content-Type': 'application/json; charset=utf-8', 'Cache-Control': 'no-store', ...headers });
   response.end(text);
+}
+
+/** Parses a port: an integer 0–65535 (0 = any free port). */
+export function parsePort(value: string, what: string): number {
+  const port = Number(value);
+  if (value.trim() === '' || !Number.isInteger(port) || port < 0 || port > 65_535) {
+    throw new InvalidInputError(`${what} must be a port number 0-65535 (0 picks a free one), got ${JSON.stringify(value)}`);
+  }
+  return port;
 }
