@@ -88,6 +88,26 @@ if (process.argv.includes('--recall')) {
   }
   process.exit(0);
 }
+if (process.argv.includes('--memory')) {
+  // Only the memory figures (indexing, following, search; quick: 2,000 and 10,000 messages): printed, not written to results/.
+  const memoryServer = await startNatsServer();
+  const memoryWork = await mkdtemp(join(tmpdir(), 'agentbus-bench-'));
+  const memoryScript = join(memoryWork, 'workload.json');
+  await writeFile(memoryScript, JSON.stringify(providerScript()));
+  const memoryNc = await connect({ servers: memoryServer.url, name: 'bench-driver' });
+  const embedding = startServiceProcess('services/provider/main.ts', { NATS_URL: memoryServer.url, LOG_LEVEL: 'info', AGENTBUS_SCRIPT: memoryScript });
+  try {
+    await embedding.waitFor('provider service started');
+    const figure = await measureMemory({ nc: memoryNc, url: memoryServer.url, sizes: quick ? [2_000, 10_000] : [10_000, 100_000], searches: quick ? 100 : 300, log: (text) => process.stderr.write(`${text}\n`) });
+    process.stdout.write(`${JSON.stringify({ ...figure, load: loadavg()[0] })}\n`);
+  } finally {
+    await memoryNc.close();
+    await embedding.stop();
+    await memoryServer.stop();
+    await rm(memoryWork, { recursive: true, force: true });
+  }
+  process.exit(0);
+}
 const plan = quick
   ? { c1Ms: 1_500, c200Ms: 2_500, busC1Ms: 4_000, busC200Ms: 6_000, warmMs: 500, roundTrips: 400, firstDelta: 40, scalingMs: 2_500, heapSessions: 2_000, prepIterations: 20 }
   : { c1Ms: 5_000, c200Ms: 8_000, busC1Ms: 15_000, busC200Ms: 25_000, warmMs: 1_500, roundTrips: 3_000, firstDelta: 200, scalingMs: 8_000, heapSessions: 10_000, prepIterations: 100 };

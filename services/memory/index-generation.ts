@@ -60,6 +60,8 @@ export async function startGeneration(options: GenerationOptions): Promise<Index
   // Without an embedder no vector ever comes: no thread either.
   const vectors = options.embedder ? createVectorThread({ logger: options.logger, ...(options.vectorThreadLimits ? { resourceLimits: options.vectorThreadLimits } : {}) }) : undefined;
   const store = createMemoryStore(vectors);
+  // Up before the generation serves: a search right after a start finds the thread there (a failure is logged, and search is full-text).
+  await vectors?.ready;
   const vectorizer = createVectorizer({ embedder: options.embedder, ...(options.fullTextReason ? { offReason: options.fullTextReason } : {}), logger: options.logger, sink: async (tenant, id, vector) => {
       const stored = await store.setVector(tenant, id, vector);
       if (stored) options.onEmbedded?.();

@@ -39,6 +39,8 @@ export interface VectorSpace {
   failure(): string | undefined;
   /** Vectors handed over and not yet in a graph (inserted, or dropped as forgotten). */
   queued(): number;
+  /** Resolves once the thread is up (usearch loaded) or failed: before it, a search waits for its start. */
+  readonly ready: Promise<void>;
   /** Ends the thread, if there is one. */
   close(): Promise<void>;
 }
@@ -206,6 +208,7 @@ parentPort.on('message', (message) => {
     }
   }
 });
+parentPort.postMessage({ op: 'ready' });
 `;
 
 /**
@@ -229,6 +232,10 @@ export function createVectorThread(options: VectorThreadOptions): VectorSpace {
   let nextId = 0;
   let posted = 0;
   let done = 0;
+  let markReady: () => void = () => undefined;
+  const ready = new Promise<void>((resolve) => {
+    markReady = resolve;
+  });
   const waiting = new Map<number, { resolve: (matches: VectorMatch[] | undefined) => void; timer: NodeJS.Timeout }>();
   const settleAll = () => {
     for (const [id, { resolve, timer }] of waiting) {
@@ -242,11 +249,13 @@ export function createVectorThread(options: VectorThreadOptions): VectorSpace {
     failed = reason;
     logger.error({ ...(err ? { err } : {}), reason }, 'the vector thread failed: memory searches by full text only until a restart or rebuild');
     settleAll();
+    markReady();
   };
   worker.on('error', (err) => fail(`the vector thread failed: ${err.message}`, err));
   worker.on('exit', (code) => fail(`the vector thread ended (exit code ${code})`));
   worker.on('messageerror', (err) => fail(`a message of the vector thread could not be read: ${err.message}`, err));
   worker.on('message', (message: { op: string; id?: number; ids?: string[]; similarities?: number[]; done?: number }) => {
+    if (message.op === 'ready') markReady();
     if (message.op === 'done') done = message.done!;
     if (message.op !== 'found' || message.id === undefined) return;
     const entry = waiting.get(message.id);
@@ -303,10 +312,12 @@ export function createVectorThread(options: VectorThreadOptions): VectorSpace {
     },
     failure: () => failed,
     queued: () => (failed ? 0 : posted - done),
+    ready,
     async close() {
       if (closing) return;
       closing = true;
       settleAll();
+      markReady();
       await worker.terminate();
     },
   };
@@ -346,6 +357,7 @@ export function createLocalVectors(): VectorSpace {
     },
     failure: () => undefined,
     queued: () => 0,
+    ready: Promise.resolve(),
     close: async () => undefined,
   };
 }
