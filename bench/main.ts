@@ -96,13 +96,15 @@ if (process.argv.includes('--memory')) {
   await writeFile(memoryScript, JSON.stringify(providerScript()));
   const memoryNc = await connect({ servers: memoryServer.url, name: 'bench-driver' });
   const embedding = startServiceProcess('services/provider/main.ts', { NATS_URL: memoryServer.url, LOG_LEVEL: 'info', AGENTBUS_SCRIPT: memoryScript });
+  // The runtime makes the log stream and the tombstones bucket, as in the full run; it idles meanwhile.
+  const streams = startServiceProcess('services/runtime/main.ts', { NATS_URL: memoryServer.url, LOG_LEVEL: 'info' });
   try {
-    await embedding.waitFor('provider service started');
+    await Promise.all([embedding.waitFor('provider service started'), streams.waitFor('runtime started')]);
     const figure = await measureMemory({ nc: memoryNc, url: memoryServer.url, sizes: quick ? [2_000, 10_000] : [10_000, 100_000], searches: quick ? 100 : 300, log: (text) => process.stderr.write(`${text}\n`) });
     process.stdout.write(`${JSON.stringify({ ...figure, load: loadavg()[0] })}\n`);
   } finally {
     await memoryNc.close();
-    await embedding.stop();
+    await Promise.all([embedding.stop(), streams.stop()]);
     await memoryServer.stop();
     await rm(memoryWork, { recursive: true, force: true });
   }
