@@ -138,7 +138,8 @@ export function createTenantIndex(space: VectorSpace = createLocalVectors(), ten
       const acceptChunk = filtered ? (document: StoredChunk) => matches(document, request) : undefined;
       const hybrid = queryVector !== undefined && vectorOf.size > 0 && dimensions === queryVector.length && space.failure() === undefined;
       const fullText = text.search(request.query, hybrid ? k * FUSION_DEPTH : k, acceptChunk);
-      const fullTextOnly = () => ({ hits: fullText.slice(0, k).map((match) => hitOf(text.get(match.id)!, match.score)), hybrid: false });
+      // After the wait for the vector side a chunk may be gone (its session forgotten meanwhile): left out.
+      const fullTextOnly = () => ({ hits: fullText.slice(0, k).flatMap((match) => { const document = text.get(match.id); return document ? [hitOf(document, match.score)] : []; }), hybrid: false });
       if (!hybrid) return fullTextOnly();
       // The floor keeps unrelated chunks out; fusion decides among the rest. The filter is applied by the vector side
       // (session from the id, type as stored with the vector); a chunk forgotten meanwhile is dropped below.
