@@ -99,7 +99,7 @@ if (process.argv.includes('--memory')) {
   // The runtime makes the log stream and the tombstones bucket, as in the full run; it idles meanwhile.
   const streams = startServiceProcess('services/runtime/main.ts', { NATS_URL: memoryServer.url, LOG_LEVEL: 'info' });
   try {
-    await Promise.all([embedding.waitFor('provider service started'), streams.waitFor('runtime started')]);
+    await Promise.all([embedding.waitFor('provider service started', 120_000), streams.waitFor('runtime started', 120_000)]);
     const figure = await measureMemory({ nc: memoryNc, url: memoryServer.url, sizes: quick ? [2_000, 10_000] : [10_000, 100_000], searches: quick ? 100 : 300, log: (text) => process.stderr.write(`${text}\n`) });
     process.stdout.write(`${JSON.stringify({ ...figure, load: loadavg()[0] })}\n`);
   } finally {
