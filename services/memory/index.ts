@@ -193,7 +193,7 @@ export async function startMemoryService(options: MemoryServiceOptions): Promise
     // The caller gave up meanwhile (an overloaded instance): its search is not worth the time the next caller needs.
     if (callerWaitsMs !== undefined && performance.now() - received >= callerWaitsMs) throw new TimeoutError(`search past the caller's wait of ${callerWaitsMs} ms`, callerWaitsMs);
     // The vector side (its own thread) is waited for up to what is left of the caller's wait: else the full-text hits.
-    const vectorWaitMs = callerWaitsMs === undefined ? VECTOR_SEARCH_WAIT_MS : Math.min(VECTOR_SEARCH_WAIT_MS, callerWaitsMs - callerMargin(callerWaitsMs) - (performance.now() - received));
+    const vectorWaitMs = callerWaitsMs === undefined ? VECTOR_SEARCH_WAIT_MS : callerWaitsMs - callerMargin(callerWaitsMs) - (performance.now() - received);
     const { hits, hybrid } = queryVector && vectorWaitMs > 0 ? await store.search(tenant, request, queryVector, vectorWaitMs) : fullText;
     if (hybrid) return { hits, mode: 'hybrid' };
     const vectorFailure = store.vectorFailure();

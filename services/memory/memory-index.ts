@@ -65,8 +65,11 @@ export const VECTOR_FLOOR = 0.2;
 const RESTORE_SLICE = 1_024;
 /** How deep each ranking goes before fusion, as a multiple of k. */
 const FUSION_DEPTH = 4;
-/** Longest wait for the vector side's answer (its own thread) before a search answers by full text alone. */
-export const VECTOR_SEARCH_WAIT_MS = 100;
+/**
+ * Longest wait for the vector side's answer (its own thread) before a search answers by full text alone, when the
+ * caller's own wait is not known (the service otherwise waits what is left of it).
+ */
+export const VECTOR_SEARCH_WAIT_MS = 250;
 
 /**
  * A tenant's index: full text (BM25, top k by MaxScore: {@link createFullTextIndex}) over every chunk, and an approximate nearest-neighbour graph
