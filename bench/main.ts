@@ -66,6 +66,62 @@ if (process.argv.includes('--context')) {
   process.stdout.write(`load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}\n`);
   process.exit(0);
 }
+if (process.argv.includes('--recall')) {
+  // Only the recall figure (200 concurrent, a 250 ms embedder): printed, not written to results/.
+  const recallServer = await startNatsServer();
+  const recallWork = await mkdtemp(join(tmpdir(), 'agentbus-bench-'));
+  const recallScript = join(recallWork, 'workload.json');
+  await writeFile(recallScript, JSON.stringify(providerScript()));
+  const started: ServiceProcess[] = [];
+  const recallNc = await connect({ servers: recallServer.url, name: 'bench-driver' });
+  try {
+    const client = await createAgentbusClient(recallNc, { watchDeltas: true });
+    const figure = await measureRecall({
+      nc: recallNc,
+      start: (entry, extra) => {
+        const child = startServiceProcess(entry, { NATS_URL: recallServer.url, LOG_LEVEL: 'info', ...extra });
+        started.push(child);
+        return child;
+      },
+      session: async (sessionId, options) => void (await client.runTurn(sessionId, options)),
+      scriptPath: recallScript,
+      durationMs: quick ? 6_000 : 25_000,
+      concurrency: 200,
+      embedDelayMs: 250,
+      log: (text) => process.stderr.write(`${text}\n`),
+    });
+    client.close();
+    process.stdout.write(`${JSON.stringify({ ...figure, load: loadavg()[0] })}\n`);
+  } finally {
+    await recallNc.close();
+    await Promise.all(started.map((child) => child.stop()));
+    await recallServer.stop();
+    await rm(recallWork, { recursive: true, force: true });
+  }
+  process.exit(0);
+}
+if (process.argv.includes('--memory')) {
+  // Only the memory figures (indexing, following, search; quick: 2,000 and 10,000 messages): printed, not written to results/.
+  const memoryServer = await startNatsServer();
+  const memoryWork = await mkdtemp(join(tmpdir(), 'agentbus-bench-'));
+  const memoryScript = join(memoryWork, 'workload.json');
+  await writeFile(memoryScript, JSON.stringify(providerScript()));
+  const memoryNc = await connect({ servers: memoryServer.url, name: 'bench-driver' });
+  const embedding = startServiceProcess('services/provider/main.ts', { NATS_URL: memoryServer.url, LOG_LEVEL: 'info', AGENTBUS_SCRIPT: memoryScript });
+  // The runtime makes the log stream and the tombstones bucket, as in the full run; it idles meanwhile.
+  const streams = startServiceProcess('services/runtime/main.ts', { NATS_URL: memoryServer.url, LOG_LEVEL: 'info' });
+  try {
+    await Promise.all([embedding.waitFor('provider service started', 120_000), streams.waitFor('runtime started', 120_000)]);
+    const figure = await measureMemory({ nc: memoryNc, url: memoryServer.url, sizes: quick ? [2_000, 10_000] : [10_000, 100_000], searches: quick ? 100 : 300, log: (text) => process.stderr.write(`${text}\n`) });
+    process.stdout.write(`${JSON.stringify({ ...figure, load: loadavg()[0] })}\n`);
+  } finally {
+    await memoryNc.close();
+    await Promise.all([embedding.stop(), streams.stop()]);
+    await memoryServer.stop();
+    await rm(memoryWork, { recursive: true, force: true });
+  }
+  process.exit(0);
+}
 const plan = quick
   ? { c1Ms: 1_500, c200Ms: 2_500, busC1Ms: 4_000, busC200Ms: 6_000, warmMs: 500, roundTrips: 400, firstDelta: 40, scalingMs: 2_500, heapSessions: 2_000, prepIterations: 20 }
   : { c1Ms: 5_000, c200Ms: 8_000, busC1Ms: 15_000, busC200Ms: 25_000, warmMs: 1_500, roundTrips: 3_000, firstDelta: 200, scalingMs: 8_000, heapSessions: 10_000, prepIterations: 100 };

@@ -4,6 +4,8 @@ import type { Codec, Subjects } from '../../src/protocol/index.ts';
 import { followLog } from './log-follower.ts';
 import type { LogFollower } from './log-follower.ts';
 import { createMemoryStore } from './tenant-memory.ts';
+import { createVectorThread } from './vector-thread.ts';
+import type { ResourceLimits } from 'node:worker_threads';
 import type { MemorySnapshot, MemoryStore } from './tenant-memory.ts';
 import { createVectorizer } from './vectorizer.ts';
 import type { Embedder, Vectorizer } from './vectorizer.ts';
@@ -49,11 +51,17 @@ export interface GenerationOptions {
   /** Hears each chunk that got its vector (a snapshot is due for those too). */
   readonly onEmbedded?: () => void;
   readonly signal?: AbortSignal;
+  /** Heap limits of the vector thread (tests: a thread that runs out of heap). */
+  readonly vectorThreadLimits?: ResourceLimits;
 }
 
 /** Loads the snapshot (when given), then follows the log from after it. */
 export async function startGeneration(options: GenerationOptions): Promise<IndexGeneration> {
-  const store = createMemoryStore();
+  // Without an embedder no vector ever comes: no thread either.
+  const vectors = options.embedder ? createVectorThread({ logger: options.logger, ...(options.vectorThreadLimits ? { resourceLimits: options.vectorThreadLimits } : {}) }) : undefined;
+  const store = createMemoryStore(vectors);
+  // Up before the generation serves: a search right after a start finds the thread there (a failure is logged, and search is full-text).
+  await vectors?.ready;
   const vectorizer = createVectorizer({ embedder: options.embedder, ...(options.fullTextReason ? { offReason: options.fullTextReason } : {}), logger: options.logger, sink: async (tenant, id, vector) => {
       const stored = await store.setVector(tenant, id, vector);
       if (stored) options.onEmbedded?.();
@@ -106,6 +114,7 @@ export async function startGeneration(options: GenerationOptions): Promise<Index
     stop() {
       follower.stop();
       vectorizer.stop();
+      void vectors?.close();
     },
   };
 }

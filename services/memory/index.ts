@@ -1,3 +1,4 @@
+import type { ResourceLimits } from 'node:worker_threads';
 import type { Msg, NatsConnection, Subscription } from '@nats-io/nats-core';
 import { z } from 'zod';
 import { createReplyGuard, replyPolicyOf } from '../../src/bus/reply-guard.ts';
@@ -39,6 +40,7 @@ import type { SnapshotSchedule } from './snapshot-schedule.ts';
 import { createSnapshotStore } from './snapshots.ts';
 import { streamOnceThere } from './stream-once-there.ts';
 import type { MemorySnapshot } from './tenant-memory.ts';
+import { VECTOR_SEARCH_WAIT_MS } from './memory-index.ts';
 import { watchTombstones } from './tombstones.ts';
 import type { TombstoneWatch } from './tombstones.ts';
 import type { Embedder, VectorStatus } from './vectorizer.ts';
@@ -71,6 +73,8 @@ export interface MemoryServiceOptions {
   readonly stateLimits?: Partial<StateLimits>;
   /** Requests per second of one tenant (a `perSecond` of 0: no limit); default `DEFAULT_MEMORY_TENANT_RATE`. */
   readonly tenantRate?: Rate;
+  /** Heap limits of the vector thread; default Node's. Past them the thread ends and search is full-text. */
+  readonly vectorThreadLimits?: ResourceLimits;
 }
 
 /** A running memory service. */
@@ -140,7 +144,7 @@ export async function startMemoryService(options: MemoryServiceOptions): Promise
   if (loaded && !saved) await snapshotStore?.remove();
   let snapshots: SnapshotSchedule | undefined;
   const begin = async (snapshot: MemorySnapshot | undefined) => {
-    const started = await startGeneration({ nc, codec, subjects, stream, logger, embedder: options.embedder, ...(options.fullTextReason ? { fullTextReason: options.fullTextReason } : {}), logCreated: log.created, ...(snapshot ? { snapshot } : {}), isDeleted: (tenant, sessionId) => tombstones.has(tenant, sessionId), onIndexed: () => snapshots?.noteIndexed(), onEmbedded: () => snapshots?.noteIndexed(), signal: stopping.signal });
+    const started = await startGeneration({ nc, codec, subjects, stream, logger, embedder: options.embedder, ...(options.fullTextReason ? { fullTextReason: options.fullTextReason } : {}), logCreated: log.created, ...(snapshot ? { snapshot } : {}), isDeleted: (tenant, sessionId) => tombstones.has(tenant, sessionId), onIndexed: () => snapshots?.noteIndexed(), onEmbedded: () => snapshots?.noteIndexed(), signal: stopping.signal, ...(options.vectorThreadLimits ? { vectorThreadLimits: options.vectorThreadLimits } : {}) });
     indexes.add(started);
     return started;
   };
@@ -189,14 +193,21 @@ export async function startMemoryService(options: MemoryServiceOptions): Promise
     }
     // The caller gave up meanwhile (an overloaded instance): its search is not worth the time the next caller needs.
     if (callerWaitsMs !== undefined && performance.now() - received >= callerWaitsMs) throw new TimeoutError(`search past the caller's wait of ${callerWaitsMs} ms`, callerWaitsMs);
-    const { hits, hybrid } = queryVector ? await store.search(tenant, request, queryVector) : fullText;
+    // The vector side (its own thread) is waited for up to what is left of the caller's wait: else the full-text hits.
+    const vectorWaitMs = callerWaitsMs === undefined ? VECTOR_SEARCH_WAIT_MS : callerWaitsMs - callerMargin(callerWaitsMs) - (performance.now() - received);
+    const { hits, hybrid } = queryVector && vectorWaitMs > 0 ? await store.search(tenant, request, queryVector, vectorWaitMs) : fullText;
     if (hybrid) return { hits, mode: 'hybrid' };
+    const vectorFailure = store.vectorFailure();
     const note =
       status.state === 'off'
         ? `full-text only: ${status.reason}`
-        : !store.hasVectors(tenant)
+        : vectorFailure
+          ? `full-text only: ${vectorFailure}`
+          : queryVector
+            ? 'full-text only: the vector search did not answer in time'
+            : !store.hasVectors(tenant)
           ? 'full-text only: nothing of this tenant is embedded yet'
-          : 'full-text only: the query could not be embedded in time';
+            : 'full-text only: the query could not be embedded in time';
     return { hits, mode: 'full-text', note };
   };
 
@@ -244,6 +255,9 @@ export async function startMemoryService(options: MemoryServiceOptions): Promise
         entries: generation.store.size(),
         vectors: generation.store.vectorCount(),
         pendingVectors: generation.vectorizer.pending(),
+        // Embedded, handed to the vector thread, not yet in its graph (searchable by full text meanwhile).
+        queuedVectors: generation.store.vectorsQueued(),
+        ...(generation.store.vectorFailure() ? { vectorFailure: generation.store.vectorFailure() } : {}),
         vectorStatus: generation.vectorizer.status(),
         lastSeq: generation.lastSeq(),
         indexed: generation.indexed(),
@@ -375,8 +389,12 @@ export const DEFAULT_QUERY_EMBED_TIMEOUT_MS = 200;
  */
 export function queryEmbedWait(configuredMs: number, callerWaitsMs: number | undefined): number {
   if (callerWaitsMs === undefined) return configuredMs;
-  const margin = Math.max(30, Math.ceil(callerWaitsMs / 5));
-  return Math.max(0, Math.min(configuredMs, callerWaitsMs - margin));
+  return Math.max(0, Math.min(configuredMs, callerWaitsMs - callerMargin(callerWaitsMs)));
+}
+
+/** What a search keeps of its caller's wait for itself and the way back: a fifth, at least 30 ms. */
+function callerMargin(callerWaitsMs: number): number {
+  return Math.max(30, Math.ceil(callerWaitsMs / 5));
 }
 
 /** The caller's wait in ms from a request's `Agentbus-Timeout-Ms` header, when it sends a valid one. */

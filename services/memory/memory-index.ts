@@ -1,7 +1,7 @@
 import { createFullTextIndex } from './full-text-index.ts';
 import type { MemoryEventType, MemoryHit, MemorySearchRequest } from '../../src/protocol/index.ts';
-import { createVectorIndex } from './vector-index.ts';
-import type { VectorIndex } from './vector-index.ts';
+import { createLocalVectors } from './vector-thread.ts';
+import type { VectorSpace } from './vector-thread.ts';
 
 /** One logged event memory indexes. */
 export interface MemoryEntry {
@@ -37,10 +37,10 @@ export interface TenantIndex {
   /** Gives many chunks their embeddings at once (see {@link TenantIndex.setVector}); returns how many were stored. */
   setVectors(entries: ReadonlyArray<{ readonly id: string; readonly vector: Float32Array }>): Promise<number>;
   /**
-   * Full-text search, fused with vector search by reciprocal rank when `queryVector` is given and
-   * chunks have vectors of its dimension.
+   * Full-text search, fused with vector search by reciprocal rank when `queryVector` is given, chunks have vectors
+   * of its dimension, and the vector side answers within `vectorWaitMs` (default {@link VECTOR_SEARCH_WAIT_MS}).
    */
-  search(request: MemorySearchRequest, queryVector?: Float32Array): Promise<{ hits: MemoryHit[]; hybrid: boolean }>;
+  search(request: MemorySearchRequest, queryVector?: Float32Array, vectorWaitMs?: number): Promise<{ hits: MemoryHit[]; hybrid: boolean }>;
   /** Drops every entry of a session. */
   forget(sessionId: string): Promise<void>;
   /** Every chunk, with its vector when it has one, for a snapshot. */
@@ -65,17 +65,23 @@ export const VECTOR_FLOOR = 0.2;
 const RESTORE_SLICE = 1_024;
 /** How deep each ranking goes before fusion, as a multiple of k. */
 const FUSION_DEPTH = 4;
+/**
+ * Longest wait for the vector side's answer (its own thread) before a search answers by full text alone, when the
+ * caller's own wait is not known (the service otherwise waits what is left of it).
+ */
+export const VECTOR_SEARCH_WAIT_MS = 250;
 
 /**
  * A tenant's index: full text (BM25, top k by MaxScore: {@link createFullTextIndex}) over every chunk, and an approximate nearest-neighbour graph
- * for vectors ({@link createVectorIndex}, HNSW), made when the first embedding arrives (its dimension is the model's). Each event's text is one chunk,
- * or overlapping chunks of {@link CHUNK_CHARS} when longer; the chunks of one event share its sequence.
+ * for vectors (HNSW) in `space` under the tenant's name: the service's vector thread ({@link createVectorThread}), or one in this thread
+ * ({@link createLocalVectors}, the default). Its dimension is that of the first embedding (the model's). The vectors stay here too, for
+ * snapshots. Each event's text is one chunk, or overlapping chunks of {@link CHUNK_CHARS} when longer; the chunks of one event share its sequence.
  */
-export function createTenantIndex(): TenantIndex {
+export function createTenantIndex(space: VectorSpace = createLocalVectors(), tenant = 'default'): TenantIndex {
   // English stop words (the, is, my, …) take no part: each is in most messages, ranks nothing, and costs BM25 a
   // posting list as long as the index.
   const text = createFullTextIndex<StoredChunk>();
-  let vectors: VectorIndex | undefined;
+  let dimensions: number | undefined;
   const bySession = new Map<string, Set<string>>();
   const vectorOf = new Map<string, Float32Array>();
   const sessionOf = (id: string) => id.slice(0, id.indexOf(':'));
@@ -90,31 +96,32 @@ export function createTenantIndex(): TenantIndex {
   };
   const removeChunk = async (id: string) => {
     text.remove(id);
-    vectors?.remove(id);
-    vectorOf.delete(id);
-  };
-  const setVector = async (id: string, vector: Float32Array): Promise<boolean> => {
-    if (!text.get(id)) return false;
-    if (!vectors || vectors.dimensions !== vector.length) {
-      vectors = createVectorIndex(vector.length);
-      vectorOf.clear();
-    }
-    vectors.set(id, vector);
-    vectorOf.set(id, vector);
-    return true;
+    if (vectorOf.delete(id)) space.remove(tenant, [id]);
   };
   const setVectors = async (entries: ReadonlyArray<{ readonly id: string; readonly vector: Float32Array }>): Promise<number> => {
-    const kept = entries.filter(({ id }) => text.get(id) !== undefined);
-    if (kept.length === 0) return 0;
-    // Of another dimension than the graph's (the model changed): one by one, the first starts the graph anew.
-    if (!vectors || kept.some(({ vector }) => vector.length !== vectors!.dimensions)) {
-      for (const { id, vector } of kept) await setVector(id, vector);
-      return kept.length;
+    const kept: Array<{ id: string; type: MemoryEventType; vector: Float32Array }> = [];
+    const flush = () => {
+      if (kept.length > 0) space.add(tenant, dimensions!, kept.splice(0));
+    };
+    let stored = 0;
+    for (const { id, vector } of entries) {
+      const document = text.get(id);
+      if (!document) continue;
+      // Of another dimension than the graph's (the model changed): the graph starts anew, without the old model's vectors.
+      if (dimensions !== vector.length) {
+        flush();
+        if (dimensions !== undefined) space.reset(tenant);
+        dimensions = vector.length;
+        vectorOf.clear();
+      }
+      kept.push({ id, type: document.type, vector });
+      vectorOf.set(id, vector);
+      stored += 1;
     }
-    vectors.setMany(kept);
-    for (const { id, vector } of kept) vectorOf.set(id, vector);
-    return kept.length;
+    flush();
+    return stored;
   };
+  const setVector = async (id: string, vector: Float32Array): Promise<boolean> => (await setVectors([{ id, vector }])) === 1;
 
   return {
     async add(entry) {
@@ -128,16 +135,21 @@ export function createTenantIndex(): TenantIndex {
     },
     setVector,
     setVectors,
-    async search(request, queryVector) {
+    async search(request, queryVector, vectorWaitMs = VECTOR_SEARCH_WAIT_MS) {
       const k = request.k ?? DEFAULT_K;
       const filtered = request.sessionId !== undefined || request.types !== undefined;
       const acceptChunk = filtered ? (document: StoredChunk) => matches(document, request) : undefined;
-      const hybrid = queryVector !== undefined && vectors !== undefined && vectors.dimensions === queryVector.length;
+      const hybrid = queryVector !== undefined && vectorOf.size > 0 && dimensions === queryVector.length && space.failure() === undefined;
       const fullText = text.search(request.query, hybrid ? k * FUSION_DEPTH : k, acceptChunk);
-      if (!hybrid) return { hits: fullText.map((match) => hitOf(text.get(match.id)!, match.score)), hybrid: false };
-      // The floor keeps unrelated chunks out; fusion decides among the rest. A filter is checked on the chunk's document.
-      const accept = filtered ? (id: string) => matches(text.get(id), request) : undefined;
-      const similar = vectors!.search(queryVector!, k * FUSION_DEPTH, VECTOR_FLOOR, accept);
+      // After the wait for the vector side a chunk may be gone (its session forgotten meanwhile): left out.
+      const fullTextOnly = () => ({ hits: fullText.slice(0, k).flatMap((match) => { const document = text.get(match.id); return document ? [hitOf(document, match.score)] : []; }), hybrid: false });
+      if (!hybrid) return fullTextOnly();
+      // The floor keeps unrelated chunks out; fusion decides among the rest. The filter is applied by the vector side
+      // (session from the id, type as stored with the vector); a chunk forgotten meanwhile is dropped below.
+      const filter = filtered ? { ...(request.sessionId !== undefined ? { sessionId: request.sessionId } : {}), ...(request.types ? { types: request.types } : {}) } : undefined;
+      const similar = await space.search(tenant, queryVector!, k * FUSION_DEPTH, VECTOR_FLOOR, filter, vectorWaitMs);
+      // No answer in time (the vector thread busy or failed): the full-text hits.
+      if (!similar) return fullTextOnly();
       const fused = fuseByReciprocalRank([fullText.map((match) => match.id), similar.map((match) => match.id)]);
       const hits: MemoryHit[] = [];
       for (const { id, score } of fused.slice(0, k)) {
@@ -147,7 +159,12 @@ export function createTenantIndex(): TenantIndex {
       return { hits, hybrid: true };
     },
     async forget(sessionId) {
-      for (const id of bySession.get(sessionId) ?? []) await removeChunk(id);
+      const gone: string[] = [];
+      for (const id of bySession.get(sessionId) ?? []) {
+        text.remove(id);
+        if (vectorOf.delete(id)) gone.push(id);
+      }
+      space.remove(tenant, gone);
       bySession.delete(sessionId);
     },
     chunks() {
@@ -171,7 +188,7 @@ export function createTenantIndex(): TenantIndex {
         if (chunk.vector) embedded.push({ id: chunk.id, vector: chunk.vector });
         else pending.push({ id: chunk.id, text: chunk.text });
       }
-      // The graph is built anew from the snapshot's vectors, in slices (a graph insert of many runs on more than one thread).
+      // The graph is built anew from the snapshot's vectors, in slices (the vector side inserts them in its own time).
       for (let start = 0; start < embedded.length; start += RESTORE_SLICE) await setVectors(embedded.slice(start, start + RESTORE_SLICE));
       return pending;
     },

@@ -5,6 +5,8 @@ import type { FollowedEvent } from './log-follower.ts';
 import { createTenantIndex } from './memory-index.ts';
 import type { IndexedChunk, PendingChunk, TenantIndex } from './memory-index.ts';
 import { createSessionCatalog } from './session-catalog.ts';
+import { createLocalVectors } from './vector-thread.ts';
+import type { VectorSpace } from './vector-thread.ts';
 import type { CatalogEntry, SessionCatalog } from './session-catalog.ts';
 
 /** One chunk as a snapshot stores it: `[id, sessionId, seq, type, text, ts, vector bytes or null]`. */
@@ -28,12 +30,17 @@ export interface MemoryStore {
   setVector(tenant: string, id: string, vector: Float32Array): Promise<boolean>;
   /** Gives many chunks of a tenant their vectors at once; returns how many were stored (the others are gone). */
   setVectors(tenant: string, entries: ReadonlyArray<{ readonly id: string; readonly vector: Float32Array }>): Promise<number>;
-  search(tenant: string, request: MemorySearchRequest, queryVector?: Float32Array): Promise<{ hits: MemoryHit[]; hybrid: boolean }>;
+  /** See {@link TenantIndex.search}. */
+  search(tenant: string, request: MemorySearchRequest, queryVector?: Float32Array, vectorWaitMs?: number): Promise<{ hits: MemoryHit[]; hybrid: boolean }>;
   listSessions(tenant: string, request: SessionsListRequest): SessionsListReply;
   /** Drops a session from its tenant's index and catalog. */
   forget(tenant: string, sessionId: string): Promise<void>;
-  /** Whether a tenant has chunks with vectors (a query is worth embedding). */
+  /** Whether a tenant has chunks with vectors and they can be searched (a query is worth embedding). */
   hasVectors(tenant: string): boolean;
+  /** Undefined while vectors can be searched; else why not (the vector thread failed). */
+  vectorFailure(): string | undefined;
+  /** Vectors handed to the vector thread and not yet in its graphs. */
+  vectorsQueued(): number;
   snapshot(seq: number, logCreated: string): MemorySnapshot;
   /** Loads a snapshot into this (empty) store; returns, per tenant, the chunks that still want a vector. */
   restore(snapshot: MemorySnapshot): Promise<Array<{ tenant: string; chunks: PendingChunk[] }>>;
@@ -48,13 +55,16 @@ interface Tenant {
   readonly catalog: SessionCatalog;
 }
 
-/** Creates the per-tenant store: an index and a session catalog per tenant, made on its first event. */
-export function createMemoryStore(): MemoryStore {
+/**
+ * Creates the per-tenant store: an index and a session catalog per tenant, made on its first event. Every tenant's
+ * vectors go to `vectors` (the service's vector thread; default a space in this thread).
+ */
+export function createMemoryStore(vectors: VectorSpace = createLocalVectors()): MemoryStore {
   const tenants = new Map<string, Tenant>();
   const tenantOf = (tenant: string): Tenant => {
     let found = tenants.get(tenant);
     if (!found) {
-      found = { index: createTenantIndex(), catalog: createSessionCatalog() };
+      found = { index: createTenantIndex(vectors, tenant), catalog: createSessionCatalog() };
       tenants.set(tenant, found);
     }
     return found;
@@ -82,9 +92,9 @@ export function createMemoryStore(): MemoryStore {
       const found = tenants.get(tenant);
       return found ? found.index.setVectors(entries) : 0;
     },
-    async search(tenant, request, queryVector) {
+    async search(tenant, request, queryVector, vectorWaitMs) {
       const found = tenants.get(tenant);
-      return found ? found.index.search(request, queryVector) : { hits: [], hybrid: false };
+      return found ? found.index.search(request, queryVector, vectorWaitMs) : { hits: [], hybrid: false };
     },
     listSessions(tenant, request) {
       return tenants.get(tenant)?.catalog.list(request) ?? { sessions: [] };
@@ -95,7 +105,9 @@ export function createMemoryStore(): MemoryStore {
       await found.index.forget(sessionId);
       found.catalog.forget(sessionId);
     },
-    hasVectors: (tenant) => (tenants.get(tenant)?.index.vectorCount() ?? 0) > 0,
+    hasVectors: (tenant) => vectors.failure() === undefined && (tenants.get(tenant)?.index.vectorCount() ?? 0) > 0,
+    vectorFailure: () => vectors.failure(),
+    vectorsQueued: () => vectors.queued(),
     snapshot(seq, logCreated) {
       return {
         v: 1,
