@@ -2,7 +2,7 @@ import type { SessionLog } from '../../../src/bus/session-log.ts';
 import { LogConflictError } from '../../../src/errors.ts';
 import type { EnvelopeFactory, EventDataMap, LogEvent, LogEventType } from '../../../src/protocol/index.ts';
 import type { Scrubber } from '../../../src/scrub/index.ts';
-import { argsForLog, rememberingScrubber } from '../tools/logged-args.ts';
+import { argsForLog, carriesArgs, rememberingScrubber } from '../tools/logged-args.ts';
 import type { Transcript } from './transcript.ts';
 
 /** Appends an event (write-through) and returns it with its `seq`. */
@@ -239,7 +239,8 @@ class SerialWriter implements SessionWriter {
   /** The event's data as it is to be logged, tool-call arguments scrubbed; undefined for events without any. */
   private scrubbing<T extends LogEventType>(type: T, data: EventDataMap[T]): Promise<EventDataMap[T]> | undefined {
     const scrubber = this.deps.scrubber;
-    if (!scrubber) return undefined;
+    // The remembering scrubber (a WeakMap) is made only by a session that logs arguments: an idle one without any keeps none.
+    if (!scrubber || !carriesArgs(type, data)) return undefined;
     return argsForLog((this.argsScrubber ??= rememberingScrubber(scrubber)), type, data);
   }
 
