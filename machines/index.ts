@@ -18,7 +18,7 @@ export type {
   TurnEvent,
 } from './turn.ts';
 export { sessionMachine } from './session.ts';
-export type { QueuedTurn, StartTurnOutput, FinishTurnInput, SessionEvent, SessionInput } from './session.ts';
+export type { QueuedTurn, StartTurnOutput, FinishTurnInput, SessionEvent, SessionInput, SessionState } from './session.ts';
 export { nextBatch, needsApproval } from './tool-batch.ts';
 export type { PlannedCall, ApprovalDecision } from './tool-batch.ts';
 export { closeTranscript } from './transcript.ts';

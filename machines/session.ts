@@ -25,6 +25,9 @@ export type SessionEvent =
   | { type: 'CANCEL'; reason?: string }
   | { type: 'APPROVAL'; toolCallId: string; approved: boolean; reason?: string };
 
+/** The session machine's states. */
+export type SessionState = 'idle' | 'starting' | 'running' | 'finishing' | 'unwritable';
+
 interface SessionContext {
   readonly queue: readonly QueuedTurn[];
   readonly current: QueuedTurn | undefined;
@@ -57,6 +60,13 @@ export const sessionMachine = setup({
     startTurn: fromPromise<StartTurnOutput, QueuedTurn>(() => Promise.reject(new Error('session actor "startTurn" was not provided'))),
     finishTurn: fromPromise<void, FinishTurnInput>(() => Promise.reject(new Error('session actor "finishTurn" was not provided'))),
   },
+  actions: {
+    /**
+     * Entry of a state, with the event that led there: the runtime publishes it as the live `state` event. Does
+     * nothing unless provided.
+     */
+    stateEntered: (_, _params: { value: SessionState }) => {},
+  },
   guards: {
     hasQueued: ({ context }) => context.queue.length > 0,
   },
@@ -69,10 +79,14 @@ export const sessionMachine = setup({
   },
   states: {
     idle: {
+      entry: { type: 'stateEntered', params: { value: 'idle' } },
       always: { guard: 'hasQueued', target: 'starting' },
     },
     starting: {
-      entry: assign(({ context }) => ({ current: context.queue[0], queue: context.queue.slice(1), output: undefined })),
+      entry: [
+        assign(({ context }) => ({ current: context.queue[0], queue: context.queue.slice(1), output: undefined })),
+        { type: 'stateEntered', params: { value: 'starting' } },
+      ],
       invoke: {
         src: 'startTurn',
         input: ({ context }) => {
@@ -93,6 +107,7 @@ export const sessionMachine = setup({
       },
     },
     running: {
+      entry: { type: 'stateEntered', params: { value: 'running' } },
       invoke: {
         id: 'turn',
         src: 'turn',
@@ -112,6 +127,7 @@ export const sessionMachine = setup({
       },
     },
     finishing: {
+      entry: { type: 'stateEntered', params: { value: 'finishing' } },
       invoke: {
         src: 'finishTurn',
         input: ({ context }) => {
@@ -124,6 +140,6 @@ export const sessionMachine = setup({
         onError: { target: 'unwritable' },
       },
     },
-    unwritable: { type: 'final' },
+    unwritable: { type: 'final', entry: { type: 'stateEntered', params: { value: 'unwritable' } } },
   },
 });

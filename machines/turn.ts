@@ -182,6 +182,11 @@ export const turnMachine = setup({
     pastDeadline: ({ context }) => context.outcome === undefined && context.timeLeftMs !== undefined,
   },
   actions: {
+    /**
+     * Entry of a state the turn rests in (transient ones have none), with the event that led there: the runtime
+     * publishes it as the live `state` event. Does nothing unless provided.
+     */
+    stateEntered: (_, _params: { value: RunState }) => {},
     end: assign((_, params: { reason: TurnEndReason }) => ({ outcome: params.reason })),
     fail: assign((_, params: { error: unknown }) => {
       const error = toErrorData(params.error);
@@ -232,6 +237,7 @@ export const turnMachine = setup({
   },
   states: {
     [RunState.preparing]: {
+      entry: { type: 'stateEntered', params: { value: RunState.preparing } },
       // A resumed turn with tool calls still to run goes straight back to them.
       always: [
         { guard: 'awaitsApproval', target: RunState.awaitingApproval },
@@ -252,6 +258,7 @@ export const turnMachine = setup({
       },
     },
     [RunState.compacting]: {
+      entry: { type: 'stateEntered', params: { value: RunState.compacting } },
       invoke: {
         id: 'compact',
         src: 'compact',
@@ -272,6 +279,7 @@ export const turnMachine = setup({
       always: [{ guard: 'overCost', target: RunState.budgetExceeded }, { target: RunState.preparing }],
     },
     [RunState.streaming]: {
+      entry: { type: 'stateEntered', params: { value: RunState.streaming } },
       invoke: {
         id: 'stream',
         src: 'stream',
@@ -302,6 +310,7 @@ export const turnMachine = setup({
       ],
     },
     [RunState.toolExecution]: {
+      entry: { type: 'stateEntered', params: { value: RunState.toolExecution } },
       invoke: {
         id: 'executeTools',
         src: 'executeTools',
@@ -330,6 +339,7 @@ export const turnMachine = setup({
       ],
     },
     [RunState.awaitingApproval]: {
+      entry: { type: 'stateEntered', params: { value: RunState.awaitingApproval } },
       invoke: {
         id: 'requestApproval',
         src: 'requestApproval',
@@ -363,10 +373,28 @@ export const turnMachine = setup({
         },
       },
     },
-    [RunState.yielding]: { type: 'final', entry: { type: 'end', params: { reason: TurnEndReason.yielded } } },
-    [RunState.cancelled]: { type: 'final', entry: { type: 'end', params: { reason: TurnEndReason.cancelled } } },
-    [RunState.budgetExceeded]: { type: 'final', entry: { type: 'end', params: { reason: TurnEndReason.budgetExceeded } } },
-    [RunState.failed]: { type: 'final' },
+    [RunState.yielding]: {
+      type: 'final',
+      entry: [
+        { type: 'end', params: { reason: TurnEndReason.yielded } },
+        { type: 'stateEntered', params: { value: RunState.yielding } },
+      ],
+    },
+    [RunState.cancelled]: {
+      type: 'final',
+      entry: [
+        { type: 'end', params: { reason: TurnEndReason.cancelled } },
+        { type: 'stateEntered', params: { value: RunState.cancelled } },
+      ],
+    },
+    [RunState.budgetExceeded]: {
+      type: 'final',
+      entry: [
+        { type: 'end', params: { reason: TurnEndReason.budgetExceeded } },
+        { type: 'stateEntered', params: { value: RunState.budgetExceeded } },
+      ],
+    },
+    [RunState.failed]: { type: 'final', entry: { type: 'stateEntered', params: { value: RunState.failed } } },
   },
   output: ({ context }) => {
     const output: TurnOutput = {

@@ -1,3 +1,4 @@
+import { coalesceWrites } from '../../src/bus/coalesce-writes.ts';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
@@ -83,6 +84,8 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
   const { nc, codec, config } = deps;
   checkCeilings(config);
   const logger = deps.logger.child({ service: 'runtime', node: config.nodeId });
+  // A node publishes from many sessions at once: one socket write per turn of the event loop, not per publish.
+  if (!coalesceWrites(nc)) logger.warn('this nats.js does not let the runtime coalesce its socket writes; each publish is written on its own');
   const subjects = createSubjects(config.prefix);
   const jsm = await jetstreamManager(nc);
   const names = await ensureStreams(jsm, { prefix: config.prefix, logger, ...(config.replicas ? { replicas: config.replicas } : {}), ...(config.streamLimits ? { limits: config.streamLimits } : {}) });

@@ -26,6 +26,7 @@ export function createLogBuilder() {
       event(LogEventType.toolUse, turnId, { toolCallId, effectId: `s:${turnId}:${toolCallId}`, name: 'lookup', args: {}, tier: 'read_only', ...hooked }),
     result: (turnId: string, toolCallId: string, output: string) =>
       event(LogEventType.toolResult, turnId, { toolCallId, name: 'lookup', output, isError: false, durationMs: 1 }),
+    started: (turnId: string) => event(LogEventType.turnStarted, turnId, { model: 'scripted:default', maxSteps: 8, deadline: 1_700_000_900_000, finalAnswer: true }),
     ended: (turnId: string) => event(LogEventType.turnEnded, turnId, { reason: 'yielded', usage, cost: 0, steps: 1 }),
     summary: (turnId: string, text: string, throughSeq: number) => event(LogEventType.summaryCreated, turnId, { text, throughSeq, tokens: 1 }),
     created: () => event(LogEventType.sessionCreated, undefined, { createdBy: 'node' }),

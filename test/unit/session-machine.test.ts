@@ -281,3 +281,40 @@ describe('session machine', () => {
     expect(session.started).toEqual([]);
   });
 });
+
+describe('state reports', () => {
+  it('names each state a machine rests in and the event that led there, and none it only passes through', async () => {
+    const seen: string[] = [];
+    const report = (machine: string) => ({ event }: { event: { type: string } }, { value }: { value: string }) => void seen.push(`${machine} ${value} ${event.type}`);
+    const fakes = createTurnFakes();
+    let streams = 0;
+    const machine = sessionMachine.provide({
+      actors: {
+        turn: turnMachine.provide({
+          actors: { ...fakes.actors, stream: fromPromise(async () => (++streams === 1 ? answer('', [read('c1')]) : answer('done'))) },
+          actions: { stateEntered: report('turn') },
+        }),
+        startTurn: fromPromise<StartTurnOutput, QueuedTurn>(async () => ({})),
+        finishTurn: fromPromise<void, FinishTurnInput>(async () => {}),
+      },
+      actions: { stateEntered: report('session') },
+    });
+    const actor = createActor(machine, { input: { queue: [queued('a')] } });
+    actor.start();
+    await until(() => actor.getSnapshot().value === 'idle' && seen.at(-1)?.startsWith('session idle') === true, 'the turn ended');
+    expect(seen.map((line) => line.replace(/xstate\.(done|error)\.actor\.\S+/, 'done'))).toEqual([
+      // `idle` on the way to `starting` is entered too: what publishes the states (the runtime) keeps the last.
+      'session idle xstate.init',
+      'session starting xstate.init',
+      'session running done',
+      'turn Preparing xstate.init',
+      'turn Streaming done',
+      'turn ToolExecution done',
+      'turn Preparing done',
+      'turn Streaming done',
+      'turn Yielding done',
+      'session finishing done',
+      'session idle done',
+    ]);
+  });
+});

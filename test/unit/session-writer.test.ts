@@ -158,3 +158,39 @@ describe('session writer, when its append is refused because the log moved', () 
     expect(fake.reads).toEqual([]);
   });
 });
+
+describe('session writer, a required append (turn.started, not waited for)', () => {
+  const started = { model: 'scripted:default', maxSteps: 8, deadline: 2, finalAnswer: true };
+
+  it('goes out last in its group: what was asked after it goes out once it is stored, behind it', async () => {
+    const log = setup();
+    await log.prompt('one');
+    const [turnStarted, a, b] = await Promise.all([
+      log.writer.appendRequired(LogEventType.turnStarted, { turnId: 'turn-1' }, started),
+      log.prompt('a'),
+      log.prompt('b'),
+    ]);
+    expect(log.appends.slice(1).map((append) => append.ids)).toEqual([[turnStarted.id], [a.id, b.id]]);
+    expect(log.events().map((event) => event.type)).toEqual(['user.message', 'turn.started', 'user.message', 'user.message']);
+  });
+
+  it('when it fails, nothing asked after it is written, exclusive jobs included: they reject with its failure', async () => {
+    const log = setup();
+    await log.prompt('one');
+    const original = log.log.append;
+    const lost = new Error('no acknowledgement within 10000 ms');
+    log.log.append = async (event, expectedSeq) => {
+      if (event.type === LogEventType.turnStarted) throw lost;
+      return original(event, expectedSeq);
+    };
+    const results = await Promise.allSettled([
+      log.writer.appendRequired(LogEventType.turnStarted, { turnId: 'turn-1' }, started),
+      log.prompt('a'),
+      log.writer.exclusive((append) => append(LogEventType.userMessage, { turnId: 'turn-1' }, { text: 'b' })),
+    ]);
+    expect(results.map((result) => (result.status === 'rejected' ? result.reason : result.status))).toEqual([lost, lost, lost]);
+    await expect(log.prompt('later')).rejects.toBe(lost);
+    expect(log.events().map((event) => event.type === 'user.message' && event.data.text)).toEqual(['one']);
+    expect(log.transcript.events).toHaveLength(1);
+  });
+});

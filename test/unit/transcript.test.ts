@@ -253,6 +253,19 @@ describe('transcript turns', () => {
     expect(transcript.events).toHaveLength(3);
     expect(transcript.lastSeq).toBe(3);
   });
+
+  it('drops the turn.started of ended turns when trimmed, and keeps that of a turn still to run', () => {
+    const log = createLogBuilder();
+    const transcript = createTranscript([log.prompt('t1', 'q1'), log.started('t1'), log.answer('t1', 'a1'), log.ended('t1'), log.prompt('t2', 'q2')]);
+    transcript.add(log.started('t2'));
+    transcript.trim();
+    expect(transcript.events.map((event) => `${event.turnId}:${event.type}`)).toEqual(['t1:user.message', 't1:assistant.message', 't1:turn.ended', 't2:user.message', 't2:turn.started']);
+    expect(transcript.unfinishedTurns()[0]).toMatchObject({ turnId: 't2', deadline: 1_700_000_900_000 });
+    transcript.add(log.ended('t2'));
+    transcript.trim();
+    expect(transcript.events.filter((event) => event.type === 'turn.started')).toEqual([]);
+    expect(transcript.lastSeq).toBe(7);
+  });
 });
 
 /** The fit walked back from the newest message, as Preparing did before fits were kept. */

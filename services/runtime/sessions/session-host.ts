@@ -1,5 +1,5 @@
 import { createActor } from 'xstate';
-import type { Actor, InspectionEvent } from 'xstate';
+import type { Actor } from 'xstate';
 import type { SessionLog } from '../../../src/bus/session-log.ts';
 import { AgentbusError } from '../../../src/errors.ts';
 import { ErrorCode, LiveEventType, LogEventType, TurnEndReason } from '../../../src/protocol/index.ts';
@@ -104,6 +104,14 @@ export async function openSession(deps: SessionHostDeps, tenant: string, session
 
 type SessionActor = Actor<SessionLogic['machine']>;
 
+/** A state a machine entered, for the live `state` event. */
+interface EnteredState {
+  readonly machine: 'session' | 'turn';
+  readonly value: string;
+  readonly event: string;
+  readonly turnId: string | undefined;
+}
+
 function isIdle(actor: SessionActor): boolean {
   const snapshot = actor.getSnapshot();
   return snapshot.value === 'idle' && snapshot.context.queue.length === 0;
@@ -121,10 +129,11 @@ class HostedSession implements SessionHost {
   /** True while the `session.created` of a new session is on its way: a second prompt must not add another. */
   private creating = false;
   private idleWaiters: Set<(idle: boolean) => void> | undefined;
-  // The last run state published, per machine, so each change is published once.
+  // The last state published, per machine, so each change is published once.
   private sessionState: string | undefined;
-  private turnActorId: string | undefined;
   private turnState: string | undefined;
+  /** States entered since the last publication, at most one per machine (see `stateEntered`). */
+  private pendingStates: EnteredState[] | undefined;
   /** Set once a turn could not write its end: the host is being given up (see `SessionHostDeps.giveUp`). */
   private unwritable = false;
 
@@ -167,40 +176,51 @@ class HostedSession implements SessionHost {
         host.steers = undefined;
         return taken;
       },
+      stateEntered: (machine, value, event, turnId) => host.stateEntered(machine, value, event, turnId),
     };
   }
 
-  private inspect(event: InspectionEvent): void {
-    if (event.type !== '@xstate.snapshot') return;
-    const snapshot = event.snapshot as { value?: unknown; machine?: { id?: string } };
-    const machine = snapshot.machine?.id;
-    const value = snapshot.value;
-    if (typeof value !== 'string') return;
-    if (machine === 'session') {
-      if (this.sessionState === value) return;
-      this.sessionState = value;
-    } else if (machine === 'turn') {
-      if (this.turnActorId === event.actorRef.sessionId && this.turnState === value) return;
-      this.turnActorId = event.actorRef.sessionId;
-      this.turnState = value;
-    } else {
+  /**
+   * A machine entered a state (see `SessionServices.stateEntered`). Published a microtask later, so that a state
+   * passed through within one step of the machine (`idle` on the way to `starting`) is not: the last state entered
+   * is, unless it is the one published last for that machine.
+   */
+  private stateEntered(machine: 'session' | 'turn', value: string, event: string, turnId: string | undefined): void {
+    const entered: EnteredState = { machine, value, event, turnId };
+    const pending = this.pendingStates;
+    if (pending) {
+      const at = pending.findIndex((state) => state.machine === machine);
+      if (at >= 0) pending.splice(at, 1);
+      pending.push(entered);
       return;
     }
-    const current = this.actor?.getSnapshot().context.current;
-    try {
-      this.deps.live.publish('state', { tenant: this.tenant, sessionId: this.sessionId, ...(current ? { turnId: current.turnId } : {}) }, {
-        machine,
-        value,
-        event: event.event.type,
-      });
-    } catch (err) {
-      this.log().warn({ err }, 'state event not published');
+    this.pendingStates = [entered];
+    queueMicrotask(() => this.publishStates());
+  }
+
+  private publishStates(): void {
+    const pending = this.pendingStates ?? [];
+    this.pendingStates = undefined;
+    for (const { machine, value, event, turnId } of pending) {
+      if (machine === 'session') {
+        if (this.sessionState === value) continue;
+        this.sessionState = value;
+      } else {
+        // A turn's first state is never its predecessor's last (a terminal one), so the value alone tells a change.
+        if (this.turnState === value) continue;
+        this.turnState = value;
+      }
+      try {
+        this.deps.live.publish('state', { tenant: this.tenant, sessionId: this.sessionId, ...(turnId ? { turnId } : {}) }, { machine, value, event });
+      } catch (err) {
+        this.log().warn({ err }, 'state event not published');
+      }
     }
   }
 
   /** Starts the session's actor for `turns`; it is dropped again once no turn runs or waits. */
   startActor(turns: readonly QueuedTurn[]): void {
-    const created: SessionActor = createActor(this.deps.logic.machine, { input: { queue: turns }, inspect: (event) => this.inspect(event) });
+    const created: SessionActor = createActor(this.deps.logic.machine, { input: { queue: turns } });
     this.deps.logic.bind(created.system, this.services());
     created.subscribe({
       next: (snapshot) => {
@@ -216,7 +236,6 @@ class HostedSession implements SessionHost {
           this.idleWaiters = undefined;
           this.actor = undefined;
           created.stop();
-          this.turnActorId = undefined;
           this.transcript.trim();
         });
       },

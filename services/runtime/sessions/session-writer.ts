@@ -2,7 +2,7 @@ import type { SessionLog } from '../../../src/bus/session-log.ts';
 import { LogConflictError } from '../../../src/errors.ts';
 import type { EnvelopeFactory, EventDataMap, LogEvent, LogEventType } from '../../../src/protocol/index.ts';
 import type { Scrubber } from '../../../src/scrub/index.ts';
-import { argsForLog, rememberingScrubber } from '../tools/logged-args.ts';
+import { argsForLog, carriesArgs, rememberingScrubber } from '../tools/logged-args.ts';
 import type { Transcript } from './transcript.ts';
 
 /** Appends an event (write-through) and returns it with its `seq`. */
@@ -25,6 +25,14 @@ export interface SessionWriter {
   append: AppendFn;
   /** Like `append`, but skipped (resolving `undefined`) when `options.unless` is aborted by the time it is written. */
   appendUnless<T extends LogEventType>(type: T, scope: { turnId?: string; step?: number }, data: EventDataMap[T], options: AppendOptions): Promise<LogEvent | undefined>;
+  /**
+   * Like `append`, for an event the session's later events depend on and that its caller does not wait for
+   * (`turn.started`): it is written last in its group, and when it fails the writer writes nothing more (every
+   * later append, exclusive jobs' too, rejects with its failure), so the log never holds what follows without it.
+   * The turn's end then cannot be written either: the session host gives the session up, and it is opened again
+   * from its log (see `session-host.ts`).
+   */
+  appendRequired<T extends LogEventType>(type: T, scope: { turnId?: string; step?: number }, data: EventDataMap[T]): Promise<LogEvent>;
   /**
    * Runs `job` with exclusive use of the writer: no other append interleaves with the ones it makes
    * through the `append` it is given. For decisions that depend on what is already in the log (e.g.
@@ -69,6 +77,8 @@ interface PendingAppend {
   readonly scope: { turnId?: string; step?: number };
   readonly data: EventDataMap[LogEventType];
   readonly unless: AbortSignal | undefined;
+  /** See `SessionWriter.appendRequired`. */
+  readonly required: boolean;
   readonly resolve: (event: LogEvent | undefined) => void;
   readonly reject: (error: unknown) => void;
 }
@@ -99,6 +109,8 @@ class SerialWriter implements SessionWriter {
   private skippedSeq: number;
   /** The scrubber, remembering the arguments it scrubbed (see {@link rememberingScrubber}); made on first use. */
   private argsScrubber: Pick<Scrubber, 'scrubValue'> | undefined;
+  /** The failure of a required append: nothing more is written (see `appendRequired`). */
+  private failure: { readonly error: unknown } | undefined;
 
   constructor(deps: SessionWriterDeps) {
     this.deps = deps;
@@ -106,11 +118,15 @@ class SerialWriter implements SessionWriter {
   }
 
   append<T extends LogEventType>(type: T, scope: { turnId?: string; step?: number }, data: EventDataMap[T]): Promise<LogEvent> {
-    return this.enqueueAppend(type, scope, data, undefined) as Promise<LogEvent>;
+    return this.enqueueAppend(type, scope, data, undefined, false) as Promise<LogEvent>;
   }
 
   appendUnless<T extends LogEventType>(type: T, scope: { turnId?: string; step?: number }, data: EventDataMap[T], options: AppendOptions): Promise<LogEvent | undefined> {
-    return this.enqueueAppend(type, scope, data, options.unless);
+    return this.enqueueAppend(type, scope, data, options.unless, false);
+  }
+
+  appendRequired<T extends LogEventType>(type: T, scope: { turnId?: string; step?: number }, data: EventDataMap[T]): Promise<LogEvent> {
+    return this.enqueueAppend(type, scope, data, undefined, true) as Promise<LogEvent>;
   }
 
   exclusive<R>(job: (append: AppendFn) => Promise<R>): Promise<R> {
@@ -127,9 +143,15 @@ class SerialWriter implements SessionWriter {
     });
   }
 
-  private enqueueAppend(type: LogEventType, scope: { turnId?: string; step?: number }, data: EventDataMap[LogEventType], unless: AbortSignal | undefined): Promise<LogEvent | undefined> {
+  private enqueueAppend(
+    type: LogEventType,
+    scope: { turnId?: string; step?: number },
+    data: EventDataMap[LogEventType],
+    unless: AbortSignal | undefined,
+    required: boolean,
+  ): Promise<LogEvent | undefined> {
     return new Promise((resolve, reject) => {
-      (this.queue ??= []).push({ kind: 'append', type, scope, data, unless, resolve, reject });
+      (this.queue ??= []).push({ kind: 'append', type, scope, data, unless, required, resolve, reject });
       this.schedule();
     });
   }
@@ -159,7 +181,11 @@ class SerialWriter implements SessionWriter {
       work = head.run();
     } else {
       let count = 0;
-      while (count < queue.length && count < MAX_GROUP && queue[count]!.kind === 'append') count += 1;
+      while (count < queue.length && count < MAX_GROUP && queue[count]!.kind === 'append') {
+        count += 1;
+        // What follows a required append goes out only once it is stored.
+        if ((queue[count - 1] as PendingAppend).required) break;
+      }
       work = this.writeGroup(queue.splice(0, count) as PendingAppend[]);
     }
     void work.finally(() => {
@@ -172,6 +198,10 @@ class SerialWriter implements SessionWriter {
     const { deps } = this;
     const written: PendingAppend[] = [];
     const envelopes: LogEvent[] = [];
+    if (this.failure) {
+      for (const pending of group) pending.reject(this.failure.error);
+      return;
+    }
     for (const pending of group) {
       // Scrubbed while the writer is busy with this group: appends stay in the order they were asked for.
       let data = pending.data;
@@ -180,6 +210,7 @@ class SerialWriter implements SessionWriter {
         if (scrubbing) data = await scrubbing;
       } catch (error) {
         pending.reject(error);
+        if (pending.required) this.failure ??= { error };
         continue;
       }
       if (pending.unless?.aborted) {
@@ -198,6 +229,7 @@ class SerialWriter implements SessionWriter {
         const event = stored[index];
         if (event) pending.resolve(event);
         else pending.reject(error);
+        if (!event && pending.required) this.failure ??= { error };
       });
       return;
     }
@@ -207,7 +239,8 @@ class SerialWriter implements SessionWriter {
   /** The event's data as it is to be logged, tool-call arguments scrubbed; undefined for events without any. */
   private scrubbing<T extends LogEventType>(type: T, data: EventDataMap[T]): Promise<EventDataMap[T]> | undefined {
     const scrubber = this.deps.scrubber;
-    if (!scrubber) return undefined;
+    // The remembering scrubber (a WeakMap) is made only by a session that logs arguments: an idle one without any keeps none.
+    if (!scrubber || !carriesArgs(type, data)) return undefined;
     return argsForLog((this.argsScrubber ??= rememberingScrubber(scrubber)), type, data);
   }
 
@@ -218,6 +251,7 @@ class SerialWriter implements SessionWriter {
 
   /** One append of an exclusive job: the job already holds the writer. */
   private async appendOne<T extends LogEventType>(type: T, scope: { turnId?: string; step?: number }, data: EventDataMap[T]): Promise<LogEvent> {
+    if (this.failure) throw this.failure.error;
     const stored: Array<LogEvent | undefined> = [];
     const scrubbing = this.scrubbing(type, data);
     await this.storeAll([this.envelope(type, scope, scrubbing ? await scrubbing : data)], stored);

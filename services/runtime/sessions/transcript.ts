@@ -66,7 +66,10 @@ export interface Transcript {
   openCalls(turnId: string): ToolCall[];
   /** Turns with a `user.message` and no `turn.ended`, oldest first. */
   unfinishedTurns(): UnfinishedTurn[];
-  /** Gives back the spare capacity of short lists, for a session about to sit idle. */
+  /**
+   * For a session about to sit idle: drops the `turn.started` of turns that ended (only a turn still to run or
+   * resume reads its own) and gives back the spare capacity of short lists.
+   */
   trim(): void;
 }
 
@@ -82,6 +85,8 @@ export function createTranscript(initial: readonly LogEvent[] = [], tokens?: Tok
 class SessionTranscript implements Transcript {
   events: LogEvent[];
   lastSeq = 0;
+  /** How many `turn.started` the events hold (see `trim`). */
+  private started = 0;
   /** Built on first use, then kept in step by `add`. */
   private index: ConversationIndex | undefined;
   private readonly counter: TokenCounter | undefined;
@@ -89,11 +94,15 @@ class SessionTranscript implements Transcript {
   constructor(initial: readonly LogEvent[], counter: TokenCounter | undefined) {
     this.events = [...initial];
     this.counter = counter;
-    for (const event of initial) if ((event.seq ?? 0) > this.lastSeq) this.lastSeq = event.seq ?? 0;
+    for (const event of initial) {
+      if ((event.seq ?? 0) > this.lastSeq) this.lastSeq = event.seq ?? 0;
+      if (event.type === LogEventType.turnStarted) this.started += 1;
+    }
   }
 
   add(event: LogEvent): void {
     this.events.push(event);
+    if (event.type === LogEventType.turnStarted) this.started += 1;
     if (event.seq !== undefined && event.seq > this.lastSeq) this.lastSeq = event.seq;
     this.index?.add(event);
   }
@@ -130,8 +139,16 @@ class SessionTranscript implements Transcript {
   }
 
   trim(): void {
-    // A list grown by push keeps room for ~17 entries; an idle session with a short history need not.
-    if (this.events.length < TRIM_BELOW) this.events = this.events.slice();
+    const { events } = this;
+    if (this.started > 0) {
+      const ended = new Set<string | undefined>();
+      for (const event of events) if (event.type === LogEventType.turnEnded) ended.add(event.turnId);
+      // A new list, exact in size: a list grown by push keeps room for ~17 entries, which an idle session need not.
+      this.events = events.filter((event) => event.type !== LogEventType.turnStarted || !ended.has(event.turnId));
+      this.started = this.events.length - events.length + this.started;
+    } else if (events.length < TRIM_BELOW) {
+      this.events = events.slice();
+    }
     this.index?.trim();
   }
 

@@ -28,6 +28,12 @@ export function argsForLog<T extends LogEventType>(scrubber: Pick<Scrubber, 'scr
   }
 }
 
+/** True for an event whose data holds tool-call arguments that {@link argsForLog} scrubs. */
+export function carriesArgs<T extends LogEventType>(type: T, data: EventDataMap[T]): boolean {
+  if (type === LogEventType.toolUse || type === LogEventType.approvalRequested) return true;
+  return type === LogEventType.assistantMessage && (data as EventDataMap['assistant.message']).toolCalls.length > 0;
+}
+
 async function scrubCall<D extends EventDataMap['tool.use'] | EventDataMap['approval.requested']>(scrubber: Pick<Scrubber, 'scrubValue'>, data: D): Promise<D> {
   const { value, redacted } = await scrubber.scrubValue(data.args);
   return redacted ? { ...data, args: value, argsRedacted: true } : data;

@@ -43,4 +43,9 @@ export interface SessionServices extends RuntimeServices {
   readonly transcript: Transcript;
   /** Steering messages received since the last step began (with their request's id); taking them empties the list. */
   readonly takeSteers: () => PendingSteer[];
+  /**
+   * The session or turn machine entered `value` (a state it rests in) on `event`, for the turn `turnId`: the host
+   * publishes the live `state` event. Absent: nothing is published (a dry run's preparation).
+   */
+  readonly stateEntered?: (machine: 'session' | 'turn', value: string, event: string, turnId: string | undefined) => void;
 }

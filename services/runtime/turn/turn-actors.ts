@@ -27,16 +27,22 @@ export interface SessionLogic {
   prepareDryRun(services: SessionServices, input: PrepareInput, signal: AbortSignal): Promise<PrepareOutput>;
 }
 
-function provideMachines(actors: ReturnType<typeof createActors>, approvalTimeoutMs: number) {
+function provideMachines(actors: ReturnType<typeof createActors>, approvalTimeoutMs: number, scopeOf: StepActorDeps['scopeOf']) {
   const { prepare, compact, stream, executeTools, requestApproval, startTurn, finishTurn } = actors;
   return sessionMachine.provide({
     actors: {
       turn: turnMachine.provide({
         actors: { prepare, compact, stream, executeTools, requestApproval },
+        actions: {
+          stateEntered: ({ context, event, system }, { value }) => scopeOf(system).services.stateEntered?.('turn', value, event.type, context.turnId),
+        },
         delays: { approvalTimeout: approvalTimeoutMs },
       }),
       startTurn,
       finishTurn,
+    },
+    actions: {
+      stateEntered: ({ context, event, system }, { value }) => scopeOf(system).services.stateEntered?.('session', value, event.type, context.current?.turnId),
     },
   });
 }
@@ -56,7 +62,7 @@ export function createSessionLogic(options: { approvalTimeoutMs: number }): Sess
   };
   const actors = createActors(scopeOf);
   return {
-    machine: provideMachines(actors, options.approvalTimeoutMs),
+    machine: provideMachines(actors, options.approvalTimeoutMs, scopeOf),
     bind(system, services) {
       scopes.set(system, { services, compactThroughSeq: 0, escalations: undefined, tools: undefined, recalled: undefined });
     },
@@ -83,14 +89,16 @@ function createActors(scopeOf: StepActorDeps['scopeOf']) {
 
   /**
    * Appends the turn's `turn.started` (model, budgets, deadline) unless the log has it already (a resumed turn), and
-   * measures the time left until its deadline, for the turn machine's timer.
+   * measures the time left until its deadline, for the turn machine's timer. The append is not waited for: the
+   * writer writes the turn's later events after it, and none of them if it fails (`appendRequired`), so the first
+   * provider request goes out while its acknowledgement is on its way and the log still has it first.
    */
   const startTurn = fromPromise<StartTurnOutput, QueuedTurn>(async ({ input: turn, system }) => {
     const { services } = scopeOf(system);
     const logged = services.transcript.turnEvents(turn.turnId);
     const traced = traceTurnStart({ tenant: services.tenant, sessionId: services.sessionId, turnId: turn.turnId, model: turn.model, logged });
     if (!logged.some((event) => event.type === LogEventType.turnStarted)) {
-      await services.writer.append(LogEventType.turnStarted, { turnId: turn.turnId }, {
+      const started = services.writer.appendRequired(LogEventType.turnStarted, { turnId: turn.turnId }, {
         model: turn.model,
         ...(turn.fallbackModels?.length ? { models: turn.fallbackModels } : {}),
         maxSteps: turn.maxSteps,
@@ -99,6 +107,8 @@ function createActors(scopeOf: StepActorDeps['scopeOf']) {
         finalAnswer: turn.finalAnswer !== false,
         ...traced,
       });
+      // The turn's next write fails with this failure, which ends the turn (and gives the session up).
+      started.catch((err: unknown) => services.logger.warn({ err, turnId: turn.turnId }, 'turn.started could not be logged; the turn cannot write on'));
     }
     return turn.deadline === undefined ? {} : { timeLeftMs: Math.max(0, turn.deadline - services.now()) };
   });
