@@ -18,6 +18,8 @@ export const ServiceInboxPrefix = {
   hooks: '_INBOX_hooks',
   /** The Synadia Agent Protocol host (the `agents` user), which prompts sessions as a client does. */
   agents: '_INBOX_agents',
+  /** The A2A server (the `a2a` user), a client of one tenant's sessions. */
+  a2a: '_INBOX_a2a',
 } as const;
 export type ServiceInboxPrefix = (typeof ServiceInboxPrefix)[keyof typeof ServiceInboxPrefix];
 
