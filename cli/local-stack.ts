@@ -23,6 +23,8 @@ export interface LocalStack {
    * one): the dashboard shows every session, and other users of the machine reach its loopback port too.
    */
   readonly dashboardToken: string | undefined;
+  /** The A2A server's bearer token on the embedded bus (`AGENTBUS_A2A_TOKEN`, made per start likewise). */
+  readonly a2aToken: string | undefined;
   readonly services: ServiceStack;
   stop(): Promise<void>;
 }
@@ -63,6 +65,8 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
     const choice = await describeDefaultModel(options.env, options.signal ? { signal: options.signal } : {});
     options.onNotice?.(choice.offline ? choice.message : `default model ${choice.model} (${choice.source})`);
     const dashboardToken = nats ? options.env.AGENTBUS_DASHBOARD_TOKEN?.trim() || randomBytes(32).toString('base64url') : undefined;
+    // The A2A server runs the agent (and its tools) for whoever calls it: on the embedded bus it asks for a token too.
+    const a2aToken = nats && options.services.includes('a2a') ? options.env.AGENTBUS_A2A_TOKEN?.trim() || randomBytes(32).toString('base64url') : undefined;
     const env: Record<string, string> = {
       AGENTBUS_MODEL: choice.model,
       NATS_URL: url,
@@ -80,6 +84,7 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       ...(options.env.AGENTBUS_DASHBOARD_PORT === undefined ? {} : { AGENTBUS_DASHBOARD_PORT: options.env.AGENTBUS_DASHBOARD_PORT }),
       // The bus lets in only the token's holder; the dashboard, which shows every session, likewise.
       ...(dashboardToken ? { AGENTBUS_DASHBOARD_TOKEN: dashboardToken } : {}),
+      ...(a2aToken ? { AGENTBUS_A2A_TOKEN: a2aToken } : {}),
     };
     if (options.logs) {
       const dir = join(options.stateDir, 'logs');
@@ -103,6 +108,7 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       embedded: nats !== undefined,
       token: nats?.token,
       dashboardToken,
+      a2aToken,
       services,
       async stop() {
         await services.stop();

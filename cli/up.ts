@@ -6,7 +6,7 @@ import { startLocalStack } from './local-stack.ts';
 import { UsageError } from './context.ts';
 import type { CliContext } from './context.ts';
 
-export const UP_USAGE = 'agentbus up [--nats URL] [--services runtime,provider,tools,memory,dashboard] [--script FILE] [--workspace DIR] [--dashboard-port PORT] [--agents FILE] [--verbose]';
+export const UP_USAGE = 'agentbus up [--nats URL] [--services runtime,provider,tools,memory,dashboard,a2a] [--script FILE] [--workspace DIR] [--dashboard-port PORT] [--agents FILE] [--verbose]';
 
 const ALL_SERVICES: readonly ServiceName[] = Object.values(ServiceName);
 /** Started without --services: all but the agent protocol host, which runs when an agents config is given. */
@@ -81,6 +81,8 @@ export async function runUp(argv: string[], context: CliContext): Promise<number
   const dashboard = stack.services.urls.get(ServiceName.dashboard);
   // Opened once with its token, the page keeps it in a cookie; only this terminal's user sees the URL.
   if (dashboard) log(`dashboard: ${stack.dashboardToken ? `${dashboard}?token=${encodeURIComponent(stack.dashboardToken)}` : dashboard}`);
+  const a2a = stack.services.urls.get(ServiceName.a2a);
+  if (a2a) log(`A2A: ${a2a}/.well-known/agent-card.json${stack.a2aToken ? ` (calls need Authorization: Bearer ${stack.a2aToken})` : ''}`);
   log(`try: npx agentbus ask "What is in this folder?"   ·   watch: npx agentbus tail   ·   stop: Ctrl-C`);
   const stopped = new Promise<'signal'>((resolve) => context.signal.addEventListener('abort', () => resolve('signal'), { once: true }));
   const outcome = await Promise.race([stopped, stack.services.exited]);
