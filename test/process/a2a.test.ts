@@ -235,7 +235,7 @@ describe('errors', () => {
     await expect(client.sendMessage(send(userMessage('hi', 'bad context!')))).rejects.toThrow(/contextId/);
   });
 
-  it('serves the v0.3 method names to a client that names no version (message/send, tasks/get)', async () => {
+  it('serves the v0.3 method names to a client that names no version (message/send, tasks/get, tasks/cancel, message/stream)', async () => {
     const v03 = async (method: string, params: unknown) =>
       (await (await fetch(`${baseUrl}/a2a/jsonrpc`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: method, method, params }) })).json()) as {
         result?: { kind?: string; id?: string; status?: { state?: string } };
@@ -246,6 +246,22 @@ describe('errors', () => {
     expect(sent.result).toMatchObject({ kind: 'task', status: { state: 'completed' } });
     const got = await v03('tasks/get', { id: sent.result!.id });
     expect(got.result).toMatchObject({ id: sent.result!.id, status: { state: 'completed' } });
+    // A finished task cannot be cancelled: v0.3's TaskNotCancelable.
+    expect((await v03('tasks/cancel', { id: sent.result!.id })).error).toMatchObject({ code: -32002 });
+    // message/stream: SSE, each event one JSON-RPC response of the v0.3 shapes, ending with the final status.
+    const stream = await fetch(`${baseUrl}/a2a/jsonrpc`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json', Accept: 'text/event-stream' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 's', method: 'message/stream', params: { message: { kind: 'message', messageId: randomUUID(), role: 'user', parts: [{ kind: 'text', text: 'Stream in v0.3.' }] } } }),
+    });
+    expect(stream.headers.get('content-type')).toMatch(/^text\/event-stream/);
+    const results = (await stream.text())
+      .split('\n')
+      .filter((line) => line.startsWith('data: '))
+      .map((line) => (JSON.parse(line.slice(6)) as { result: { kind: string; status?: { state: string } } }).result);
+    expect(results[0]?.kind).toBe('task');
+    expect(results.some((result) => result.kind === 'artifact-update')).toBe(true);
+    expect(results.at(-1)).toMatchObject({ kind: 'status-update', status: { state: 'completed' } });
   });
 });
 
