@@ -22,7 +22,7 @@ export function buildAgentCard(config: A2aConfig, baseUrl: string, version: stri
       { url, protocolBinding: 'JSONRPC', tenant: '', protocolVersion: A2A_PROTOCOL_VERSION },
       { url, protocolBinding: 'JSONRPC', tenant: '', protocolVersion: '0.3' },
     ],
-    provider: { organization: 'agentbus', url: 'https://github.com/agentbus' },
+    provider: undefined,
     version,
     capabilities: { streaming: true, pushNotifications: false, extensions: [], extendedAgentCard: false },
     securitySchemes: secured

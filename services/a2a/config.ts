@@ -1,5 +1,5 @@
 import { InvalidInputError } from '../../src/errors.ts';
-import { isToken, TOKEN_PATTERN } from '../../src/protocol/index.ts';
+import { isToken, MAX_DEADLINE_MS, TOKEN_PATTERN } from '../../src/protocol/index.ts';
 
 /** The A2A server's default port. */
 export const DEFAULT_A2A_PORT = 4281;
@@ -65,6 +65,9 @@ export function readA2aConfig(env: NodeJS.ProcessEnv): A2aConfig {
   const publicUrl = env.AGENTBUS_A2A_URL?.trim() || undefined;
   if (publicUrl !== undefined && !URL.canParse(publicUrl)) throw new InvalidInputError(`AGENTBUS_A2A_URL must be a URL, got ${JSON.stringify(publicUrl)}`);
   const maxSteps = positiveInt(env.AGENTBUS_A2A_MAX_STEPS, 'AGENTBUS_A2A_MAX_STEPS');
+  const turnTimeoutMs = positiveInt(env.AGENTBUS_A2A_TURN_TIMEOUT_MS, 'AGENTBUS_A2A_TURN_TIMEOUT_MS');
+  // It is each prompt's deadlineMs, which the runtime takes up to a day.
+  if (turnTimeoutMs !== undefined && turnTimeoutMs > MAX_DEADLINE_MS) throw new InvalidInputError(`AGENTBUS_A2A_TURN_TIMEOUT_MS must be at most ${MAX_DEADLINE_MS} (one day)`);
   return {
     host,
     port,
@@ -75,7 +78,7 @@ export function readA2aConfig(env: NodeJS.ProcessEnv): A2aConfig {
     ...(maxSteps ? { maxSteps } : {}),
     name: env.AGENTBUS_A2A_NAME?.trim() || 'agentbus',
     description: env.AGENTBUS_A2A_DESCRIPTION?.trim() || `An agentbus agent (tenant ${tenant}): each context is an agentbus session, each task one turn of it.`,
-    turnTimeoutMs: positiveInt(env.AGENTBUS_A2A_TURN_TIMEOUT_MS, 'AGENTBUS_A2A_TURN_TIMEOUT_MS') ?? 600_000,
+    turnTimeoutMs: turnTimeoutMs ?? 600_000,
     readyTimeoutMs: 10_000,
   };
 }

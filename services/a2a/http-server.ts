@@ -100,6 +100,7 @@ export async function startA2aHttpServer(options: A2aHttpOptions): Promise<A2aHt
   const shownHost = address.family === 'IPv6' ? `[${address.address}]` : address.address;
   const url = `http://${shownHost}:${address.port}`;
   logger.info({ url }, 'A2A server listening');
+  if (!loopbackOnly && token === undefined) logger.warn({ url }, 'the A2A server listens beyond loopback without AGENTBUS_A2A_TOKEN: whoever reaches it runs the agent and its tools');
   return {
     url,
     close: () =>

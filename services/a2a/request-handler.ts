@@ -217,6 +217,11 @@ export function createRequestHandler(options: RequestHandlerOptions): A2ARequest
       const reply = await client.cancel(target(named.sessionId), 'cancelled by an A2A client', { signal, timeoutMs: 10_000 }).catch((error: unknown) => {
         throw toA2aError(error);
       });
+      if (!reply.ok) {
+        // Nothing was running: the turn ended meanwhile, or it has not started yet.
+        const now = await recorded(named.sessionId, named.turnId, signal);
+        throw new TaskNotCancelableError(now.ended ? `task ${params.id} has ended (${now.ended.data.reason})` : `task ${params.id} is not running yet: ${reply.error?.message ?? 'no turn runs'}`);
+      }
       if (reply.turnId !== undefined && reply.turnId !== named.turnId) logger.warn({ taskId: params.id, cancelled: reply.turnId }, 'CancelTask stopped another turn than its own');
       const deadline = Date.now() + (options.cancelWaitMs ?? 10_000);
       for (;;) {
@@ -225,7 +230,7 @@ export function createRequestHandler(options: RequestHandlerOptions): A2ARequest
           if (stateOf(now) !== TaskState.TASK_STATE_CANCELED) throw new TaskNotCancelableError(`task ${params.id} ended (${now.ended.data.reason}) before it could be cancelled`);
           return taskOf(now, { includeArtifacts: true });
         }
-        if (!reply.ok || Date.now() >= deadline) return taskOf(now, { includeArtifacts: true });
+        if (Date.now() >= deadline) return taskOf(now, { includeArtifacts: true });
         await new Promise((resolve) => setTimeout(resolve, 100));
       }
     },

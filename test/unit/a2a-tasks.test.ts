@@ -4,6 +4,7 @@ import type { Message, SendMessageRequest } from '@a2a-js/sdk';
 import type { AgentbusClient } from '../../src/client/index.ts';
 import { AgentbusError } from '../../src/errors.ts';
 import type { LogEvent, SessionHistoryReply, SessionsListReply } from '../../src/protocol/index.ts';
+import { readA2aConfig } from '../../services/a2a/config.ts';
 import { readMessageInput } from '../../services/a2a/message-input.ts';
 import { createTaskReader } from '../../services/a2a/task-reader.ts';
 import { parseTaskId, stateOf, taskIdOf, taskOf, turnsOf } from '../../services/a2a/turn-task.ts';
@@ -157,5 +158,31 @@ describe('ListTasks over the session logs', () => {
     await expect(reader.list({ pageSize: 0 })).rejects.toMatchObject({ name: 'RequestMalformedError' });
     await expect(reader.list({ pageSize: 101 })).rejects.toMatchObject({ name: 'RequestMalformedError' });
     await expect(reader.list({ pageToken: 'not-ours' })).rejects.toMatchObject({ name: 'RequestMalformedError' });
+  });
+});
+
+describe('the A2A server\'s settings', () => {
+  it('serves tenant default on 127.0.0.1:4281 without a token unless told otherwise', () => {
+    expect(readA2aConfig({})).toMatchObject({ host: '127.0.0.1', port: 4281, tenant: 'default', name: 'agentbus', turnTimeoutMs: 600_000 });
+    expect(readA2aConfig({}).token).toBeUndefined();
+    expect(readA2aConfig({ AGENTBUS_A2A_PORT: '0', AGENTBUS_A2A_TENANT: 'acme', AGENTBUS_A2A_TOKEN: 'long-enough', AGENTBUS_A2A_MODEL: 'openai:gpt-5.4-mini', AGENTBUS_A2A_MAX_STEPS: '4' })).toMatchObject({
+      port: 0,
+      tenant: 'acme',
+      token: 'long-enough',
+      model: 'openai:gpt-5.4-mini',
+      maxSteps: 4,
+    });
+  });
+
+  it.each([
+    ['AGENTBUS_A2A_PORT', '70000'],
+    ['AGENTBUS_A2A_TOKEN', 'short'],
+    ['AGENTBUS_A2A_TENANT', 'two words'],
+    ['AGENTBUS_A2A_MODEL', 'no-provider'],
+    ['AGENTBUS_A2A_MAX_STEPS', '0'],
+    ['AGENTBUS_A2A_TURN_TIMEOUT_MS', String(25 * 60 * 60_000)],
+    ['AGENTBUS_A2A_URL', 'not a url'],
+  ])('refuses %s=%s, naming it', (name, value) => {
+    expect(() => readA2aConfig({ [name]: value })).toThrow(name);
   });
 });
