@@ -2,6 +2,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
+import { request as httpRequest } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect } from '@nats-io/transport-node';
 import type { NatsConnection, Subscription } from '@nats-io/nats-core';
@@ -233,6 +234,21 @@ describe('errors', () => {
     // Through the SDK client as well: its typed error.
     await expect(client.getTask({ tenant: '', id: 'no-such.task', historyLength: undefined })).rejects.toMatchObject({ name: expect.stringMatching(/TaskNotFound/) });
     await expect(client.sendMessage(send(userMessage('hi', 'bad context!')))).rejects.toThrow(/contextId/);
+  });
+
+  it('refuses a request whose Host is not a loopback name while bound to loopback (no DNS rebinding from a web page)', async () => {
+    const { port } = new URL(baseUrl);
+    const statusFor = (host: string) =>
+      new Promise<number | undefined>((resolve, reject) => {
+        const outgoing = httpRequest({ host: '127.0.0.1', port: Number(port), path: '/.well-known/agent-card.json', headers: { Host: host } }, (response) => {
+          response.resume();
+          resolve(response.statusCode);
+        });
+        outgoing.on('error', reject);
+        outgoing.end();
+      });
+    expect(await statusFor(`attacker.example:${port}`)).toBe(403);
+    expect(await statusFor(`localhost:${port}`)).toBe(200);
   });
 
   it('serves the v0.3 method names to a client that names no version (message/send, tasks/get, tasks/cancel, message/stream)', async () => {
