@@ -25,6 +25,9 @@ export interface LocalStack {
   readonly dashboardToken: string | undefined;
   /** The chat gateway's Bearer token (`AGENTBUS_CHAT_TOKEN`, made per start unless set) when the stack runs it. */
   readonly chatToken: string | undefined;
+
+  /** The A2A server's bearer token on the embedded bus (`AGENTBUS_A2A_TOKEN`, made per start likewise). */
+  readonly a2aToken: string | undefined;
   readonly services: ServiceStack;
   stop(): Promise<void>;
 }
@@ -67,6 +70,9 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
     const dashboardToken = nats ? options.env.AGENTBUS_DASHBOARD_TOKEN?.trim() || randomBytes(32).toString('base64url') : undefined;
     // The chat gateway prompts on a tenant's behalf: never without a token, made per start unless one is set.
     const chatToken = options.services.includes('chat') ? options.env.AGENTBUS_CHAT_TOKEN?.trim() || randomBytes(32).toString('base64url') : undefined;
+
+    // The A2A server runs the agent (and its tools) for whoever calls it: on the embedded bus it asks for a token too.
+    const a2aToken = nats && options.services.includes('a2a') ? options.env.AGENTBUS_A2A_TOKEN?.trim() || randomBytes(32).toString('base64url') : undefined;
     const env: Record<string, string> = {
       AGENTBUS_MODEL: choice.model,
       NATS_URL: url,
@@ -85,6 +91,8 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       // The bus lets in only the token's holder; the dashboard, which shows every session, likewise.
       ...(dashboardToken ? { AGENTBUS_DASHBOARD_TOKEN: dashboardToken } : {}),
       ...(chatToken ? { AGENTBUS_CHAT_TOKEN: chatToken } : {}),
+
+      ...(a2aToken ? { AGENTBUS_A2A_TOKEN: a2aToken } : {}),
     };
     if (options.logs) {
       const dir = join(options.stateDir, 'logs');
@@ -109,6 +117,8 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       token: nats?.token,
       dashboardToken,
       chatToken,
+
+      a2aToken,
       services,
       async stop() {
         await services.stop();

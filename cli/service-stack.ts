@@ -10,6 +10,8 @@ export const ServiceName = {
   tools: 'tools',
   memory: 'memory',
   dashboard: 'dashboard',
+  /** The A2A server (HTTP, `AGENTBUS_A2A_PORT`, default 4281 on loopback). */
+  a2a: 'a2a',
   /** The Synadia Agent Protocol host: started only with an agents config (`--agents FILE`, `AGENTBUS_AGENTS`). */
   agents: 'agents',
   /** The chat gateway for AI SDK `useChat` front ends: started only when `--services` names it. */

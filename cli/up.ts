@@ -6,7 +6,7 @@ import { startLocalStack } from './local-stack.ts';
 import { UsageError } from './context.ts';
 import type { CliContext } from './context.ts';
 
-export const UP_USAGE = 'agentbus up [--nats URL] [--services runtime,provider,tools,memory,dashboard,chat] [--script FILE] [--workspace DIR] [--dashboard-port PORT] [--agents FILE] [--verbose]';
+export const UP_USAGE = 'agentbus up [--nats URL] [--services runtime,provider,tools,memory,dashboard,a2a,chat] [--script FILE] [--workspace DIR] [--dashboard-port PORT] [--agents FILE] [--verbose]';
 
 const ALL_SERVICES: readonly ServiceName[] = Object.values(ServiceName);
 /**
@@ -84,6 +84,8 @@ export async function runUp(argv: string[], context: CliContext): Promise<number
   const dashboard = stack.services.urls.get(ServiceName.dashboard);
   // Opened once with its token, the page keeps it in a cookie; only this terminal's user sees the URL.
   if (dashboard) log(`dashboard: ${stack.dashboardToken ? `${dashboard}?token=${encodeURIComponent(stack.dashboardToken)}` : dashboard}`);
+  const a2a = stack.services.urls.get(ServiceName.a2a);
+  if (a2a) log(`A2A: ${a2a}/.well-known/agent-card.json${stack.a2aToken ? ` (calls need Authorization: Bearer ${stack.a2aToken})` : ''}`);
   const chat = stack.services.urls.get(ServiceName.chat);
   if (chat) log(`chat gateway (AI SDK useChat, tenant ${context.env.AGENTBUS_CHAT_TENANT?.trim() || 'default'}): ${chat}/api/chat with Authorization: Bearer ${stack.chatToken}`);
   log(`try: npx agentbus ask "What is in this folder?"   ·   watch: npx agentbus tail   ·   stop: Ctrl-C`);

@@ -20,6 +20,9 @@ export const ServiceInboxPrefix = {
   agents: '_INBOX_agents',
   /** The chat gateway (the `chat` user), which prompts one tenant's sessions for browsers (AI SDK UI streams). */
   chat: '_INBOX_chat',
+
+  /** The A2A server (the `a2a` user), a client of one tenant's sessions. */
+  a2a: '_INBOX_a2a',
 } as const;
 export type ServiceInboxPrefix = (typeof ServiceInboxPrefix)[keyof typeof ServiceInboxPrefix];
 

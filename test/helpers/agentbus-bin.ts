@@ -45,5 +45,6 @@ export function offlineEnv(): NodeJS.ProcessEnv {
   const env = { ...process.env };
   for (const name of ['NATS_URL', 'OPENAI_API_KEY', 'ANTHROPIC_API_KEY', 'OLLAMA_HOST', 'AGENTBUS_MODEL', 'AGENTBUS_CONFIG', 'AGENTBUS_SCRIPT']) delete env[name];
   env.AGENTBUS_DASHBOARD_PORT = '0';
+  env.AGENTBUS_A2A_PORT = '0';
   return env;
 }

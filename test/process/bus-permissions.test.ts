@@ -22,6 +22,9 @@ import { startServiceProcess } from '../helpers/service-process.ts';
 import { chunkOf, isTerminator, promptStream } from '../helpers/agent-protocol-caller.ts';
 import type { ServiceProcess } from '../helpers/service-process.ts';
 import { ShippedConf, startShippedNats } from '../helpers/shipped-nats.ts';
+import { Role, TaskState } from '@a2a-js/sdk';
+import type { Task } from '@a2a-js/sdk';
+import { ClientFactory } from '@a2a-js/sdk/client';
 import type { ShippedNats } from '../helpers/shipped-nats.ts';
 
 // Both shipped NATS configs, each as written, with the real runtime, provider and memory processes, a tool worker
@@ -30,10 +33,11 @@ import type { ShippedNats } from '../helpers/shipped-nats.ts';
 // deploy/nats/nats-server.conf puts each tenant in an account of its own (no JetStream there: the SDK reads events
 // by subscription and memory's history); deploy/nats/nats-server.users.conf keeps every user in one account, where
 // tenants read JetStream through consumers filtered to their sessions. The Synadia Agent Protocol host runs as
-// `agents`, and a caller of the protocol as `agents-caller`, prompts acme's agent through it.
+// `agents`, and a caller of the protocol as `agents-caller`, prompts acme's agent through it. acme's A2A server runs as
+// `a2a` (in acme's account, in the accounts layout), and the A2A SDK's client prompts acme's agent through it.
 
 const codec = createCodec();
-const USERS = ['runtime', 'provider', 'tools', 'hooks', 'memory', 'dashboard', 'client', 'operator', 'agents', 'agents-caller', 'acme', 'globex'] as const;
+const USERS = ['runtime', 'provider', 'tools', 'hooks', 'memory', 'dashboard', 'client', 'operator', 'agents', 'agents-caller', 'acme', 'globex', 'a2a'] as const;
 type User = (typeof USERS)[number];
 /** Each user's reply inbox: `_INBOX_<user>`, but the protocol's callers make theirs under `_INBOX.agents`, as its SDKs do. */
 const inbox = (user: User) => (user === 'agents-caller' ? '_INBOX.agents' : `_INBOX_${user}`);
@@ -44,8 +48,8 @@ const AGENT_PROMPT = 'agents.prompt.agentbus.acme.desk';
  * JetStream request of a tenant (its account has none).
  */
 const EXPECTED_REFUSALS = {
-  accounts: { refusals: 499, publish: 242, subscribe: 257, byTenants: 204, inboxSubscriptions: 145, consumerCreates: 36 },
-  users: { refusals: 471, publish: 214, subscribe: 257, byTenants: 176, inboxSubscriptions: 145, consumerCreates: 28 },
+  accounts: { refusals: 561, publish: 266, subscribe: 295, byTenants: 206, inboxSubscriptions: 170, consumerCreates: 36 },
+  users: { refusals: 533, publish: 238, subscribe: 295, byTenants: 178, inboxSubscriptions: 170, consumerCreates: 28 },
 } as const;
 /** Refused on purpose by the other tests: the SDK acting for another tenant, and stream info in the accounts layout. */
 const EXPECTED_SDK_REFUSALS = { accounts: 6, users: 3 } as const;
@@ -92,6 +96,8 @@ describe.each([
   let acme: NatsConnection;
   let globex: NatsConnection;
   let acmeClient: AgentbusClient;
+  /** acme's A2A server, logged in as `a2a`. */
+  let a2aUrl: string;
   /** A session of each tenant that has run a turn. */
   let acmeSession: string;
   const globexSession = `g-${Date.now()}`;
@@ -145,8 +151,10 @@ describe.each([
       ...as('agents'),
       AGENTBUS_AGENTS: JSON.stringify({ heartbeatIntervalS: 1, agents: [{ owner: 'acme', name: 'desk', tenant: 'acme', session: `desk-${Date.now()}` }] }),
     });
-    processes.push(agents);
-    await agents.waitFor('agents service started', 30_000);
+    const a2a = startServiceProcess('services/a2a/main.ts', { ...as('a2a'), AGENTBUS_A2A_TENANT: 'acme', AGENTBUS_A2A_PORT: '0' });
+    processes.push(agents, a2a);
+    await Promise.all([agents.waitFor('agents service started', 30_000), a2a.waitFor('A2A server started on', 30_000)]);
+    a2aUrl = /A2A server started on (http:\/\/[^\s"]+)/.exec(a2a.output())![1]!;
     acme = await connectCli(nats.url, 'acme-app', { NATS_USER: 'acme', NATS_PASSWORD: nats.passwords['acme']! });
     globex = await connectCli(nats.url, 'globex-app', { NATS_USER: 'globex', NATS_PASSWORD: nats.passwords['globex']! });
     acmeClient = createAgentbusClient({ nc: acme });
@@ -283,6 +291,20 @@ describe.each([
       } finally {
         await caller.close();
       }
+    });
+
+    it("lets an A2A caller prompt acme's agent through the A2A server and read the task back from the session log", async () => {
+      const a2a = await new ClientFactory().createFromUrl(a2aUrl);
+      const message = { messageId: `a2a-${Date.now()}`, contextId: '', taskId: '', role: Role.ROLE_USER, parts: [{ content: { $case: 'text' as const, value: 'Remember this for me.' }, metadata: undefined, filename: '', mediaType: 'text/plain' }], metadata: undefined, extensions: [], referenceTaskIds: [] };
+      const task = (await a2a.sendMessage({ tenant: '', message, configuration: undefined, metadata: undefined })) as Task;
+      expect(task.status?.state).toBe(TaskState.TASK_STATE_COMPLETED);
+      const answer = task.artifacts[0]?.parts[0]?.content;
+      expect(answer?.$case === 'text' ? answer.value : '').toBe(SCRIPT.responses[1]!.text);
+      // Read back through memory's history and sessions list, answered in the a2a user's inbox.
+      expect(await a2a.getTask({ tenant: '', id: task.id, historyLength: undefined })).toMatchObject({ id: task.id, status: { state: TaskState.TASK_STATE_COMPLETED } });
+      const listed = await a2a.listTasks({ tenant: '', contextId: task.contextId, status: TaskState.TASK_STATE_UNSPECIFIED, pageToken: '', statusTimestampAfter: undefined });
+      expect(listed.tasks.map((listedTask) => listedTask.id)).toEqual([task.id]);
+      await expect.poll(async () => (await a2a.listTasks({ tenant: '', contextId: '', status: TaskState.TASK_STATE_UNSPECIFIED, pageToken: '', statusTimestampAfter: undefined })).tasks.map((listedTask) => listedTask.id), { timeout: 10_000 }).toContain(task.id);
     });
 
     it('lets acme delete a session; the tool outcomes recorded for it are purged with its log', async () => {
@@ -425,8 +447,20 @@ describe.each([
       publish('agents-caller', '_INBOX_agents.forged', '_INBOX_agents.queryx.forged');
       subscribe('agents-caller', '_INBOX_agents.query.>');
 
-      // Nor may a tenant write events itself, answer for memory, call providers or tools, or touch the streams and buckets.
+      // acme's A2A server prompts, cancels and reads back acme's sessions and nothing more: no steer, approval or
+      // delete, no events written, no memory search or state, nothing of globex's, no tools, providers or JetStream,
+      // and it cannot answer for the runtime or memory.
       const own = `agentbus.acme.sessions.${acmeSession}`;
+      const theirs = `agentbus.globex.sessions.${globexSession}`;
+      publish('a2a', `${own}.steer`, `${own}.approve`, `${own}.delete`, `${own}.log`, `${own}.live.assistant.delta`);
+      publish('a2a', 'agentbus.acme.memory.search', 'agentbus.acme.state.load', 'agentbus.acme.state.save');
+      publish('a2a', `${theirs}.prompt`, `${theirs}.cancel`, `${theirs}.history`, 'agentbus.globex.sessions.list');
+      publish('a2a', 'agentbus.tools.remember.call', 'agentbus.provider.scripted.generate');
+      publish('a2a', '$JS.API.INFO', '$JS.API.STREAM.INFO.AGENTBUS_LOG', '$SRV.INFO', `$KV.AGENTBUS_STATE.acme.${STATE_KEY}`);
+      subscribe('a2a', `${own}.prompt`, `${own}.history`, 'agentbus.acme.sessions.list', 'agentbus.acme.sessions.>');
+      subscribe('a2a', `${theirs}.log`, 'agentbus.globex.sessions.*.live.>', 'agentbus.>', '$JS.>');
+
+      // Nor may a tenant write events itself, answer for memory, call providers or tools, or touch the streams and buckets.
       publish('acme', `${own}.log`, `${own}.live.assistant.delta`, `agentbus.globex.sessions.${globexSession}.log`);
       subscribe('acme', 'agentbus.acme.sessions.list', `${own}.history`, `${own}.delete`, 'agentbus.acme.memory.search', 'agentbus.acme.state.save');
       publish('acme', 'agentbus.provider.scripted.generate', 'agentbus.provider.scripted.embed', 'agentbus.provider.scripted.cancel');

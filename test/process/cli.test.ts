@@ -27,6 +27,7 @@ function offlineEnv(): NodeJS.ProcessEnv {
   for (const name of ['NATS_URL', 'OPENAI_API_KEY', 'ANTHROPIC_API_KEY', 'OLLAMA_HOST', 'AGENTBUS_MODEL', 'AGENTBUS_CONFIG', 'AGENTBUS_SCRIPT']) delete env[name];
   // `up` starts the dashboard too: any free port, so that a dashboard already on 4280 does not stop the test.
   env.AGENTBUS_DASHBOARD_PORT = '0';
+  env.AGENTBUS_A2A_PORT = '0';
   return env;
 }
 
