@@ -68,6 +68,10 @@ async function build() {
         outdir: out,
         outbase: '.',
         plugins: [externalPackagesExcept(BUNDLED_PACKAGES.filter((name) => name !== 'zod'))],
+        // A command loaded with `import()` (worker, viz, mcp) is a file of its own with its packages' imports: `ask`
+        // and `help` load none of them. Beside main.js, so that paths relative to the code (../package.json) hold.
+        splitting: true,
+        chunkNames: 'cli/[name]-[hash]',
       }),
     ]);
     for (const asset of ASSETS) {
