@@ -1,6 +1,6 @@
 #!/usr/bin/env node
-// Compiles the CLI and each service into one JavaScript file apiece under dist/ (esbuild, dependencies left as
-// imports), so that `npx agentbus` and the services it starts skip tsx's compile-on-load. `npm install` runs it
+// Compiles each service into one JavaScript file under dist/, and the CLI into one plus a file per late-loaded command
+// (esbuild; most dependencies left as imports, see BUNDLED_PACKAGES), so that `npx agentbus` and the services it starts skip tsx's compile-on-load. `npm install` runs it
 // (the `prepare` script); `npm run build` runs it again after an edit. With `--if-possible` a failed build only
 // warns: the CLI then runs its TypeScript through tsx, slower to start but the same program.
 import { cpSync, mkdirSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
