@@ -1,6 +1,6 @@
 #!/usr/bin/env node
-// Compiles the CLI and each service into one JavaScript file apiece under dist/ (esbuild, dependencies left as
-// imports), so that `npx agentbus` and the services it starts skip tsx's compile-on-load. `npm install` runs it
+// Compiles each service into one JavaScript file under dist/, and the CLI into one plus a file per late-loaded command
+// (esbuild; most dependencies left as imports, see BUNDLED_PACKAGES), so that `npx agentbus` and the services it starts skip tsx's compile-on-load. `npm install` runs it
 // (the `prepare` script); `npm run build` runs it again after an edit. With `--if-possible` a failed build only
 // warns: the CLI then runs its TypeScript through tsx, slower to start but the same program.
 import { cpSync, mkdirSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -9,6 +9,39 @@ import { BUILD_INFO, ROOT, sourceFingerprint } from './compiled.js';
 
 /** Files the compiled code reads next to itself (`new URL(..., import.meta.url)`), copied to the same place in dist/. */
 const ASSETS = ['package.json', 'examples/demo-script.json', 'services/dashboard/static'];
+
+/**
+ * Packages compiled into the services' files rather than imported from node_modules: plain JavaScript that reads no
+ * file of its own and that every service loads at start. One file instead of a few hundred modules to resolve, read
+ * and link cut the runtime's module loading by about a third. Every other package stays an import: native addons
+ * (usearch, msgpackr's optional extract), packages that load files of their own (pino's transports, gpt-tokenizer's
+ * ranks, secretlint's rules), and those loaded late on purpose (the model SDKs, elkjs, the MCP SDK). The CLI keeps
+ * zod an import: `agentbus worker` loads a user's module whose schemas are made with node_modules' zod.
+ */
+const BUNDLED_PACKAGES = ['zod', 'xstate', '@nats-io/'];
+
+/** An esbuild plugin that leaves every package an import except those `bundled` names (a name, or a scope ending in /). */
+function externalPackagesExcept(bundled) {
+  const isBundled = (path) => bundled.some((name) => (name.endsWith('/') ? path.startsWith(name) : path === name || path.startsWith(`${name}/`)));
+  return {
+    name: 'external-packages-except',
+    setup(build) {
+      build.onResolve({ filter: /^[^./]/ }, (args) => (isBundled(args.path) ? undefined : { path: args.path, external: true }));
+    },
+  };
+}
+
+/** Common esbuild options of the CLI's and the services' files. */
+const COMMON = {
+  bundle: true,
+  format: 'esm',
+  platform: 'node',
+  target: 'node20',
+  sourcemap: 'linked',
+  logLevel: 'warning',
+  // Bundled CommonJS packages `require` Node's modules: an ES module has no `require` of its own.
+  banner: { js: "import { createRequire as __agentbusCreateRequire } from 'node:module'; const require = __agentbusCreateRequire(import.meta.url);" },
+};
 
 async function build() {
   const started = performance.now();
@@ -19,19 +52,28 @@ async function build() {
   const out = join(ROOT, `dist.tmp-${process.pid}`);
   rmSync(out, { recursive: true, force: true });
   try {
-    await esbuild({
-      absWorkingDir: ROOT,
-      entryPoints: ['cli/main.ts', ...services.map((name) => `services/${name}/main.ts`)],
-      outdir: out,
-      outbase: '.',
-      bundle: true,
-      packages: 'external',
-      format: 'esm',
-      platform: 'node',
-      target: 'node20',
-      sourcemap: 'linked',
-      logLevel: 'warning',
-    });
+    await Promise.all([
+      esbuild({
+        ...COMMON,
+        absWorkingDir: ROOT,
+        entryPoints: services.map((name) => `services/${name}/main.ts`),
+        outdir: out,
+        outbase: '.',
+        plugins: [externalPackagesExcept(BUNDLED_PACKAGES)],
+      }),
+      esbuild({
+        ...COMMON,
+        absWorkingDir: ROOT,
+        entryPoints: ['cli/main.ts'],
+        outdir: out,
+        outbase: '.',
+        plugins: [externalPackagesExcept(BUNDLED_PACKAGES.filter((name) => name !== 'zod'))],
+        // A command loaded with `import()` (worker, viz, mcp) is a file of its own with its packages' imports: `ask`
+        // and `help` load none of them. Beside main.js, so that paths relative to the code (../package.json) hold.
+        splitting: true,
+        chunkNames: 'cli/[name]-[hash]',
+      }),
+    ]);
     for (const asset of ASSETS) {
       mkdirSync(join(out, asset, '..'), { recursive: true });
       cpSync(join(ROOT, asset), join(out, asset), { recursive: true });

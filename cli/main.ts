@@ -9,8 +9,8 @@ import { runSessions, SESSIONS_USAGE } from './sessions.ts';
 import { runShow, SHOW_USAGE } from './show.ts';
 import { runTail, TAIL_USAGE } from './tail.ts';
 import { runUp, UP_USAGE } from './up.ts';
-import { runViz, VIZ_USAGE } from './viz.ts';
-import { runWorker, WORKER_USAGE } from './worker.ts';
+import { VIZ_USAGE } from './viz-usage.ts';
+import { WORKER_USAGE } from './worker-usage.ts';
 import { MCP_USAGE } from './mcp-usage.ts';
 import { packageVersion } from './package-version.ts';
 
@@ -71,11 +71,12 @@ export async function main(argv: string[], context: CliContext = processContext(
       case 'rm':
         return await runRm(rest, context);
       case 'viz':
-        return await runViz(rest, context);
+        // Loaded only here, as are worker and mcp below: other commands need none of their modules.
+        return await (await import('./viz.ts')).runViz(rest, context);
       case 'memory':
         return await runMemory(rest, context);
       case 'worker':
-        return await runWorker(rest, context);
+        return await (await import('./worker.ts')).runWorker(rest, context);
       case 'mcp':
         // Loaded only here: the MCP SDK takes a while to import, and no other command needs it.
         return await (await import('./mcp.ts')).runMcp(rest, context);

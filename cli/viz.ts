@@ -4,8 +4,9 @@ import { sessionMachine, turnMachine } from '../machines/index.ts';
 import { layoutMachine, machineGraph, toMermaid, toSvg } from '../src/viz/index.ts';
 import { UsageError } from './context.ts';
 import type { CliContext } from './context.ts';
+import { VIZ_USAGE } from './viz-usage.ts';
 
-export const VIZ_USAGE = 'agentbus viz [--machine turn|session] [--format mermaid|svg|json]';
+export { VIZ_USAGE };
 
 /** The machines `agentbus viz` draws, by the name `--machine` takes. */
 export const VIZ_MACHINES: Readonly<Record<string, AnyStateMachine>> = { turn: turnMachine, session: sessionMachine };

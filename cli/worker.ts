@@ -11,9 +11,10 @@ import { UsageError } from './context.ts';
 import type { CliContext } from './context.ts';
 import { packageVersion } from './package-version.ts';
 import { loadToolModule } from './tool-module.ts';
+import { WORKER_USAGE } from './worker-usage.ts';
 import { concurrencyFlag, serviceNameFlag, untilStopped } from './serving-command.ts';
 
-export const WORKER_USAGE = 'agentbus worker <module> [--nats URL] [--name N] [--concurrency N]';
+export { WORKER_USAGE };
 
 /** The flags of `worker`. */
 export interface WorkerOptions {

@@ -5,7 +5,8 @@ import { toProviderError } from './provider-errors.ts';
 import { createScrubber } from '../../src/scrub/index.ts';
 import { DEFAULT_RETRY, retryDelay, sleep } from './resilience.ts';
 import type { RetryOptions } from './resilience.ts';
-import { OPENAI_SDK_ERRORS, createOpenAIClient } from './adapters/openai.ts';
+import type OpenAI from 'openai';
+import { createOpenAIClient, openAISdkErrors } from './adapters/openai.ts';
 
 /** One provider's embedding model(s), behind `agentbus.provider.<provider>.embed`. */
 export interface EmbedAdapter {
@@ -55,7 +56,8 @@ export function createOpenAIEmbedder(options: OpenAIEmbedderOptions): EmbedAdapt
   const scrubber = createScrubber({ secrets: [options.apiKey], ...(options.logger ? { logger: options.logger } : {}) });
   const fallbackModel = options.defaultModel ?? defaultEmbedModel(options.name);
   const now = options.now ?? Date.now;
-  const client = createOpenAIClient(options, scrubber);
+  // Made by the first call, which imports the SDK.
+  let client: Promise<OpenAI> | undefined;
   return {
     name: options.name,
     async embed(request, { signal }) {
@@ -65,9 +67,10 @@ export function createOpenAIEmbedder(options: OpenAIEmbedderOptions): EmbedAdapt
       }
       let response;
       try {
-        response = await client.embeddings.create({ model, input: [...request.input], encoding_format: 'float' }, { signal });
+        client ??= createOpenAIClient(options, scrubber);
+        response = await (await client).embeddings.create({ model, input: [...request.input], encoding_format: 'float' }, { signal });
       } catch (error) {
-        throw await toProviderError(error, { provider: options.name, scrubber, signal, classes: OPENAI_SDK_ERRORS, now: now(), beforeResponse: false });
+        throw await toProviderError(error, { provider: options.name, scrubber, signal, classes: await openAISdkErrors(), now: now(), beforeResponse: false });
       }
       const vectors: number[][] = new Array(request.input.length);
       for (const item of response.data) {

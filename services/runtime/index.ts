@@ -8,7 +8,7 @@ import { createHookClient } from '../../src/bus/hook-client.ts';
 import { createToolClient } from '../../src/bus/tool-client.ts';
 import type { Logger } from '../../src/logging.ts';
 import type { ReplyPolicy } from '../../src/bus/reply-guard.ts';
-import { createCodec, createSubjects } from '../../src/protocol/index.ts';
+import { PREFIX_ENV, createCodec, createSubjects, prefixFromEnv } from '../../src/protocol/index.ts';
 import { createScrubber } from '../../src/scrub/index.ts';
 import type { Scrubber } from '../../src/scrub/index.ts';
 import { createTokenCounter } from '../../src/tokens.ts';
@@ -145,7 +145,7 @@ export async function startRuntimeService(options: RuntimeServiceOptions): Promi
  */
 export function runtimeConfigFromEnv(env: NodeJS.ProcessEnv, logger?: { warn(fields: object, message: string): void }): Partial<RuntimeConfig> {
   const config: { -readonly [K in keyof RuntimeConfig]?: RuntimeConfig[K] } = {};
-  if (env.AGENTBUS_PREFIX) config.prefix = env.AGENTBUS_PREFIX;
+  if (env[PREFIX_ENV]?.trim()) config.prefix = prefixFromEnv(env);
   if (env.AGENTBUS_MODEL) config.defaultModel = env.AGENTBUS_MODEL;
   if (env.AGENTBUS_SYSTEM_PROMPT) config.systemPrompt = env.AGENTBUS_SYSTEM_PROMPT;
   if (env.AGENTBUS_NODE_ID) {

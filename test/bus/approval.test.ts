@@ -1,26 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { z } from 'zod';
-import { defineTool } from '../../src/tool-sdk/index.ts';
 import type { AgentEvent } from '../../src/protocol/index.ts';
 import { createScriptedAdapter } from '../../services/provider/index.ts';
 import { collectEvents, requestJson, startStack } from '../helpers/stack.ts';
 import type { TestStack } from '../helpers/stack.ts';
+import { createLaunchTool } from '../helpers/launch-tool.ts';
 
 let stack: TestStack;
-const launched: string[] = [];
-
-const launch = defineTool({
-  name: 'launch',
-  description: 'does something that needs a human yes',
-  parameters: z.object({ target: z.string() }),
-  tier: 'privileged',
-  timeoutMs: 5000,
-  idempotent: false,
-  execute: ({ target }) => {
-    launched.push(target);
-    return `launched ${target}`;
-  },
-});
+const { tool: launch, launched } = createLaunchTool();
 
 const approvalRequested = (events: AgentEvent[]) => events.find((event) => event.type === 'approval.requested');
 

@@ -1,28 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { z } from 'zod';
-import { defineTool } from '../../src/tool-sdk/index.ts';
 import type { AgentEvent } from '../../src/protocol/index.ts';
 import { collectEvents, requestJson, startStack } from '../helpers/stack.ts';
 import type { TestStack } from '../helpers/stack.ts';
+import { createLaunchTool } from '../helpers/launch-tool.ts';
 
 // A prompt's forceTool on a privileged tool: the forced call takes the normal path (approval, then the worker), and
 // the model is first asked at step 2. The script's only response is that step's answer.
 
 let stack: TestStack;
-const launched: string[] = [];
-
-const launch = defineTool({
-  name: 'launch',
-  description: 'does something that needs a human yes',
-  parameters: z.object({ target: z.string() }),
-  tier: 'privileged',
-  timeoutMs: 5000,
-  idempotent: false,
-  execute: ({ target }) => {
-    launched.push(target);
-    return `launched ${target}`;
-  },
-});
+const { tool: launch, launched } = createLaunchTool();
 
 beforeAll(async () => {
   stack = await startStack({ script: { responses: [{ text: 'all set' }] }, extraTools: [launch] });

@@ -10,7 +10,7 @@ import { parseAsk } from '../../cli/ask.ts';
 import { parseServices } from '../../cli/up.ts';
 import { UsageError } from '../../cli/context.ts';
 import { createCodec } from '../../src/protocol/index.ts';
-import { AGENTBUS_BIN, runAgentbus } from '../helpers/agentbus-bin.ts';
+import { AGENTBUS_BIN, offlineEnv, runAgentbus } from '../helpers/agentbus-bin.ts';
 import type { AgentbusRun } from '../helpers/agentbus-bin.ts';
 
 
@@ -20,16 +20,6 @@ function agentbus(args: string[], options: { cwd: string; env?: NodeJS.ProcessEn
 }
 
 let workdir: string;
-
-/** This process's environment without anything that would pick a bus or a real model. */
-function offlineEnv(): NodeJS.ProcessEnv {
-  const env = { ...process.env };
-  for (const name of ['NATS_URL', 'OPENAI_API_KEY', 'ANTHROPIC_API_KEY', 'OLLAMA_HOST', 'AGENTBUS_MODEL', 'AGENTBUS_CONFIG', 'AGENTBUS_SCRIPT']) delete env[name];
-  // `up` starts the dashboard too: any free port, so that a dashboard already on 4280 does not stop the test.
-  env.AGENTBUS_DASHBOARD_PORT = '0';
-  env.AGENTBUS_A2A_PORT = '0';
-  return env;
-}
 
 beforeAll(async () => {
   workdir = await mkdtemp(join(tmpdir(), 'agentbus-cli-'));

@@ -10,7 +10,9 @@ import type { ServiceProcess } from '../helpers/service-process.ts';
 // Issue #18: every service exits within a second of SIGTERM when idle. Each is started as `agentbus up` starts it
 // (its own process, an IPC channel for the ready message), so whatever that channel holds is held here too.
 const EXIT_BUDGET_MS = 1_000;
-const SERVICES = ['runtime', 'provider', 'tools', 'memory', 'dashboard', 'a2a', 'chat'] as const;
+const SERVICES = ['runtime', 'provider', 'tools', 'memory', 'dashboard', 'agents', 'a2a', 'chat'] as const;
+/** The agents service exposes nothing without a config: one agent, as `agentbus up --agents FILE` gives it. */
+const AGENTS_CONFIG = JSON.stringify({ agents: [{ owner: 'acme', name: 'desk', tenant: 'acme', session: 'desk' }] });
 
 let server: TestNatsServer;
 let workspace: string;
@@ -24,7 +26,7 @@ beforeAll(async () => {
       service,
       startServiceProcess(
         `services/${service}/main.ts`,
-        { NATS_URL: server.url, AGENTBUS_WORKSPACE: workspace, AGENTBUS_DASHBOARD_PORT: '0', AGENTBUS_A2A_PORT: '0', AGENTBUS_CHAT_PORT: '0', AGENTBUS_CHAT_TOKEN: 'service-exit-test-token', LOG_LEVEL: 'warn' },
+        { NATS_URL: server.url, AGENTBUS_WORKSPACE: workspace, AGENTBUS_DASHBOARD_PORT: '0', AGENTBUS_A2A_PORT: '0', AGENTBUS_CHAT_PORT: '0', AGENTBUS_CHAT_TOKEN: 'service-exit-test-token', LOG_LEVEL: 'warn', ...(service === 'agents' ? { AGENTBUS_AGENTS: AGENTS_CONFIG } : {}) },
         { ipc: true },
       ),
     );

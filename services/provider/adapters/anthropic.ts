@@ -1,4 +1,4 @@
-import Anthropic, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from '@anthropic-ai/sdk';
+import type Anthropic from '@anthropic-ai/sdk';
 import type {
   ContentBlockParam,
   Message,
@@ -11,6 +11,7 @@ import type { Logger } from '../../../src/logging.ts';
 import type { ChatMessage, ChunkBody, ToolSpec } from '../../../src/protocol/index.ts';
 import type { AdapterRequest, ProviderAdapter } from '../adapter.ts';
 import { ProviderErrorCode, signalReason, toProviderError } from '../provider-errors.ts';
+import type { SdkErrorClasses } from '../provider-errors.ts';
 import { createScrubber } from '../../../src/scrub/index.ts';
 import { providerSecrets } from '../provider-secrets.ts';
 import { DEFAULT_TIMEOUT_MS, FinishReason, bridgeSdkLogger, createStreamingAdapter, parseToolArguments } from './shared.ts';
@@ -47,7 +48,15 @@ export interface AnthropicAdapterOptions {
 export const AnthropicThinking = { disabled: 'disabled', adaptive: 'adaptive', omit: 'omit' } as const;
 export type AnthropicThinking = (typeof AnthropicThinking)[keyof typeof AnthropicThinking];
 
-const SDK_ERRORS = { APIError, APIUserAbortError, APIConnectionError, APIConnectionTimeoutError };
+/**
+ * The SDK's error classes. The SDK is imported on first use, not with the service: a provider service that serves no
+ * Anthropic model never pays the 0.4 s of CPU its loading takes (a static import would be hoisted to the top of the
+ * compiled service).
+ */
+async function sdkErrors(): Promise<SdkErrorClasses> {
+  const { APIError, APIUserAbortError, APIConnectionError, APIConnectionTimeoutError } = await import('@anthropic-ai/sdk');
+  return { APIError, APIUserAbortError, APIConnectionError, APIConnectionTimeoutError };
+}
 
 /**
  * Creates an adapter for the Anthropic Messages API. System messages become `system`, tool results
@@ -62,19 +71,25 @@ export function createAnthropicAdapter(options: AnthropicAdapterOptions): Provid
   const name = options.name ?? 'anthropic';
   const now = options.now ?? Date.now;
   const scrubber = createScrubber({ secrets: providerSecrets(options.apiKey, options.defaultHeaders), ...(options.logger ? { logger: options.logger } : {}) });
-  const client = new Anthropic({
-    apiKey: options.apiKey,
-    baseURL: options.baseURL ?? ANTHROPIC_BASE_URL,
-    maxRetries: 0,
-    // An explicit timeout also keeps the SDK from refusing large non-streaming fallback calls.
-    timeout: options.timeoutMs ?? DEFAULT_TIMEOUT_MS,
-    logger: bridgeSdkLogger(options.logger, scrubber),
-    logLevel: 'warn',
-    ...(options.defaultHeaders ? { defaultHeaders: { ...options.defaultHeaders } } : {}),
-  });
+  const createClient = async (): Promise<Anthropic> => {
+    const { default: Anthropic } = await import('@anthropic-ai/sdk');
+    return new Anthropic({
+      apiKey: options.apiKey,
+      baseURL: options.baseURL ?? ANTHROPIC_BASE_URL,
+      maxRetries: 0,
+      // An explicit timeout also keeps the SDK from refusing large non-streaming fallback calls.
+      timeout: options.timeoutMs ?? DEFAULT_TIMEOUT_MS,
+      logger: bridgeSdkLogger(options.logger, scrubber),
+      logLevel: 'warn',
+      ...(options.defaultHeaders ? { defaultHeaders: { ...options.defaultHeaders } } : {}),
+    });
+  };
+  // Made by the first call, which imports the SDK.
+  let client: Promise<Anthropic> | undefined;
+  const sdkClient = () => (client ??= createClient());
 
-  const mapError = (error: unknown, signal: AbortSignal, { beforeResponse = false } = {}) =>
-    toProviderError(error, { provider: name, scrubber, signal, classes: SDK_ERRORS, now: now(), beforeResponse });
+  const mapError = async (error: unknown, signal: AbortSignal, { beforeResponse = false } = {}) =>
+    toProviderError(error, { provider: name, scrubber, signal, classes: await sdkErrors(), now: now(), beforeResponse });
 
   function params(request: AdapterRequest): MessageCreateParamsBase {
     const { system, messages } = toAnthropicMessages(request.messages);
@@ -92,7 +107,7 @@ export function createAnthropicAdapter(options: AnthropicAdapterOptions): Provid
   }
 
   async function* stream(request: AdapterRequest, signal: AbortSignal): AsyncGenerator<ChunkBody, void, undefined> {
-    const response = await client.messages.create({ ...params(request), stream: true }, { signal }).catch(async (error: unknown) => {
+    const response = await sdkClient().then((sdk) => sdk.messages.create({ ...params(request), stream: true }, { signal })).catch(async (error: unknown) => {
       throw await mapError(error, signal, { beforeResponse: true });
     });
     const blocks = new Map<number, { id: string; name: string; json: string }>();
@@ -163,7 +178,7 @@ export function createAnthropicAdapter(options: AnthropicAdapterOptions): Provid
   async function complete(request: AdapterRequest, signal: AbortSignal): Promise<ChunkBody[]> {
     let message: Message;
     try {
-      message = await client.messages.create({ ...params(request), stream: false }, { signal });
+      message = await (await sdkClient()).messages.create({ ...params(request), stream: false }, { signal });
     } catch (error) {
       throw await mapError(error, signal);
     }

@@ -1,4 +1,4 @@
-import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai';
+import type OpenAI from 'openai';
 import type {
   ChatCompletion,
   ChatCompletionCreateParamsBase,
@@ -9,6 +9,7 @@ import type { Logger } from '../../../src/logging.ts';
 import type { ChatMessage, ChunkBody, ToolSpec, Usage } from '../../../src/protocol/index.ts';
 import type { AdapterRequest, ProviderAdapter } from '../adapter.ts';
 import { ProviderErrorCode, signalReason, toProviderError } from '../provider-errors.ts';
+import type { SdkErrorClasses } from '../provider-errors.ts';
 import { createScrubber } from '../../../src/scrub/index.ts';
 import { providerSecrets } from '../provider-secrets.ts';
 import type { Scrubber } from '../../../src/scrub/index.ts';
@@ -39,18 +40,26 @@ export interface OpenAIAdapterOptions {
   readonly now?: () => number;
 }
 
-/** The SDK's error classes, for `toProviderError`. */
-export const OPENAI_SDK_ERRORS = { APIError, APIUserAbortError, APIConnectionError, APIConnectionTimeoutError };
+/**
+ * The SDK's error classes, for `toProviderError`. The SDK is imported on first use, not with the service: a provider
+ * service that serves no OpenAI-compatible model (the offline scripted one) never pays the third of a second of CPU
+ * its loading takes (a static import would be hoisted to the top of the compiled service).
+ */
+export async function openAISdkErrors(): Promise<SdkErrorClasses> {
+  const { APIError, APIUserAbortError, APIConnectionError, APIConnectionTimeoutError } = await import('openai');
+  return { APIError, APIUserAbortError, APIConnectionError, APIConnectionTimeoutError };
+}
 
 /**
  * The official SDK's client as every OpenAI-compatible caller here makes it: no retries of its own (the
  * caller retries), no organization or project from the environment, the SDK's log lines through `logger`
- * with `scrubber`'s fast pass applied.
+ * with `scrubber`'s fast pass applied. The SDK is imported by the first call (see {@link openAISdkErrors}).
  */
-export function createOpenAIClient(
+export async function createOpenAIClient(
   options: Pick<OpenAIAdapterOptions, 'apiKey' | 'baseURL' | 'defaultHeaders' | 'logger' | 'timeoutMs'>,
   scrubber: Pick<Scrubber, 'scrubSync'>,
-): OpenAI {
+): Promise<OpenAI> {
+  const { default: OpenAI } = await import('openai');
   return new OpenAI({
     // Local servers ignore the key, but the SDK refuses to start without one.
     apiKey: options.apiKey ?? 'not-needed',
@@ -81,10 +90,12 @@ export function createOpenAIAdapter(options: OpenAIAdapterOptions = {}): Provide
   const now = options.now ?? Date.now;
   const scrubber = createScrubber({ secrets: providerSecrets(options.apiKey, options.defaultHeaders), ...(options.logger ? { logger: options.logger } : {}) });
   const maxTokensField = options.maxTokensField ?? (name === 'openai' ? 'max_completion_tokens' : 'max_tokens');
-  const client = createOpenAIClient(options, scrubber);
+  // Made by the first call, which imports the SDK.
+  let client: Promise<OpenAI> | undefined;
+  const sdkClient = () => (client ??= createOpenAIClient(options, scrubber));
 
-  const mapError = (error: unknown, signal: AbortSignal, { beforeResponse = false } = {}) =>
-    toProviderError(error, { provider: name, scrubber, signal, classes: OPENAI_SDK_ERRORS, now: now(), beforeResponse });
+  const mapError = async (error: unknown, signal: AbortSignal, { beforeResponse = false } = {}) =>
+    toProviderError(error, { provider: name, scrubber, signal, classes: await openAISdkErrors(), now: now(), beforeResponse });
 
   function params(request: AdapterRequest): ChatCompletionCreateParamsBase {
     const body: ChatCompletionCreateParamsBase = { model: request.model, messages: toOpenAIMessages(request.messages) };
@@ -97,7 +108,7 @@ export function createOpenAIAdapter(options: OpenAIAdapterOptions = {}): Provide
   async function* stream(request: AdapterRequest, signal: AbortSignal): AsyncGenerator<ChunkBody, void, undefined> {
     const body = { ...params(request), stream: true as const };
     if (options.streamUsage !== false) body.stream_options = { include_usage: true };
-    const response = await client.chat.completions.create(body, { signal }).catch(async (error: unknown) => {
+    const response = await sdkClient().then((sdk) => sdk.chat.completions.create(body, { signal })).catch(async (error: unknown) => {
       throw await mapError(error, signal, { beforeResponse: true });
     });
     const calls = new Map<number, { id: string; name: string; arguments: string }>();
@@ -136,7 +147,7 @@ export function createOpenAIAdapter(options: OpenAIAdapterOptions = {}): Provide
   async function complete(request: AdapterRequest, signal: AbortSignal): Promise<ChunkBody[]> {
     let completion: ChatCompletion;
     try {
-      completion = await client.chat.completions.create({ ...params(request), stream: false }, { signal });
+      completion = await (await sdkClient()).chat.completions.create({ ...params(request), stream: false }, { signal });
     } catch (error) {
       throw await mapError(error, signal);
     }
