@@ -19,6 +19,8 @@ export interface StepScope {
   readonly model: string;
   readonly step: number;
   readonly maxSteps: number;
+  /** The turn's deadline (epoch ms) when its input named one: calls that wait (a rate limit) must not pass it. */
+  readonly deadline?: number;
 }
 
 /** A turn that starts on a small model and may move to a large one; Preparing decides per step. */
@@ -141,7 +143,7 @@ function notProvided(name: string) {
 }
 
 function scope(context: TurnContext): StepScope {
-  return { turnId: context.turnId, model: context.model, step: context.step, maxSteps: context.maxSteps };
+  return { turnId: context.turnId, model: context.model, step: context.step, maxSteps: context.maxSteps, ...(context.deadline === undefined ? {} : { deadline: context.deadline }) };
 }
 
 function routingOf(input: TurnInput): ModelRouting {

@@ -77,9 +77,14 @@ export function limitProvider(port: ProviderPort, deps: { readonly limits: Fleet
   };
 }
 
-/** The turn's deadline (from its `turn.started`) as a provider call's option: a rate limit's wait must not pass it. */
-export function deadlineOf(transcript: { turnEvents(turnId: string): readonly LogEvent[] }, turnId: string): { deadline?: number } {
-  for (const event of transcript.turnEvents(turnId)) {
+/**
+ * The turn's deadline as a provider call's option: a rate limit's wait must not pass it. The step's own scope has it
+ * when the turn's input named one (a prompt's `deadlineMs`, or a resumed turn's); otherwise the logged `turn.started`
+ * says it, once stored (the first step's call may go out before its acknowledgement: then the wait bound alone holds).
+ */
+export function deadlineOf(transcript: { turnEvents(turnId: string): readonly LogEvent[] }, scope: { readonly turnId: string; readonly deadline?: number }): { deadline?: number } {
+  if (scope.deadline !== undefined) return { deadline: scope.deadline };
+  for (const event of transcript.turnEvents(scope.turnId)) {
     if (event.type === LogEventType.turnStarted) return event.data.deadline === undefined ? {} : { deadline: event.data.deadline };
   }
   return {};

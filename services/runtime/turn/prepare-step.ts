@@ -138,7 +138,7 @@ export function createPrepareActors({ scopeOf, stepScope, progress }: Pick<StepA
           sessionId: services.sessionId,
           turnId: input.turnId,
         },
-        { signal, idleTimeoutMs: config.providerIdleTimeoutMs, timeoutMs: config.providerTimeoutMs, ...deadlineOf(services.transcript, input.turnId) },
+        { signal, idleTimeoutMs: config.providerIdleTimeoutMs, timeoutMs: config.providerTimeoutMs, ...deadlineOf(services.transcript, input) },
       )) {
         if (chunk.type === 'text-delta') summary += chunk.text;
         else if (chunk.type === 'retry') services.live.publish('retry', stepScope(services, input), { attempt: chunk.attempt, maxAttempts: chunk.maxAttempts, delayMs: chunk.delayMs, error: chunk.error, model: input.model });

@@ -81,7 +81,7 @@ export function createStreamActor({ scopeOf, stepScope, progress }: Pick<StepAct
         sessionId: services.sessionId,
         turnId: input.turnId,
       },
-      { signal, idleTimeoutMs: config.providerIdleTimeoutMs, timeoutMs: config.providerTimeoutMs, ...deadlineOf(services.transcript, input.turnId) },
+      { signal, idleTimeoutMs: config.providerIdleTimeoutMs, timeoutMs: config.providerTimeoutMs, ...deadlineOf(services.transcript, input) },
     )) {
       switch (chunk.type) {
         case 'text-delta':
