@@ -32,8 +32,10 @@ it('starts the A2A server by default; on the embedded bus its calls need the bea
   up.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
   const exited = new Promise<number | null>((resolve) => up.once('exit', resolve));
   try {
-    await expect.poll(() => output, { timeout: 60_000 }).toContain('agentbus is up');
-    const line = /A2A: (http:\/\/127\.0\.0\.1:\d+)\/\.well-known\/agent-card\.json \(calls need Authorization: Bearer ([A-Za-z0-9_-]{43})\)/.exec(output);
+    // The lines after `agentbus is up` may come in a later chunk of stderr: wait for the A2A line itself.
+    const a2aLine = /A2A: (http:\/\/127\.0\.0\.1:\d+)\/\.well-known\/agent-card\.json \(calls need Authorization: Bearer ([A-Za-z0-9_-]{43})\)/;
+    await expect.poll(() => a2aLine.test(output), { timeout: 60_000 }).toBe(true);
+    const line = a2aLine.exec(output);
     expect(line, output).not.toBeNull();
     const [, url, token] = line as unknown as [string, string, string];
     // Without the token: refused. With it (the SDK client's headers), a message runs a turn of the stack.
