@@ -1,4 +1,3 @@
-import { timingSafeEqual } from 'node:crypto';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { AGENT_CARD_PATH, AgentCard } from '@a2a-js/sdk';
@@ -9,6 +8,7 @@ import { agentCardHandler, jsonRpcHandler } from '@a2a-js/sdk/server/express';
 import express from 'express';
 import type { NextFunction, Request, Response } from 'express';
 import type { Logger } from '../../src/logging.ts';
+import { sameSecret } from '../../src/service/http-basics.ts';
 import { JSONRPC_PATH } from './agent-card.ts';
 
 /** Options of {@link startA2aHttpServer}. */
@@ -27,12 +27,6 @@ export interface A2aHttpServer {
   readonly url: string;
   /** Stops listening and closes every connection, streams included. */
   close(): Promise<void>;
-}
-
-function sameSecret(given: string, expected: string): boolean {
-  const a = Buffer.from(given);
-  const b = Buffer.from(expected);
-  return a.length === b.length && timingSafeEqual(a, b);
 }
 
 const LOOPBACK = /^(localhost|127\.\d+\.\d+\.\d+|\[::1\])$/;
