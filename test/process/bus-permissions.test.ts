@@ -48,8 +48,8 @@ const AGENT_PROMPT = 'agents.prompt.agentbus.acme.desk';
  * JetStream request of a tenant (its account has none).
  */
 const EXPECTED_REFUSALS = {
-  accounts: { refusals: 561, publish: 266, subscribe: 295, byTenants: 206, inboxSubscriptions: 170, consumerCreates: 36 },
-  users: { refusals: 533, publish: 238, subscribe: 295, byTenants: 178, inboxSubscriptions: 170, consumerCreates: 28 },
+  accounts: { refusals: 565, publish: 268, subscribe: 297, byTenants: 206, inboxSubscriptions: 170, consumerCreates: 36 },
+  users: { refusals: 537, publish: 240, subscribe: 297, byTenants: 178, inboxSubscriptions: 170, consumerCreates: 28 },
 } as const;
 /** Refused on purpose by the other tests: the SDK acting for another tenant, and stream info in the accounts layout. */
 const EXPECTED_SDK_REFUSALS = { accounts: 6, users: 3 } as const;
@@ -440,6 +440,10 @@ describe.each([
       publish('agents', 'agentbus.acme.memory.search', 'agentbus.acme.state.load', 'agentbus.tools.remember.call', 'agentbus.provider.scripted.generate');
       publish('agents', '$JS.API.INFO', '$JS.API.STREAM.INFO.AGENTBUS_LOG', '$SRV.INFO', 'agents.status.agentbus.acme.desk');
       subscribe('agents', 'agentbus.*.sessions.*.prompt', `${desk}.approve`, 'agentbus.>', 'agents.hb.>', 'agents.>', '$JS.>');
+      // It serves acme's agents only: globex's sessions are neither prompted, approved nor followed by it.
+      const globexDesk = `agentbus.globex.sessions.${globexSession}`;
+      publish('agents', `${globexDesk}.prompt`, `${globexDesk}.approve`);
+      subscribe('agents', `${globexDesk}.log`, 'agentbus.globex.sessions.*.live.>');
       // A caller reaches agents only: it cannot serve as one, read another's replies, or touch agentbus subjects.
       publish('agents-caller', `${desk}.prompt`, '$SRV.PING', '$SRV.INFO.agentbus-runtime', '$JS.API.INFO', '_INBOX.agents.forged');
       subscribe('agents-caller', 'agents.>', 'agentbus.>', '$SRV.>', `${desk}.log`);
