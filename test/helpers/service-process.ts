@@ -10,7 +10,7 @@ export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 export interface ServiceProcess {
   readonly child: ChildProcess;
   output(): string;
-  /** Resolves when the output contains `text`; rejects when the process exits first. */
+  /** Resolves when the output contains `text` (within 40 s unless told: starting a service under tsx on a loaded 2-core machine has taken over 20 s); rejects when the process exits first. */
   waitFor(text: string, timeoutMs?: number): Promise<void>;
   /**
    * SIGTERM (graceful, SIGKILL after 5 s) or SIGKILL (a crash); resolves with the exit code once the
@@ -82,7 +82,7 @@ export function startServiceProcess(entry: string, env: Record<string, string>, 
         });
       });
     },
-    waitFor(text, timeoutMs = 20_000) {
+    waitFor(text, timeoutMs = 40_000) {
       if (output.includes(text)) return Promise.resolve();
       return new Promise((resolve, reject) => {
         const done = () => {
