@@ -8,7 +8,7 @@ import { agentCardHandler, jsonRpcHandler } from '@a2a-js/sdk/server/express';
 import express from 'express';
 import type { NextFunction, Request, Response } from 'express';
 import type { Logger } from '../../src/logging.ts';
-import { sameSecret } from '../../src/service/http-basics.ts';
+import { isLoopbackAddress, isLoopbackHost, sameSecret } from '../../src/service/http-basics.ts';
 import { JSONRPC_PATH } from './agent-card.ts';
 
 /** Options of {@link startA2aHttpServer}. */
@@ -29,18 +29,6 @@ export interface A2aHttpServer {
   close(): Promise<void>;
 }
 
-const LOOPBACK = /^(localhost|127\.\d+\.\d+\.\d+|\[::1\])$/;
-
-/** True for an address only this machine reaches. */
-export function isLoopback(host: string): boolean {
-  return LOOPBACK.test(host) || host === '::1';
-}
-
-function hostName(header: string | undefined): string | undefined {
-  if (!header) return undefined;
-  return header.startsWith('[') ? header.slice(0, header.indexOf(']') + 1) : header.split(':')[0];
-}
-
 /** A JSON-RPC error answer outside the SDK's transport (authentication, a foreign Host). */
 function refuse(response: Response, status: number, message: string, headers: Record<string, string> = {}): void {
   response.status(status).set(headers).json({ jsonrpc: '2.0', id: null, error: { code: -32600, message } });
@@ -57,10 +45,9 @@ export async function startA2aHttpServer(options: A2aHttpOptions): Promise<A2aHt
   const { handler, logger } = options;
   const app = express();
   app.disable('x-powered-by');
-  const loopbackOnly = isLoopback(options.host);
+  const loopbackOnly = isLoopbackAddress(options.host);
   app.use((request: Request, response: Response, next: NextFunction) => {
-    const host = hostName(request.headers.host);
-    if (loopbackOnly && (host === undefined || !isLoopback(host))) return refuse(response, 403, 'this server answers loopback Host names only');
+    if (loopbackOnly && !isLoopbackHost(request.headers.host)) return refuse(response, 403, 'this server answers loopback Host names only');
     next();
   });
   // The v0.3 card to a client that asks for 0.3 or names no version (the SDK converts it); the v1.0 card in its

@@ -4,7 +4,7 @@ import type { AgentbusClient, SessionTarget, WatchFrom } from '../../src/client/
 import { AgentbusError, ErrorCode, InvalidInputError } from '../../src/errors.ts';
 import type { Logger } from '../../src/logging.ts';
 import { isToken } from '../../src/protocol/index.ts';
-import { HttpError, isLoopbackHost, sameSecret, sendJson } from '../../src/service/http-basics.ts';
+import { HttpError, isLoopbackAddress, isLoopbackHost, sameSecret, sendJson } from '../../src/service/http-basics.ts';
 import { readChatRequest } from './chat-request.ts';
 import type { ChatConfig } from './config.ts';
 import { findLastTurn, openSessionWatch, parseEventId, streamTurn } from './turn-stream.ts';
@@ -78,7 +78,7 @@ async function readBody(request: IncomingMessage): Promise<unknown> {
  */
 export function createChatHttpServer(options: ChatHttpOptions): Server {
   const { client, config, logger } = options;
-  const loopbackOnly = ['127.0.0.1', 'localhost', '::1'].includes(config.host);
+  const loopbackOnly = isLoopbackAddress(config.host);
   const keepaliveMs = options.keepaliveMs ?? 15_000;
   const targetOf = (sessionId: string): SessionTarget => {
     if (!isToken(sessionId)) throw new HttpError(400, ErrorCode.invalidInput, 'the chat id must match [A-Za-z0-9_-]{1,64}');

@@ -5,6 +5,7 @@ import type { NatsConnection } from '@nats-io/nats-core';
 import { createSessionLog } from '../../src/bus/session-log.ts';
 import { InvalidInputError } from '../../src/errors.ts';
 import type { Logger } from '../../src/logging.ts';
+import { isLoopbackAddress } from '../../src/service/http-basics.ts';
 import { createCodec, createSubjects, streamNames } from '../../src/protocol/index.ts';
 import type { AgentEvent } from '../../src/protocol/index.ts';
 import { sessionMachine, turnMachine } from '../../machines/index.ts';
@@ -221,6 +222,3 @@ export async function startDashboardService(options: DashboardServiceOptions): P
   };
 }
 
-function isLoopbackAddress(host: string): boolean {
-  return host === 'localhost' || host === '::1' || /^127\./.test(host);
-}

@@ -34,6 +34,11 @@ export function isLoopbackHost(host: string | undefined): boolean {
   return name === 'localhost' || name === '127.0.0.1' || name === '[::1]' || /^127\.\d+\.\d+\.\d+$/.test(name);
 }
 
+/** Whether an address a server binds to (`127.0.0.1`, `localhost`, `::1`, `127.x.y.z`) is reached from this machine only. */
+export function isLoopbackAddress(address: string): boolean {
+  return address === 'localhost' || address === '::1' || address === '[::1]' || /^127\.\d+\.\d+\.\d+$/.test(address);
+}
+
 /** Sends a JSON body with the given headers, not cached. */
 export function sendJson(response: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
   const text = JSON.stringify(body);
