@@ -7,6 +7,7 @@ import type { AgentbusClient } from '../../src/client/index.ts';
 import { AgentbusError } from '../../src/errors.ts';
 import type { Logger } from '../../src/logging.ts';
 import type { RefusalLog } from '../../src/refusal-log.ts';
+import { relayedTraceContext } from '../../src/telemetry/index.ts';
 import type { Codec } from '../../src/protocol/index.ts';
 import { createTurnRunner } from './agentbus-turn.ts';
 import type { AgentsConfig, ExposedAgent } from './config.ts';
@@ -109,7 +110,8 @@ export function startAgentHost(options: AgentHostOptions): AgentHost {
       registration.record(AgentVerb.prompt, { durationMs: 0, error: failure.message });
       return;
     }
-    const handled = handlePrompt(message.data, stream, { codec: options.codec, limits, runTurn, ask, logger: log, signal: stopping.signal }).then((failure) => {
+    const trace = relayedTraceContext(message.headers);
+    const handled = handlePrompt(message.data, stream, { codec: options.codec, limits, runTurn, ask, logger: log, signal: stopping.signal, ...(trace ? { trace } : {}) }).then((failure) => {
       registration.record(AgentVerb.prompt, { durationMs: now() - started, ...(failure ? { error: failure.message } : {}) });
     });
     open.add(handled);

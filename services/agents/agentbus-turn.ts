@@ -66,6 +66,7 @@ export function createTurnRunner(options: TurnRunnerOptions): RunTurn {
         { text: request.prompt, ...files, ...(agent.model ? { model: agent.model } : {}), ...(agent.maxSteps ? { maxSteps: agent.maxSteps } : {}), ...relayed },
         {
           signal,
+          ...(request.trace ? { trace: request.trace } : {}),
           timeoutMs: options.turnTimeoutMs,
           readyTimeoutMs: options.readyTimeoutMs,
           onEvent: ({ event }) => {

@@ -1,4 +1,4 @@
-import type { Codec } from '../../src/protocol/index.ts';
+import type { Codec, TraceContext } from '../../src/protocol/index.ts';
 import type { Logger } from '../../src/logging.ts';
 import type { RunTurn, TurnOutput } from './agentbus-turn.ts';
 import { thrownFailure } from './failures.ts';
@@ -16,6 +16,8 @@ export interface PromptHandling {
   readonly ask: (stream: ResponseStream, question: string, signal: AbortSignal) => Promise<string | undefined>;
   readonly logger: Logger;
   readonly signal: AbortSignal;
+  /** The caller's trace context from the request's headers, handed on to the turn's prompt. */
+  readonly trace?: TraceContext;
 }
 
 /**
@@ -27,7 +29,8 @@ export interface PromptHandling {
 export async function handlePrompt(data: Uint8Array, stream: ResponseStream, handling: PromptHandling): Promise<AgentFailure | undefined> {
   let failure: AgentFailure | undefined;
   try {
-    const request = decodePromptRequest(handling.codec, data, handling.limits);
+    const decoded = decodePromptRequest(handling.codec, data, handling.limits);
+    const request = handling.trace ? { ...decoded, trace: handling.trace } : decoded;
     stream.ack();
     const output: TurnOutput = { text: (text) => stream.text(text), ask: (question, signal) => handling.ask(stream, question, signal) };
     failure = await handling.runTurn(request, output, handling.signal);

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { AgentbusError, InvalidInputError, PayloadTooLargeError } from '../../src/errors.ts';
 import { ContentType, MAX_ATTACHMENT_CHARS, MAX_PROMPT_ATTACHMENTS, MAX_PROMPT_CHARS } from '../../src/protocol/index.ts';
-import type { Codec } from '../../src/protocol/index.ts';
+import type { Codec, TraceContext } from '../../src/protocol/index.ts';
 
 /** One attachment of a request envelope (§5.2): a file name and its bytes as standard, padded base64. */
 export interface Attachment {
@@ -21,6 +21,8 @@ export interface PromptRequest {
   readonly attachments: readonly TextFile[];
   /** Unknown top-level fields, kept to be relayed (§5.6). */
   readonly extra: Readonly<Record<string, unknown>>;
+  /** The caller's W3C trace context (the request's `traceparent`/`tracestate` headers), handed on to the prompt. */
+  readonly trace?: TraceContext;
 }
 
 /** What the `prompt` endpoint declares (§2.1) and enforces. */

@@ -4,7 +4,7 @@ export { startTracing } from './start-tracing.ts';
 export type { StartTracingOptions, Tracing } from './start-tracing.ts';
 export { OtlpProtocol, TraceExporterName, tracingEnvOf } from './tracing-env.ts';
 export type { TracingEnv } from './tracing-env.ts';
-export { traceContextOfHeaders } from './tracing-state.ts';
+export { relayedTraceContext, traceContextOfHeaders } from './tracing-state.ts';
 export { traceStep, traceTurnEnd, traceTurnStart } from './turn-traces.ts';
 export type { TurnTraceEnd, TurnTraceStart } from './turn-traces.ts';
 export { traceMemoryCall, traceProviderCall, traceToolCall } from './call-traces.ts';

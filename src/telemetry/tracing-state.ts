@@ -68,7 +68,16 @@ export function loggedContextOf(tracing: ActiveTracing, context: OtelApi.Context
  * the message carries no valid `traceparent`.
  */
 export function traceContextOfHeaders(headers: MsgHdrs | undefined): TraceContext | undefined {
-  if (!active || !headers) return undefined;
+  return active ? relayedTraceContext(headers) : undefined;
+}
+
+/**
+ * The trace context a message's headers carry, whether or not this process traces: for a relay (the agents
+ * host) that hands its caller's context on to the request it makes, so that the turn joins the caller's trace.
+ * Undefined when the message carries no valid `traceparent`; `tracestate` is cut to 512 characters.
+ */
+export function relayedTraceContext(headers: MsgHdrs | undefined): TraceContext | undefined {
+  if (!headers) return undefined;
   const traceparent = headers.get(TraceHeader.traceparent).trim();
   if (!TRACEPARENT_PATTERN.test(traceparent)) return undefined;
   const tracestate = headers.get(TraceHeader.tracestate).trim().slice(0, 512);

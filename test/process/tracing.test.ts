@@ -47,6 +47,10 @@ beforeAll(async () => {
     processes.push(child);
     await child.ready(60_000);
   }
+  // The Synadia Agent Protocol host, which does not trace itself but hands its callers' trace context on.
+  const agents = startServiceProcess('services/agents/main.ts', { ...env, AGENTBUS_AGENTS: JSON.stringify({ agents: [{ owner: 'acme', name: 'clock', tenant: 'acme', session: 'via-agents' }] }) });
+  processes.push(agents);
+  await agents.waitFor('agents service started', 60_000);
 }, 240_000);
 
 afterAll(async () => {
@@ -138,6 +142,25 @@ describe('tracing across the bus', () => {
     expect(turn.parentSpanId).toBe(callerSpan);
     const started = events.find((event) => event.type === 'turn.started');
     expect(traceIdOf(started?.type === 'turn.started' ? started.data.trace?.traceparent : undefined)).toBe(callerTrace);
+  }, 90_000);
+});
+
+describe('tracing through the agents host', () => {
+  it('a Synadia Agent Protocol prompt with a traceparent header runs its turn in the caller\'s trace', async () => {
+    const callerTrace = 'feedfacecafebeef0011223344556677';
+    const callerSpan = '8899aabbccddeeff';
+    const events = collectEvents(nats.nc, 'acme', 'via-agents');
+    const requestHeaders = headers();
+    requestHeaders.set('traceparent', `00-${callerTrace}-${callerSpan}-01`);
+    // The first message of the response stream is the ack (§6); the turn's events tell the rest.
+    const ack = await nats.nc.request('agents.prompt.agentbus.acme.clock', JSON.stringify({ prompt: 'what time is it?' }), { timeout: 10_000, headers: requestHeaders });
+    expect(ack.headers?.code ?? 200).toBeLessThan(400);
+    await events.until((seen) => seen.some((event) => event.type === 'turn.ended'), 30_000);
+    events.stop();
+    const message = events.events.find((event) => event.type === 'user.message');
+    expect(message?.type === 'user.message' && message.data.trace).toEqual({ traceparent: `00-${callerTrace}-${callerSpan}-01` });
+    const spans = await traceOf(callerTrace, ['agentbus-runtime', 'agentbus-provider', 'agentbus-tools', 'agentbus-memory']);
+    expect(one(spans, (span) => span.name === 'invoke_agent', 'the turn span').parentSpanId).toBe(callerSpan);
   }, 90_000);
 });
 
