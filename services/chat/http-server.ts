@@ -111,6 +111,8 @@ export function createChatHttpServer(options: ChatHttpOptions): Server {
     sentThrough?: StreamPosition;
     /** What makes the turn run or go on, once the watch is open; resolves with the turn's id. */
     start: () => Promise<string>;
+    /** Tool calls the client shows already (the approvals it sends), whose parts the stream updates. */
+    toolCallsShown?: readonly string[];
   }): Promise<void> {
     const gone = new AbortController();
     const signal = AbortSignal.any([gone.signal, options.signal]);
@@ -129,7 +131,7 @@ export function createChatHttpServer(options: ChatHttpOptions): Server {
           if (response.write(`id: ${id}\ndata: ${JSON.stringify(chunk)}\n\n`)) resolve();
           else response.once('drain', resolve);
         });
-      const finished = await streamTurn(watch, turnId, write, begin.sentThrough).catch((error: unknown) => {
+      const finished = await streamTurn(watch, turnId, write, begin.sentThrough, begin.toolCallsShown).catch((error: unknown) => {
         if (signal.aborted) return false;
         throw error;
       });
@@ -180,6 +182,7 @@ export function createChatHttpServer(options: ChatHttpOptions): Server {
       const turn = await findLastTurn(client, target, options.signal);
       if (!turn || turn.ended) throw new HttpError(409, ErrorCode.conflict, 'no turn of this chat awaits an approval');
       return stream(response, target, cors, {
+        toolCallsShown: action.decisions.map((decision) => decision.toolCallId),
         start: async () => {
           for (const decision of action.decisions) {
             const reply = await client.approve(target, decision, { timeoutMs: 10_000 });

@@ -29,12 +29,22 @@ interface StepText {
 export interface UiMessageEncoder {
   /** The chunks this event adds (none for another turn's events, or for what was already sent). */
   push(event: AgentEvent): UiChunk[];
-  /** True once `turn.ended` was encoded: the stream is complete. */
+  /** True once `turn.ended` was encoded (or the stream paused): the stream is complete. */
   readonly finished: boolean;
+  /** The tool calls whose approval was requested and is not yet decided, as far as the events pushed tell. */
+  readonly awaitingApproval: readonly string[];
+  /**
+   * Ends the stream where the turn waits for approvals: the step closes and `finish` (reason `tool-calls`, metadata
+   * `{ reason: 'awaiting_approval' }`) goes out, as the AI SDK's own servers end a response at a tool approval.
+   * `useChat` sends approval responses only once a stream has finished; they come back as a new request, whose
+   * stream goes on with the same message. Nothing once finished.
+   */
+  pause(): UiChunk[];
 }
 
 /**
- * The UI message stream of one turn (`messageId` = the turn id): `start`; per step `start-step`, the step's text as
+ * The UI message stream of one turn (`messageId` = the turn id; `toolCallsShown`: calls whose input the client has
+ * already, as in a stream that goes on after approvals, so that their parts are updated rather than added): `start`; per step `start-step`, the step's text as
  * `text-start`/`text-delta`/`text-end` (part id `text-<step>`), its tool calls as dynamic tool parts
  * (`tool-input-available`, then `tool-output-available`, `tool-output-error` or `tool-output-denied`), an awaited
  * approval as `tool-approval-request` (the approval id is the tool call id), `finish-step`; then on `turn.ended`
@@ -46,10 +56,18 @@ export interface UiMessageEncoder {
  * what they covered is sent when it comes; deltas past the step's end are dropped. Each piece of text goes out
  * once, whichever stream brings it first.
  */
-export function createUiMessageEncoder(turnId: string): UiMessageEncoder {
+export function createUiMessageEncoder(turnId: string, options: { readonly toolCallsShown?: readonly string[] } = {}): UiMessageEncoder {
   let started = false;
   let finished = false;
   let step: number | undefined;
+  const awaiting = new Set<string>();
+  // Tool calls whose input went out: a privileged call's comes with its approval request, before its `tool.use`.
+  const inputs = new Set<string>(options.toolCallsShown ?? []);
+  const sendInput = (toolCallId: string, toolName: string, input: unknown, out: UiChunk[]) => {
+    if (inputs.has(toolCallId)) return;
+    inputs.add(toolCallId);
+    out.push({ type: 'tool-input-available', toolCallId, toolName, input: input ?? {}, dynamic: true });
+  };
   const texts = new Map<number, StepText>();
   const textOf = (index: number): StepText => {
     let text = texts.get(index);
@@ -86,6 +104,20 @@ export function createUiMessageEncoder(turnId: string): UiMessageEncoder {
     get finished() {
       return finished;
     },
+    get awaitingApproval() {
+      return [...awaiting];
+    },
+    pause() {
+      if (finished) return [];
+      const out: UiChunk[] = [];
+      if (step !== undefined) {
+        closeText(step, out);
+        out.push({ type: 'finish-step' });
+      }
+      out.push({ type: 'finish', finishReason: 'tool-calls', messageMetadata: { reason: 'awaiting_approval' } });
+      finished = true;
+      return out;
+    },
     push(event) {
       if (finished || event.turnId !== turnId) return [];
       const out: UiChunk[] = [];
@@ -112,15 +144,21 @@ export function createUiMessageEncoder(turnId: string): UiMessageEncoder {
         }
         case LogEventType.toolUse:
           enterStep(index, out);
-          out.push({ type: 'tool-input-available', toolCallId: event.data.toolCallId, toolName: event.data.name, input: event.data.args ?? {}, dynamic: true });
+          sendInput(event.data.toolCallId, event.data.name, event.data.args, out);
           break;
         case LogEventType.approvalRequested:
           enterStep(index, out);
+          sendInput(event.data.toolCallId, event.data.name, event.data.args, out);
           out.push({ type: 'tool-approval-request', approvalId: event.data.toolCallId, toolCallId: event.data.toolCallId });
+          awaiting.add(event.data.toolCallId);
+          break;
+        case LogEventType.approvalDecided:
+          awaiting.delete(event.data.toolCallId);
           break;
         case LogEventType.toolResult: {
           enterStep(index, out);
           const { toolCallId } = event.data;
+          awaiting.delete(toolCallId);
           if (event.data.isError && event.data.error?.code === ErrorCode.denied) out.push({ type: 'tool-output-denied', toolCallId });
           else if (event.data.isError) out.push({ type: 'tool-output-error', toolCallId, errorText: event.data.output || event.data.error?.message || 'the tool failed', dynamic: true });
           else out.push({ type: 'tool-output-available', toolCallId, output: event.data.output, dynamic: true });

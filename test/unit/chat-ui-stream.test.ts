@@ -75,12 +75,41 @@ describe('a turn encoded as the UI message stream', () => {
       ended('failed', { code: 'provider_error', message: 'the model is down' }),
       delta(3, 'after the end'),
     ]);
-    expect(chunks.map((chunk) => chunk.type)).toEqual(['start', 'start-step', 'tool-approval-request', 'tool-output-denied', 'tool-output-error', 'finish-step', 'error', 'finish']);
-    expect(chunks[2]).toEqual({ type: 'tool-approval-request', approvalId: 'c1', toolCallId: 'c1' });
-    expect(chunks[4]).toMatchObject({ errorText: 'boom' });
-    expect(chunks[6]).toEqual({ type: 'error', errorText: 'the model is down' });
-    expect(chunks[7]).toMatchObject({ finishReason: 'error' });
+    // A privileged call's input comes with its approval request (its tool.use is logged only once it runs).
+    expect(chunks.map((chunk) => chunk.type)).toEqual(['start', 'start-step', 'tool-input-available', 'tool-approval-request', 'tool-output-denied', 'tool-output-error', 'finish-step', 'error', 'finish']);
+    expect(chunks[2]).toEqual({ type: 'tool-input-available', toolCallId: 'c1', toolName: 'run', input: {}, dynamic: true });
+    expect(chunks[3]).toEqual({ type: 'tool-approval-request', approvalId: 'c1', toolCallId: 'c1' });
+    expect(chunks[5]).toMatchObject({ errorText: 'boom' });
+    expect(chunks[7]).toEqual({ type: 'error', errorText: 'the model is down' });
+    expect(chunks[8]).toMatchObject({ finishReason: 'error' });
     expect(encodeAll([ended('cancelled')]).chunks.map((chunk) => chunk.type)).toEqual(['start', 'abort', 'finish']);
+  });
+
+  it('pauses at an approval still awaited, and a stream that goes on after the decision updates the call it shows', () => {
+    const first = createUiMessageEncoder('t1');
+    const requested = [
+      event('assistant.message', 1, { text: 'May I?', toolCalls: [{ id: 'c1', name: 'run', args: { x: 1 } }] }),
+      event('approval.requested', 1, { toolCallId: 'c1', name: 'run', args: { x: 1 } }),
+    ];
+    const before = requested.flatMap((each) => first.push(each));
+    expect(first.awaitingApproval).toEqual(['c1']);
+    const paused = first.pause();
+    expect(paused.map((chunk) => chunk.type)).toEqual(['finish-step', 'finish']);
+    expect(paused[1]).toEqual({ type: 'finish', finishReason: 'tool-calls', messageMetadata: { reason: 'awaiting_approval' } });
+    expect(first.finished).toBe(true);
+    expect(before.filter((chunk) => chunk.type === 'tool-input-available')).toHaveLength(1);
+    // A decision logged before the pause means nothing awaits.
+    const decided = createUiMessageEncoder('t1');
+    [...requested, event('approval.decided', 1, { toolCallId: 'c1', approved: true })].forEach((each) => decided.push(each));
+    expect(decided.awaitingApproval).toEqual([]);
+    // The stream after the approval: the call's tool.use sends no second input, its output updates the part.
+    const next = createUiMessageEncoder('t1', { toolCallsShown: ['c1'] });
+    const after = [
+      event('approval.decided', 1, { toolCallId: 'c1', approved: true }),
+      event('tool.use', 1, { toolCallId: 'c1', name: 'run', args: { x: 1 } }),
+      event('tool.result', 1, { toolCallId: 'c1', name: 'run', output: 'ran', isError: false, durationMs: 1 }),
+    ].flatMap((each) => next.push(each));
+    expect(after.map((chunk) => chunk.type)).toEqual(['start', 'start-step', 'tool-output-available']);
   });
 });
 
