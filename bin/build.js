@@ -4,8 +4,11 @@
 // (the `prepare` script); `npm run build` runs it again after an edit. With `--if-possible` a failed build only
 // warns: the CLI then runs its TypeScript through tsx, slower to start but the same program.
 import { cpSync, mkdirSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { BUILD_INFO, ROOT, sourceFingerprint } from './compiled.js';
+
+const require = createRequire(import.meta.url);
 
 /** Files the compiled code reads next to itself (`new URL(..., import.meta.url)`), copied to the same place in dist/. */
 const ASSETS = ['package.json', 'examples/demo-script.json', 'services/dashboard/static'];
@@ -19,6 +22,9 @@ const ASSETS = ['package.json', 'examples/demo-script.json', 'services/dashboard
  * zod an import: `agentbus worker` loads a user's module whose schemas are made with node_modules' zod.
  */
 const BUNDLED_PACKAGES = ['zod', 'xstate', '@nats-io/'];
+
+/** The tokenizer encodings whose ranks are written as JSON for the compiled code (src/tokens.ts). */
+const RANKS = ['o200k_base', 'cl100k_base'];
 
 /** An esbuild plugin that leaves every package an import except those `bundled` names (a name, or a scope ending in /). */
 function externalPackagesExcept(bundled) {
@@ -60,6 +66,8 @@ async function build() {
         outdir: out,
         outbase: '.',
         plugins: [externalPackagesExcept(BUNDLED_PACKAGES)],
+        // Each service's file is dist/services/<name>/main.js: the ranks are in dist/ranks/.
+        define: { AGENTBUS_BUILT_RANKS: JSON.stringify('../../ranks/') },
       }),
       esbuild({
         ...COMMON,
@@ -72,8 +80,16 @@ async function build() {
         // and `help` load none of them. Beside main.js, so that paths relative to the code (../package.json) hold.
         splitting: true,
         chunkNames: 'cli/[name]-[hash]',
+        define: { AGENTBUS_BUILT_RANKS: JSON.stringify('../ranks/') },
       }),
     ]);
+    // The tokenizer's ranks as JSON, which the runtime parses faster than it compiles the package's module of them
+    // (src/tokens.ts, loadRanks; AGENTBUS_BUILT_RANKS below says where they are).
+    mkdirSync(join(out, 'ranks'), { recursive: true });
+    for (const encoding of RANKS) {
+      const { default: ranks } = require(`gpt-tokenizer/cjs/bpeRanks/${encoding}`);
+      writeFileSync(join(out, 'ranks', `${encoding}.json`), JSON.stringify(ranks));
+    }
     for (const asset of ASSETS) {
       mkdirSync(join(out, asset, '..'), { recursive: true });
       cpSync(join(ROOT, asset), join(out, asset), { recursive: true });

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
-import { hasNatsServer, startNatsServerProcess } from '../src/nats-server.ts';
+import { startNatsServerProcess } from '../src/nats-server.ts';
 import { makePrivateDir } from './state-dir.ts';
 
 /**
@@ -48,23 +48,43 @@ export class NatsServerMissingError extends Error {
   }
 }
 
+/** Options of {@link startEmbeddedNats}. */
+export interface EmbeddedNatsOptions {
+  readonly stateDir: string;
+  readonly binary?: string;
+  /** Default: a free loopback port. Chosen by the caller to tell services the URL before the server is up. */
+  readonly port?: number;
+  /** Default: a new random one ({@link newEmbeddedToken}). */
+  readonly token?: string;
+  readonly signal?: AbortSignal;
+  readonly timeoutMs?: number;
+}
+
+/** A new random token for an embedded server (256 bits, base64url). */
+export function newEmbeddedToken(): string {
+  return randomBytes(TOKEN_BYTES).toString('base64url');
+}
+
 /**
- * Starts `nats-server` on a free loopback port with JetStream stored under `<stateDir>/nats`, and a new random
- * token that every connection must present (`authorization { token }`). The token is in the server's config file
- * (mode 0600), not on its command line; `stateDir` is made its owner's alone (mode 0700), the bus's data is in it.
- * Rejects with {@link NatsServerMissingError} when the binary is not installed.
+ * Starts `nats-server` on a loopback port with JetStream stored under `<stateDir>/nats`, and a token that every
+ * connection must present (`authorization { token }`), new for each server unless given. The token is in the
+ * server's config file (mode 0600), not on its command line; `stateDir` is made its owner's alone (mode 0700), the
+ * bus's data is in it. Rejects with {@link NatsServerMissingError} when the binary is not installed (the spawn
+ * itself fails: no `nats-server --version` is run first).
  */
-export async function startEmbeddedNats(options: { stateDir: string; binary?: string; signal?: AbortSignal; timeoutMs?: number }): Promise<EmbeddedNats> {
+export async function startEmbeddedNats(options: EmbeddedNatsOptions): Promise<EmbeddedNats> {
   const binary = options.binary ?? 'nats-server';
-  if (!hasNatsServer(binary)) throw new NatsServerMissingError();
   await makePrivateDir(options.stateDir);
-  const token = randomBytes(TOKEN_BYTES).toString('base64url');
+  const token = options.token ?? newEmbeddedToken();
   const server = await startNatsServerProcess({
     storeDir: join(options.stateDir, 'nats'),
     binary,
     config: `server_name: agentbus-embedded\nauthorization { token: ${JSON.stringify(token)} }`,
+    ...(options.port === undefined ? {} : { port: options.port }),
     ...(options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs }),
     ...(options.signal ? { signal: options.signal } : {}),
+  }).catch((error: unknown) => {
+    throw (error as NodeJS.ErrnoException).code === 'ENOENT' ? new NatsServerMissingError() : error;
   });
   return { url: server.url, token, stop: () => server.stop() };
 }

@@ -2,15 +2,21 @@ import { randomBytes } from 'node:crypto';
 import { join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describeDefaultModel } from '../src/default-model.ts';
-import { embeddedBusEnv, startEmbeddedNats } from './embedded-nats.ts';
+import { freePort } from '../src/nats-server.ts';
+import { BUS_STARTING_ENV } from '../src/service/connect-when-up.ts';
+import { embeddedBusEnv, newEmbeddedToken, startEmbeddedNats } from './embedded-nats.ts';
 import type { EmbeddedNats } from './embedded-nats.ts';
 import { openServiceLogs } from './service-logs.ts';
 import type { ServiceLogs } from './service-logs.ts';
 import { startServiceStack } from './service-stack.ts';
+import { makePrivateDir } from './state-dir.ts';
 import type { ServiceName, ServiceStack } from './service-stack.ts';
 
 /** The demo script that ships with agentbus; the scripted provider plays it when no other is given. */
 export const DEMO_SCRIPT = fileURLToPath(new URL('../examples/demo-script.json', import.meta.url));
+
+/** How long services started beside an embedded bus wait for it to listen: its own start timeout. */
+const BUS_START_WAIT_MS = 15_000;
 
 /** A bus (embedded or given) with agentbus services on it. */
 export interface LocalStack {
@@ -56,35 +62,51 @@ export interface LocalStackOptions {
   readonly signal?: AbortSignal;
 }
 
-/** Starts the bus (when none is given) and the services; `stop()` takes both down in order. */
+/**
+ * Starts the bus (when none is given) and the services; `stop()` takes both down in order. An embedded bus and the
+ * services start side by side: its port and token are chosen first, and the services wait for it to listen
+ * ({@link BUS_STARTING_ENV}), so that a cold start costs the slower of the two, not their sum.
+ */
 export async function startLocalStack(options: LocalStackOptions): Promise<LocalStack> {
+  // Stops whatever is starting when the other half fails: services waiting for a bus that will not come, say.
+  const failed = new AbortController();
+  const signal = options.signal ? AbortSignal.any([options.signal, failed.signal]) : failed.signal;
+  let natsStarting: Promise<EmbeddedNats> | undefined;
+  let embedded: { url: string; token: string } | undefined;
+  if (!options.url) {
+    await makePrivateDir(options.stateDir);
+    const port = await freePort();
+    embedded = { url: `nats://127.0.0.1:${port}`, token: newEmbeddedToken() };
+    natsStarting = startEmbeddedNats({ stateDir: options.stateDir, port, token: embedded.token, signal });
+    natsStarting.catch(() => failed.abort());
+  }
+  const url = options.url ?? embedded!.url;
   let nats: EmbeddedNats | undefined;
-  if (!options.url) nats = await startEmbeddedNats({ stateDir: options.stateDir, ...(options.signal ? { signal: options.signal } : {}) });
-  const url = options.url ?? nats!.url;
   let logs: ServiceLogs | undefined;
   let shownLogs = '';
+  let busFailed = false;
   try {
     // The runtime needs the same default model the provider service derives from keys and config.
     const choice = await describeDefaultModel(options.env, options.signal ? { signal: options.signal } : {});
     options.onNotice?.(choice.offline ? choice.message : `default model ${choice.model} (${choice.source})`);
-    const dashboardToken = nats ? options.env.AGENTBUS_DASHBOARD_TOKEN?.trim() || randomBytes(32).toString('base64url') : undefined;
+    const dashboardToken = embedded ? options.env.AGENTBUS_DASHBOARD_TOKEN?.trim() || randomBytes(32).toString('base64url') : undefined;
     // The chat gateway prompts on a tenant's behalf: never without a token, made per start unless one is set.
     const chatToken = options.services.includes('chat') ? options.env.AGENTBUS_CHAT_TOKEN?.trim() || randomBytes(32).toString('base64url') : undefined;
 
     // The A2A server runs the agent (and its tools) for whoever calls it: on the embedded bus it asks for a token too.
-    const a2aToken = nats && options.services.includes('a2a') ? options.env.AGENTBUS_A2A_TOKEN?.trim() || randomBytes(32).toString('base64url') : undefined;
+    const a2aToken = embedded && options.services.includes('a2a') ? options.env.AGENTBUS_A2A_TOKEN?.trim() || randomBytes(32).toString('base64url') : undefined;
     const env: Record<string, string> = {
       AGENTBUS_MODEL: choice.model,
       NATS_URL: url,
       // In the environment, not on a command line: `ps` shows other users the command lines.
-      ...(nats ? embeddedBusEnv(nats.token) : {}),
+      ...(embedded ? { ...embeddedBusEnv(embedded.token), [BUS_STARTING_ENV]: String(BUS_START_WAIT_MS) } : {}),
       AGENTBUS_SCRIPT: options.script ?? options.env.AGENTBUS_SCRIPT ?? DEMO_SCRIPT,
       AGENTBUS_WORKSPACE: options.env.AGENTBUS_WORKSPACE ?? options.workspace,
       // The embedded bus is one user's own, serving the folder it runs in: one workspace, as the README's first
       // `ask` expects. On a bus of its own (--nats, NATS_URL) tenants may be many: each gets its own folder.
-      AGENTBUS_WORKSPACE_PER_TENANT: options.env.AGENTBUS_WORKSPACE_PER_TENANT ?? (nats ? '0' : '1'),
+      AGENTBUS_WORKSPACE_PER_TENANT: options.env.AGENTBUS_WORKSPACE_PER_TENANT ?? (embedded ? '0' : '1'),
       // The embedded bus's store and token are in the state folder, often inside the workspace: hidden from the tools.
-      AGENTBUS_WORKSPACE_HIDE: [...(nats ? [resolve(options.stateDir)] : []), options.env.AGENTBUS_WORKSPACE_HIDE ?? ''].filter((path) => path !== '').join(':'),
+      AGENTBUS_WORKSPACE_HIDE: [...(embedded ? [resolve(options.stateDir)] : []), options.env.AGENTBUS_WORKSPACE_HIDE ?? ''].filter((path) => path !== '').join(':'),
       LOG_LEVEL: options.logLevel ?? options.env.LOG_LEVEL ?? 'info',
       ...(options.env.AGENTBUS_AGENTS ? { AGENTBUS_AGENTS: options.env.AGENTBUS_AGENTS } : {}),
       ...(options.env.AGENTBUS_DASHBOARD_PORT === undefined ? {} : { AGENTBUS_DASHBOARD_PORT: options.env.AGENTBUS_DASHBOARD_PORT }),
@@ -101,7 +123,7 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       options.logs.write(options.logs.verbose ? `agentbus: service logs here and in ${shownLogs}` : `agentbus: service logs go to ${shownLogs} (--verbose shows them here)`);
     }
     const sink = logs;
-    const services = await startServiceStack({
+    const servicesStarting = startServiceStack({
       services: options.services,
       env,
       onLog: (service, line) => {
@@ -109,12 +131,23 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
         options.onLog?.(service, line);
       },
       ...(options.onRestart ? { onRestart: options.onRestart } : {}),
-      ...(options.signal ? { signal: options.signal } : {}),
+      signal,
     });
+    servicesStarting.catch(() => failed.abort());
+    // Both settle before anything is thrown: the half that did start is stopped below.
+    const [busOutcome, servicesOutcome] = await Promise.allSettled([natsStarting ?? Promise.resolve(undefined), servicesStarting]);
+    if (busOutcome.status === 'fulfilled') nats = busOutcome.value;
+    if (busOutcome.status === 'rejected') {
+      if (servicesOutcome.status === 'fulfilled') await servicesOutcome.value.stop();
+      busFailed = true;
+      throw busOutcome.reason;
+    }
+    if (servicesOutcome.status === 'rejected') throw servicesOutcome.reason;
+    const services = servicesOutcome.value;
     return {
       url,
-      embedded: nats !== undefined,
-      token: nats?.token,
+      embedded: embedded !== undefined,
+      token: embedded?.token,
       dashboardToken,
       chatToken,
 
@@ -127,10 +160,12 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       },
     };
   } catch (error) {
+    // A bus still starting when the services failed is stopped once it is up.
+    nats ??= await natsStarting?.catch(() => undefined);
     await nats?.stop();
     await logs?.close();
     // In quiet mode the service's own words (a stack trace, say) are in its file, not on the terminal.
-    if (logs && !options.logs?.verbose && error instanceof Error) error.message += `; its log is in ${shownLogs}`;
+    if (logs && !options.logs?.verbose && !busFailed && error instanceof Error) error.message += `; its log is in ${shownLogs}`;
     throw error;
   }
 }

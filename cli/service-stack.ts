@@ -148,6 +148,7 @@ export async function startServiceStack(options: ServiceStackOptions): Promise<S
     restartTimers.add(timer);
   };
 
+  options.signal?.throwIfAborted();
   const ready = options.services.map((service) => launch(service));
   // A service that exits later rejects its (already settled) ready promise; that is reported through `exited`.
   for (const promise of ready) promise.catch(() => undefined);
@@ -158,7 +159,9 @@ export async function startServiceStack(options: ServiceStackOptions): Promise<S
       Promise.all(ready),
       new Promise((_, reject) => {
         timer = setTimeout(() => reject(new Error(`services not ready within ${timeoutMs} ms`)), timeoutMs);
-        options.signal?.addEventListener('abort', () => reject(new Error('cancelled while starting services')), { once: true });
+        const cancelled = () => reject(new Error('cancelled while starting services'));
+        if (options.signal?.aborted) cancelled();
+        options.signal?.addEventListener('abort', cancelled, { once: true });
       }),
     ]);
   } catch (error) {

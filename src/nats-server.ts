@@ -97,6 +97,8 @@ async function launchServer(binary: string, configFile: string, timeoutMs: numbe
       child.kill('SIGTERM');
       reject(error);
     };
+    // A binary that is not there fails the spawn itself (ENOENT on the error's `code`).
+    const onError = (error: Error) => fail(error);
     const onData = (chunk: Buffer) => {
       output += chunk.toString();
       if (!output.includes('Server is ready')) return;
@@ -110,10 +112,12 @@ async function launchServer(binary: string, configFile: string, timeoutMs: numbe
       clearTimeout(timer);
       child.stderr?.off('data', onData);
       child.off('exit', onExit);
+      child.off('error', onError);
       signal?.removeEventListener('abort', onAbort);
     }
     child.stderr?.on('data', onData);
     child.once('exit', onExit);
+    child.once('error', onError);
     signal?.addEventListener('abort', onAbort, { once: true });
   });
   // Keep reading its log so the pipe never fills, without keeping it.

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { GptEncoding } from 'gpt-tokenizer/esm/GptEncoding';
 import type { ChatMessage } from './protocol/index.ts';
@@ -88,13 +89,45 @@ export interface TokenCounterOptions {
   readonly encoder?: (encoding: TokenEncoding) => (text: string) => number;
 }
 
+/** An encoding's ranks as gpt-tokenizer takes them: one entry (a string, or its bytes) per rank. */
+type Ranks = ReturnType<Parameters<typeof GptEncoding.getEncodingApi>[1]>;
+
 /**
- * Exact counts of `encoding` by `gpt-tokenizer`, ranks loaded now. Text that spells a special token
+ * Where the compiled code finds the ranks as JSON, relative to itself: bin/build.js sets it (esbuild `define`) and
+ * writes `dist/ranks/<encoding>.json`. Undefined in the sources.
+ */
+declare const AGENTBUS_BUILT_RANKS: string | undefined;
+
+/** The folder of the ranks bin/build.js wrote as JSON for the compiled code; undefined when running the sources. */
+function builtRanksDir(): URL | undefined {
+  return typeof AGENTBUS_BUILT_RANKS === 'string' ? new URL(AGENTBUS_BUILT_RANKS, import.meta.url) : undefined;
+}
+
+/**
+ * The ranks of `encoding`: from `<ranksDir>/<encoding>.json` when there is one (parsing JSON takes about a third
+ * less CPU than compiling the package's 2.4 MB module of string literals, on every start of the runtime), else from
+ * gpt-tokenizer's own module.
+ */
+export function loadRanks(encoding: TokenEncoding, ranksDir?: URL): Ranks {
+  if (ranksDir) {
+    try {
+      // Not bus data: a file of the build, checked to be a list.
+      const ranks: unknown = JSON.parse(readFileSync(new URL(`${encoding}.json`, ranksDir), 'utf8'));
+      if (Array.isArray(ranks) && ranks.length > 0) return ranks as Ranks;
+    } catch {
+      // No such file (an encoding the build did not write): the package's module below.
+    }
+  }
+  return (require(`gpt-tokenizer/cjs/bpeRanks/${encoding}`) as { default: Ranks }).default;
+}
+
+/**
+ * Exact counts of `encoding` by `gpt-tokenizer`, ranks loaded now ({@link loadRanks}). Text that spells a special token
  * ('<|endoftext|>') is text a user or a tool wrote: counted as text, as providers tokenize message content (the
  * library's default throws, which failed every later step).
  */
-export function gptTokenizerCount(encoding: TokenEncoding): (text: string) => number {
-  const ranks = (require(`gpt-tokenizer/cjs/bpeRanks/${encoding}`) as { default: Parameters<typeof GptEncoding.getEncodingApi>[1] extends () => infer R ? R : never }).default;
+export function gptTokenizerCount(encoding: TokenEncoding, ranksDir: URL | undefined = builtRanksDir()): (text: string) => number {
+  const ranks = loadRanks(encoding, ranksDir);
   const encoder = GptEncoding.getEncodingApi(encoding, () => ranks);
   encoder.setMergeCacheSize(MERGE_CACHE_SIZE);
   const asText = { disallowedSpecial: new Set<string>() };

@@ -1,6 +1,7 @@
 import type { NatsConnection } from '@nats-io/nats-core';
 import { busOptionsFromEnv, connectBus } from '../bus/connect.ts';
 import { ServiceInboxPrefix } from '../bus/inbox.ts';
+import { busStartingWaitMs, connectWhenUp } from './connect-when-up.ts';
 import { replyPolicyFromBus } from '../bus/reply-guard.ts';
 import type { ReplyPolicy } from '../bus/reply-guard.ts';
 import { startServiceHealth } from '../bus/service-health.ts';
@@ -70,7 +71,7 @@ export interface RunServiceOptions {
 /**
  * Runs a service as its own process, the one way every `main.ts` starts: reads the common environment (`NATS_URL`,
  * `NATS_USER`/`NATS_PASSWORD` or `NATS_TOKEN`, `NATS_CA`/`NATS_CERT`/`NATS_KEY`, `AGENTBUS_INBOX_PREFIX`,
- * `AGENTBUS_TRUSTED_INBOXES`, `AGENTBUS_PREFIX`, `LOG_LEVEL` default `info`), connects, starts the service, then
+ * `AGENTBUS_TRUSTED_INBOXES`, `AGENTBUS_PREFIX`, `LOG_LEVEL` default `info`, `AGENTBUS_BUS_STARTING_MS`), connects, starts the service, then
  * its health probe, tells a parent it is ready, and on SIGTERM or SIGINT (or its parent gone) stops the service,
  * drains the connection and exits. Resolves once the service is ready, or failed to start (exit code 1).
  *
@@ -89,7 +90,8 @@ export async function runService(options: RunServiceOptions): Promise<void> {
     // A bad AGENTBUS_TRUSTED_INBOXES stops the service before it connects.
     const replyPolicy = replyPolicyFromBus(bus, env);
     const prefix = prefixFromEnv(env);
-    nc = await connectBus({ servers: env.NATS_URL?.trim() || DEFAULT_NATS_URL, name: `agentbus-${options.name}`, logger, ...bus });
+    // Started beside its bus (`agentbus ask`, `up`), a service may be ready to connect before the server listens.
+    nc = await connectWhenUp(() => connectBus({ servers: env.NATS_URL?.trim() || DEFAULT_NATS_URL, name: `agentbus-${options.name}`, logger, ...bus }), { waitMs: busStartingWaitMs(env) });
     const connection = nc;
     let health: ServiceHealth | undefined;
     const unrecoverable = (reason: string) => {

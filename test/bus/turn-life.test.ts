@@ -59,6 +59,10 @@ describe('deadlines and the last answer', () => {
     const prompt = ofType(events, 'user.message')[0]!;
     expect(started.data.deadline).toBeGreaterThanOrEqual(prompt.ts + 1500 - 100);
     expect(started.data.deadline).toBeLessThanOrEqual(prompt.ts + 1500);
+    // The tool call's own deadline (its tool allows 60 s) was cut to the turn's: the worker stops it by then even
+    // when no cancel reaches it.
+    expect(gate.deadlines).toHaveLength(1);
+    expect(gate.deadlines[0]).toBeLessThanOrEqual(started.data.deadline!);
   });
 
   it('answers once more without tools when maxSteps runs out, and still ends budget_exceeded, with that text', async () => {

@@ -3,9 +3,30 @@ import type { FakeReply, FakeSseServer } from './fake-sse-server.ts';
 
 export type { FakeReply, FakeSseServer, RecordedRequest } from './fake-sse-server.ts';
 
-/** Starts a fake Anthropic Messages server on loopback; the client's `baseURL` is its `url`. */
+/**
+ * Starts a fake Anthropic Messages server on loopback; the client's `baseURL` is its `url`. It refuses, with the
+ * real API's 400, what the real API refuses and a test might otherwise let through ({@link refusedAsTheApiWould}).
+ */
 export function startFakeAnthropicServer(): Promise<FakeSseServer> {
-  return startFakeSseServer();
+  return startFakeSseServer({ refuse: refusedAsTheApiWould });
+}
+
+/**
+ * The real Messages API's answer to a body it refuses, else undefined: `tool_use` or `tool_result` blocks in the
+ * messages with no `tools` defined (400: "Requests which include `tool_use` or `tool_result` blocks must define
+ * tools."), and a `tool_choice` with no `tools`.
+ */
+export function refusedAsTheApiWould(body: Record<string, unknown>): FakeReply | undefined {
+  const tools = Array.isArray(body.tools) ? body.tools : [];
+  const messages = Array.isArray(body.messages) ? (body.messages as Array<{ content?: unknown }>) : [];
+  const toolBlocks = messages.some(
+    (entry) => Array.isArray(entry.content) && (entry.content as Array<{ type?: unknown }>).some((block) => block.type === 'tool_use' || block.type === 'tool_result'),
+  );
+  if (toolBlocks && tools.length === 0) {
+    return errorReply(400, 'invalid_request_error', 'Requests which include `tool_use` or `tool_result` blocks must define tools.');
+  }
+  if (body.tool_choice !== undefined && tools.length === 0) return errorReply(400, 'invalid_request_error', 'tool_choice may only be specified while providing tools.');
+  return undefined;
 }
 
 /** One `event:` + `data:` frame, as the Messages API streams them. */

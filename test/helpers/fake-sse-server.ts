@@ -66,8 +66,17 @@ async function answer(reply: FakeReply, response: ServerResponse): Promise<void>
   response.end();
 }
 
+/** Options of {@link startFakeSseServer}. */
+export interface FakeSseServerOptions {
+  /**
+   * Checks each request body as the real API would: a reply returned (an error) answers the request instead of the
+   * next queued one, which stays queued.
+   */
+  readonly refuse?: (body: Record<string, unknown>) => FakeReply | undefined;
+}
+
 /** Starts the fake server on 127.0.0.1 and a free port. */
-export async function startFakeSseServer(): Promise<FakeSseServer> {
+export async function startFakeSseServer(options: FakeSseServerOptions = {}): Promise<FakeSseServer> {
   const queue: FakeReply[] = [];
   const requests: RecordedRequest[] = [];
   const server = createServer((request, response) => {
@@ -88,6 +97,8 @@ export async function startFakeSseServer(): Promise<FakeSseServer> {
       .then((body) => {
         recorded.body = body;
         requests.push(recorded);
+        const refused = options.refuse?.(body);
+        if (refused) return answer(refused, response);
         const reply = queue.shift() ?? { kind: 'json', status: 500, body: { error: { message: 'no reply queued', type: 'server_error' } } };
         return answer(reply, response);
       })

@@ -7,6 +7,8 @@ export interface GateTool {
   readonly tool: AnyToolDefinition;
   /** The effectId of every execution, in order. */
   readonly effects: string[];
+  /** The request deadline (epoch ms) every execution was given, in order. */
+  readonly deadlines: number[];
   /** How many executions saw their signal abort. */
   aborted(): number;
   /** Lets every waiting and later execution finish with `released`. */
@@ -16,6 +18,7 @@ export interface GateTool {
 /** Creates a {@link GateTool} named `name`; idempotent unless told otherwise. */
 export function createGateTool(name: string, options: { idempotent?: boolean } = {}): GateTool {
   const effects: string[] = [];
+  const deadlines: number[] = [];
   let aborted = 0;
   let open: () => void = () => {};
   const opened = new Promise<void>((resolve) => {
@@ -28,8 +31,9 @@ export function createGateTool(name: string, options: { idempotent?: boolean } =
     tier: 'side_effecting',
     timeoutMs: 60_000,
     idempotent: options.idempotent ?? true,
-    execute: async (_args, { effectId, signal }) => {
+    execute: async (_args, { effectId, signal, deadline }) => {
       effects.push(effectId);
+      deadlines.push(deadline);
       await Promise.race([
         opened,
         new Promise((_resolve, reject) =>
@@ -42,5 +46,5 @@ export function createGateTool(name: string, options: { idempotent?: boolean } =
       return 'released';
     },
   });
-  return { tool, effects, aborted: () => aborted, open };
+  return { tool, effects, deadlines, aborted: () => aborted, open };
 }

@@ -155,6 +155,11 @@ describe('a runtime node under pathological prompts and floods', () => {
     try {
       const big = await requestJson(limited.client, 'agentbus.default.sessions.big.prompt', { text: 'x'.repeat(2_000) });
       expect(big).toMatchObject({ accepted: false, error: { code: 'payload_too_large', retryable: false } });
+      // Attachments count as much as the text (`ask --file`): a short text with a large file is over the limit too.
+      const attached = await requestJson(limited.client, 'agentbus.default.sessions.attached.prompt', { text: 'Review this', attachments: [{ name: 'big.txt', content: 'y'.repeat(2_000) }] });
+      expect(attached).toMatchObject({ accepted: false, error: { code: 'payload_too_large', retryable: false, message: expect.stringMatching(/exceeds the limit of 1024 bytes/) } });
+      const small = await requestJson(limited.client, 'agentbus.default.sessions.small.prompt', { text: 'Review this', attachments: [{ name: 'a.txt', content: 'y'.repeat(500) }] });
+      expect(small).toMatchObject({ accepted: true });
       const replies = await Promise.all(Array.from({ length: 6 }, () => requestJson(limited.client, 'agentbus.default.sessions.busy.prompt', { text: 'hi' })));
       expect(replies.filter((reply) => reply.accepted)).toHaveLength(3);
       expect(replies.filter((reply) => reply.error?.code === 'rate_limited' && reply.error.retryable)).toHaveLength(3);

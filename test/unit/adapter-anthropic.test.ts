@@ -120,6 +120,30 @@ describe('Anthropic adapter', () => {
     });
   });
 
+  it('answers without tools over a history of tool calls (final answer, --force-finish) in a form the API accepts', async () => {
+    // The fake server refuses tool_use blocks with no tools defined, as the real API does (400).
+    server.enqueue(textStream(['From what I read: alpha.']));
+    const chunks = await collect(adapter().generate({ ...request, tools: [] }, { signal: signal() }));
+    expect(chunks.filter((chunk) => chunk.type === 'text-delta').map((chunk) => (chunk as { text: string }).text).join('')).toBe('From what I read: alpha.');
+    const sent = server.requests[0]!.body;
+    expect(sent.tool_choice).toEqual({ type: 'none' });
+    expect(sent.tools).toEqual([{ name: 'read_file', description: 'Not available in this call: answer in text.', input_schema: { type: 'object' } }]);
+  });
+
+  it('is refused by the fake server as by the API when tool_use blocks come with no tools', async () => {
+    const { default: Anthropic } = await import('@anthropic-ai/sdk');
+    const client = new Anthropic({ apiKey: API_KEY, baseURL: server.url, maxRetries: 0 });
+    const { messages } = toAnthropicMessages(request.messages);
+    await expect(client.messages.create({ model: 'claude-sonnet-5', max_tokens: 10, messages })).rejects.toMatchObject({ status: 400 });
+  });
+
+  it('sends no tools and no tool_choice when neither the call nor the history has any', async () => {
+    server.enqueue(textStream(['hi']));
+    await collect(adapter().generate({ ...request, messages: [{ role: 'user', content: 'hi' }], tools: [] }, { signal: signal() }));
+    expect(server.requests[0]!.body.tools).toBeUndefined();
+    expect(server.requests[0]!.body.tool_choice).toBeUndefined();
+  });
+
   it('puts a user message that follows tool results into the same user turn, after them', () => {
     const { messages } = toAnthropicMessages([
       { role: 'assistant', content: '', toolCalls: [{ id: 't1', name: 'x', args: {} }] },

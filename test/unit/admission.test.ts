@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { createAdmission } from '../../services/runtime/ingress/admission.ts';
+import { createAdmission, promptBytes } from '../../services/runtime/ingress/admission.ts';
 import { createRateLimiter, parseRate } from '../../src/rate-limit.ts';
 import { createRefusalLog } from '../../src/refusal-log.ts';
 import { captureLogs } from '../helpers/captured-logs.ts';
@@ -23,6 +23,11 @@ describe('admission', () => {
     for (let index = 0; index < 10; index++) expect(admission.tenant('acme')).toBeUndefined();
     expect(admission.tenant('acme')).toMatchObject({ code: 'rate_limited', message: expect.stringContaining('tenant acme') });
     expect(admission.tenant('globex')).toBeUndefined();
+  });
+
+  it('counts the attachments of a prompt, names and contents, in its size, in UTF-8 bytes', () => {
+    expect(promptBytes({ text: 'héllo' })).toBe(6);
+    expect(promptBytes({ text: 'Review', attachments: [{ name: 'a.ts', content: 'let x;\n' }, { name: 'é', content: '' }] })).toBe(6 + 4 + 7 + 2);
   });
 
   it('refuses a prompt over the size limit with payload_too_large, and none when the limit is 0', () => {

@@ -231,3 +231,28 @@ describe('token counting on pathological input', () => {
     expect(tokens.count(prose)).toBeLessThan(exact + 20);
   });
 });
+
+describe('the ranks the compiled runtime loads as JSON', () => {
+  it('are the package module\'s ranks: the same list, and the same counts', async () => {
+    const { mkdtempSync, writeFileSync, rmSync } = await import('node:fs');
+    const { tmpdir } = await import('node:os');
+    const { join } = await import('node:path');
+    const { pathToFileURL } = await import('node:url');
+    const { createRequire } = await import('node:module');
+    const { loadRanks, gptTokenizerCount } = await import('../../src/tokens.ts');
+    const dir = mkdtempSync(join(tmpdir(), 'agentbus-ranks-'));
+    try {
+      // As bin/build.js writes them.
+      const fromPackage = (createRequire(import.meta.url)('gpt-tokenizer/cjs/bpeRanks/o200k_base') as { default: string[] }).default;
+      writeFileSync(join(dir, 'o200k_base.json'), JSON.stringify(fromPackage));
+      const ranksDir = pathToFileURL(`${dir}/`);
+      expect(loadRanks('o200k_base', ranksDir)).toEqual(fromPackage);
+      const text = 'The quick brown fox, résumé 東京 😀 <|endoftext|> x'.repeat(20);
+      expect(gptTokenizerCount('o200k_base', ranksDir)(text)).toBe(gptTokenizerCount('o200k_base', undefined)(text));
+      // An encoding the build did not write comes from the package.
+      expect(loadRanks('cl100k_base', ranksDir).length).toBeGreaterThan(100_000);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -102,6 +102,16 @@ export function createAnthropicAdapter(options: AnthropicAdapterOptions): Provid
     const thinking = options.thinking ?? AnthropicThinking.disabled;
     if (thinking !== AnthropicThinking.omit) body.thinking = { type: thinking };
     if (request.tools.length > 0) body.tools = request.tools.map(toAnthropicTool);
+    else {
+      // A call without tools (the final answer at maxSteps, --force-finish) over a history with tool calls: the API
+      // refuses `tool_use`/`tool_result` blocks unless tools are defined, so the tools named in the history are
+      // defined again and `tool_choice: none` keeps the model from calling any of them.
+      const named = toolNamesIn(messages);
+      if (named.length > 0) {
+        body.tools = named.map((toolName) => ({ name: toolName, description: 'Not available in this call: answer in text.', input_schema: { type: 'object' } }));
+        body.tool_choice = { type: 'none' };
+      }
+    }
     // `temperature` is not sent: the Messages API this SDK speaks has no such parameter any more.
     return body;
   }
@@ -234,6 +244,16 @@ function normalizeStopReason(reason: string | null): string {
     default:
       return reason;
   }
+}
+
+/** The names of the tools called in `messages`' `tool_use` blocks, each once. */
+function toolNamesIn(messages: readonly MessageParam[]): string[] {
+  const names = new Set<string>();
+  for (const message of messages) {
+    if (typeof message.content === 'string') continue;
+    for (const block of message.content) if (block.type === 'tool_use') names.add(block.name);
+  }
+  return [...names];
 }
 
 function toAnthropicTool(tool: ToolSpec): Tool {

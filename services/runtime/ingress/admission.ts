@@ -7,12 +7,28 @@ export type { Rate } from '../../../src/rate-limit.ts';
 
 /** Limits on what a tenant and a session may send. */
 export interface AdmissionLimits {
-  /** Most UTF-8 bytes of a prompt's text; 0 is no limit beyond the codec's 1 MiB per message. */
+  /**
+   * Most UTF-8 bytes of a prompt's text and attachments (names and contents) together ({@link promptBytes}); 0 is no
+   * limit beyond the codec's 1 MiB per message.
+   */
   readonly maxPromptBytes: number;
   /** Messages per second of one session (every verb counts). */
   readonly sessionRate: Rate;
   /** Messages per second of one tenant, over all its sessions. */
   readonly tenantRate: Rate;
+}
+
+/**
+ * The UTF-8 bytes a prompt's size limit counts: its text and every attachment's name and content, which reach the
+ * model as much as the text does.
+ *
+ * @example
+ * promptBytes({ text: 'Review this', attachments: [{ name: 'a.ts', content: 'let x = 1;\n' }] }); // 11 + 4 + 11
+ */
+export function promptBytes(prompt: { readonly text: string; readonly attachments?: ReadonlyArray<{ readonly name: string; readonly content: string }> | undefined }): number {
+  let bytes = Buffer.byteLength(prompt.text, 'utf8');
+  for (const file of prompt.attachments ?? []) bytes += Buffer.byteLength(file.name, 'utf8') + Buffer.byteLength(file.content, 'utf8');
+  return bytes;
 }
 
 /** Default limits: generous for people and programs, tight enough to stop a flood from taking a node. */
@@ -28,7 +44,7 @@ export interface Admission {
   tenant(tenant: string): ErrorData | undefined;
   /** Takes one message of the session from its bucket; refused when the session sends too fast. */
   session(tenant: string, sessionId: string): ErrorData | undefined;
-  /** Refuses a prompt whose text is over the size limit. */
+  /** Refuses a prompt whose size ({@link promptBytes}) is over the limit. */
   promptSize(bytes: number): ErrorData | undefined;
   /** Drops the buckets that have refilled: a quiet session or tenant costs no memory here. */
   prune(): void;
@@ -64,7 +80,7 @@ export function createAdmission(limits: AdmissionLimits, now: () => number): Adm
     },
     promptSize(bytes) {
       if (limits.maxPromptBytes <= 0 || bytes <= limits.maxPromptBytes) return undefined;
-      return { code: ErrorCode.payloadTooLarge, message: `prompt of ${bytes} bytes exceeds the limit of ${limits.maxPromptBytes} bytes`, retryable: false };
+      return { code: ErrorCode.payloadTooLarge, message: `prompt of ${bytes} bytes (text and attachments) exceeds the limit of ${limits.maxPromptBytes} bytes (AGENTBUS_MAX_PROMPT_BYTES)`, retryable: false };
     },
   };
 }

@@ -13,6 +13,7 @@ import type { LivePublisher } from '../sessions/live-publisher.ts';
 import type { SessionDeleter } from '../sessions/session-delete.ts';
 import type { CommandResult, SessionHost } from '../sessions/session-host.ts';
 import type { RuntimeTombstones } from '../sessions/tombstones.ts';
+import { promptBytes } from './admission.ts';
 import type { Admission } from './admission.ts';
 import { MAX_FORWARD_HOPS } from './forward.ts';
 import type { MessageOrigin, SessionMessage } from './forward.ts';
@@ -139,7 +140,7 @@ export function createSessionMessageHandler(deps: SessionMessageDeps): SessionMe
       switch (verb) {
         case SessionVerb.prompt: {
           const prompt = withinCeilings(decodePrompt(codec, message.data, contentType), deps.config.ceilings);
-          const tooLarge = admission.promptSize(Buffer.byteLength(prompt.text, 'utf8'));
+          const tooLarge = admission.promptSize(promptBytes(prompt));
           if (tooLarge) throw new AgentbusError(tooLarge.code, tooLarge.message);
           await deps.checkSpend?.(tenant);
           const session = await sessions.host(tenant, sessionId, { forPrompt: true });

@@ -219,20 +219,25 @@ export async function startNodeLiveness(options: NodeLivenessOptions): Promise<N
     }
   }
 
+  // The bucket's last revision before the watch starts: its entries up to there are the bucket as it was. nats.js
+  // marks the last of those an update (`isUpdate`), so a node that stopped just before this one started (the previous
+  // `agentbus ask` in the same folder) was reported found dead on every start.
+  const before = (await kv.status()).streamInfo.state.last_seq;
   const watch = await kv.watch();
   void (async () => {
     for await (const entry of watch) {
       if (entry.key === nodeId) continue;
+      const update = entry.isUpdate && entry.revision > before;
       if (entry.operation === 'PUT') {
         const known = seen.get(entry.key);
         if (known && entry.revision <= known.revision) continue;
         // The watch's first entries are the bucket as it was: a key there is not a sign of life by itself.
-        if (!entry.isUpdate && !known) continue;
+        if (!update && !known) continue;
         if (known?.dead) logger.info({ peer: entry.key }, 'runtime node heard again');
         const ready = readyOf(entry.value);
         if (!known || known.dead || known.ready !== ready) changed();
         seen.set(entry.key, { at: clock(), revision: entry.revision, dead: false, ready });
-      } else if (entry.isUpdate) {
+      } else if (update) {
         declareDead(entry.key, 'it stopped');
       }
     }

@@ -37,6 +37,16 @@ export interface CallScope {
 }
 
 /**
+ * A call's timeout cut to end by `deadline` (epoch ms, the turn's) when there is one; never below 0.
+ *
+ * @example
+ * withinDeadline(120_000, now + 5_000, now); // 5000
+ */
+export function withinDeadline(timeoutMs: number, deadline: number | undefined, now: number): number {
+  return deadline === undefined ? timeoutMs : Math.max(0, Math.min(timeoutMs, deadline - now));
+}
+
+/**
  * Calls a tool and recovers from what keeps it from answering. Every send has a `callId` of its own, minted here
  * (fleet-unique, so that a cancel names one attempt of one session and nothing else; the model's id travels as
  * `toolCallId`), while `effectId` stays the call's.
@@ -58,7 +68,7 @@ export async function callToolWithRecovery(
   request: PlannedToolRequest,
   info: ToolInfo,
   scope: CallScope,
-  options: { signal: AbortSignal; timeoutMs: number },
+  options: { signal: AbortSignal; timeoutMs: number; /** The turn's deadline (epoch ms): no send runs past it. */ notAfter?: number },
 ): Promise<ToolClientReply> {
   const { tenant, sessionId } = services;
   const where = { tenant, sessionId, turnId: scope.turnId, step: scope.step };
@@ -82,9 +92,12 @@ export async function callToolWithRecovery(
     // Each send is its own attempt id: a lost attempt's id may be remembered as cancelled by the workers, and an
     // earlier node's attempt of a resumed call may still run under its own.
     const callId = services.newId();
-    // Each send has the whole timeout, the worker's deadline with it: a retry after a late loss is not cut short.
-    const deadline = sends === 0 ? request.deadline : services.now() + options.timeoutMs;
-    const reply = await services.tools.call({ ...request, callId, toolCallId: scope.toolCallId, deadline }, { ...options, attempt, onProgress, scrubOutput: true });
+    // Each send has the whole timeout, the worker's deadline with it: a retry after a late loss is not cut short,
+    // but none runs past the turn's deadline.
+    const { notAfter, ...callOptions } = options;
+    const timeoutMs = sends === 0 ? options.timeoutMs : withinDeadline(options.timeoutMs, notAfter, services.now());
+    const deadline = sends === 0 ? request.deadline : services.now() + timeoutMs;
+    const reply = await services.tools.call({ ...request, callId, toolCallId: scope.toolCallId, deadline }, { ...callOptions, timeoutMs, attempt, onProgress, scrubOutput: true });
     if (!reply.ok && reply.error.code === ErrorCode.noResponders && waited < waits.length) {
       // No worker took it (none listening, or one stopping passed it on): it never started, so it goes out again
       // whatever its tier, and as the same attempt (not a repeat: nothing ran that a ledger could record).

@@ -4,11 +4,15 @@ import type { ErrorData } from '../../../src/protocol/index.ts';
 import type { ExecuteToolsInput, PlannedCall, RequestApprovalInput } from '../../../machines/index.ts';
 import type { ToolInfo } from '../ports.ts';
 import { stepTools } from '../turn/session-scope.ts';
-import { callToolWithRecovery } from './tool-call-attempts.ts';
+import { deadlineOf } from '../limits/limited-provider.ts';
+import { callToolWithRecovery, withinDeadline } from './tool-call-attempts.ts';
 import type { StepActorDeps } from '../turn/session-scope.ts';
 import type { SessionServices } from '../turn/session-services.ts';
 import { fitToolOutput, runAfterHooks, runBeforeHooks } from './tool-call-hooks.ts';
 import type { HookedResult } from './tool-hooks.ts';
+
+/** A call the turn's deadline cut short (its worker stopped it there): said as the turn's end says it. */
+const PAST_TURN_DEADLINE: ErrorData = { code: ErrorCode.deadlineExceeded, message: 'the turn passed its deadline before this call finished; the call was cancelled', retryable: false };
 
 /** The result of a call that failed: the error, and the output the model is shown for it. */
 function failed(error: ErrorData): HookedResult {
@@ -56,15 +60,20 @@ async function runTool(services: SessionServices, input: ExecuteToolsInput, call
   } else if (hooked.blocked) {
     settled = hooked.blocked;
   } else {
-    const timeoutMs = info.timeoutMs ?? config.toolTimeoutMs;
+    // Never past the turn's deadline: the worker stops the call by then even if the turn's cancel does not reach it.
+    const { deadline: notAfter } = deadlineOf(services.transcript, input);
+    const timeoutMs = withinDeadline(info.timeoutMs ?? config.toolTimeoutMs, notAfter, services.now());
     const reply = await callToolWithRecovery(
       services,
       { v: 1, effectId, name: call.name, args: hooked.args, tenant, sessionId, turnId: input.turnId, deadline: services.now() + timeoutMs },
       info,
       { turnId: input.turnId, step: input.step, toolCallId: call.id, ...(call.resumed ? { firstAttempt: 2 } : {}) },
-      { signal, timeoutMs },
+      { signal, timeoutMs, ...(notAfter === undefined ? {} : { notAfter }) },
     );
-    settled = reply.ok ? { output: typeof reply.output === 'string' ? reply.output : JSON.stringify(reply.output ?? null) } : failed(reply.error);
+    // Cut short by the turn's deadline rather than the tool's own timeout: said as the turn's end says it.
+    if (reply.ok) settled = { output: typeof reply.output === 'string' ? reply.output : JSON.stringify(reply.output ?? null) };
+    else if (reply.error.code === ErrorCode.timeout && notAfter !== undefined && services.now() >= notAfter) settled = failed(PAST_TURN_DEADLINE);
+    else settled = failed(reply.error);
     if (reply.outputScrubbed) scrubbedBy = 'worker';
   }
   // A tool's error message is tool output too: it reaches the log and the model.
