@@ -231,6 +231,10 @@ export function countLinear(text: string, exact: (text: string) => number, allow
   // Runs matter only where counting is exact; past that everything is counted by bytes. Scanning is not free
   // (about 100 ns a character), so only the head that can be counted exactly is scanned.
   const head = text.length > EXACT_COUNT_CHARS + RUN_CHUNK ? text.slice(0, EXACT_COUNT_CHARS + RUN_CHUNK) : text;
+  if (asciiWithoutLongRun(head)) {
+    part(0, text.length);
+    return total <= text.length ? total : Math.min(total, Buffer.byteLength(text, 'utf8'));
+  }
   for (const run of head.matchAll(LONG_RUN)) {
     const start = run.index;
     part(at, start);
@@ -248,6 +252,29 @@ export function countLinear(text: string, exact: (text: string) => number, allow
   part(at, text.length);
   // No text has more tokens than UTF-8 bytes; the cuts' extra tokens must not make the count exceed that.
   return total <= text.length ? total : Math.min(total, Buffer.byteLength(text, 'utf8'));
+}
+
+/**
+ * True when `text` is ASCII and holds no run that {@link LONG_RUN} would find: most messages, told by one pass over
+ * their character codes in a fraction of the time the Unicode-class regex takes. False sends the text to the regex.
+ */
+function asciiWithoutLongRun(text: string): boolean {
+  let kind = -1;
+  let length = 0;
+  for (let at = 0; at < text.length; at++) {
+    const unit = text.charCodeAt(at);
+    if (unit > 0x7f) return false;
+    // The classes of LONG_RUN on ASCII: letters (\p{L}), white space (\s), neither nor a digit; digits end any run.
+    const next =
+      (unit >= 0x61 && unit <= 0x7a) || (unit >= 0x41 && unit <= 0x5a) ? 0 : unit === 0x20 || (unit >= 0x09 && unit <= 0x0d) ? 1 : unit >= 0x30 && unit <= 0x39 ? 2 : 3;
+    if (next === kind) length += 1;
+    else {
+      kind = next;
+      length = 1;
+    }
+    if (length >= RUN_CHUNK && kind !== 2) return false;
+  }
+  return true;
 }
 
 /** Where to end a slice `[from, end)`: before the last white space of its last 64 characters, else at `end`. */

@@ -44,6 +44,7 @@ import { VECTOR_SEARCH_WAIT_MS } from './memory-index.ts';
 import { watchTombstones } from './tombstones.ts';
 import type { TombstoneWatch } from './tombstones.ts';
 import type { Embedder, VectorStatus } from './vectorizer.ts';
+import { createQueryEmbedGate } from './query-embed-gate.ts';
 
 /** The `$SRV` name of the memory service's queries; its `memory_search` tool is in `agentbus-memory-tools`. */
 export const MEMORY_SERVICE_NAME = 'agentbus-memory';
@@ -169,27 +170,24 @@ export async function startMemoryService(options: MemoryServiceOptions): Promise
   const startedWith = generation;
 
   // The query's embedding is waited for up to the configured time, and never past the caller's own wait (less a
-  // margin for the search and the way back): full-text hits in time beat hybrid ones too late.
-  // After a query embedding missed its wait, the next searches answer from full text at once for a while (one of them
-  // still waits, to notice when the embedder is quick again): waiting for what comes too late only makes every answer later.
-  let embedderSlowUntil = 0;
-  let lastProbe = 0;
+  // margin for the search and the way back): full-text hits in time beat hybrid ones too late. Which searches wait
+  // at all follows how the embedder answered lately (query-embed-gate.ts): waiting for what comes too late only
+  // makes every answer later.
+  const embedGate = createQueryEmbedGate();
   const searchOf = async (tenant: string, request: MemorySearchRequest, callerWaitsMs?: number): Promise<MemorySearchReply> => {
     const received = performance.now();
     const { store, vectorizer } = generation;
     const status = vectorizer.status();
-    let embedWaitMs = queryEmbedWait(options.queryEmbedTimeoutMs ?? DEFAULT_QUERY_EMBED_TIMEOUT_MS, callerWaitsMs);
-    if (received < embedderSlowUntil) {
-      if (received - lastProbe >= SLOW_EMBEDDER_PROBE_MS) lastProbe = received;
-      else embedWaitMs = 0;
-    }
     // Full-text hits first, at once (top k, a millisecond or so): what the answer is when the query's embedding is late.
     const fullText = await store.search(tenant, request);
     let queryVector: Float32Array | undefined;
-    if (store.hasVectors(tenant) && embedWaitMs > 0) {
-      queryVector = await vectorizer.embedQuery(request.query, embedWaitMs);
-      if (!queryVector) embedderSlowUntil = performance.now() + SLOW_EMBEDDER_HOLD_MS;
-      else if (performance.now() - received < embedWaitMs / 2) embedderSlowUntil = 0;
+    const waiting = store.hasVectors(tenant) ? embedGate.admit(received, queryEmbedWait(options.queryEmbedTimeoutMs ?? DEFAULT_QUERY_EMBED_TIMEOUT_MS, callerWaitsMs)) : undefined;
+    if (waiting) {
+      try {
+        queryVector = await vectorizer.embedQuery(request.query, waiting.waitMs);
+      } finally {
+        waiting.done(performance.now(), queryVector !== undefined);
+      }
     }
     // The caller gave up meanwhile (an overloaded instance): its search is not worth the time the next caller needs.
     if (callerWaitsMs !== undefined && performance.now() - received >= callerWaitsMs) throw new TimeoutError(`search past the caller's wait of ${callerWaitsMs} ms`, callerWaitsMs);
@@ -373,11 +371,6 @@ export async function startMemoryService(options: MemoryServiceOptions): Promise
     },
   };
 }
-
-/** How long searches answer from full text at once after a query embedding came too late. */
-const SLOW_EMBEDDER_HOLD_MS = 5_000;
-/** Meanwhile, one search in this many ms still waits for its embedding, to notice a quick embedder again. */
-const SLOW_EMBEDDER_PROBE_MS = 1_000;
 
 /** Default longest wait for a query's embedding (`AGENTBUS_MEMORY_QUERY_EMBED_TIMEOUT_MS`). */
 export const DEFAULT_QUERY_EMBED_TIMEOUT_MS = 200;

@@ -43,12 +43,19 @@ export interface VectorizerOptions {
   readonly logger: Logger;
   /** Texts per embed request; default 256 (`MAX_EMBED_INPUTS`, one request). */
   readonly batchSize?: number;
+  /**
+   * Batches in flight at once; default {@link DEFAULT_CONCURRENCY}. One at a time caps vectors at a batch per
+   * embedder latency: 1,024 chunks/s behind a remote model that takes 250 ms.
+   */
+  readonly concurrency?: number;
   /** Longest wait of one batch; default 30 s. */
   readonly timeoutMs?: number;
   /** Wait after a failed batch, doubling up to 60 s; default 1 s. */
   readonly retryMs?: number;
 }
 
+/** Embedding batches in flight at once, by default. */
+export const DEFAULT_CONCURRENCY = 4;
 const QUERY_CACHE_SIZE = 256;
 /** Vectors stored between two turns of the event loop: a batch of 256 inserts must not hold a search for long. */
 const YIELD_EVERY = 16;
@@ -64,7 +71,7 @@ function yieldToEventLoop(): Promise<void> {
 const PERMANENT_CODES: ReadonlySet<string> = new Set([ErrorCode.invalidInput, ErrorCode.unsupported, 'unauthorized', ErrorCode.notFound, 'spend_limit']);
 
 /**
- * Feeds the vector side of the index. A batch that fails for a reason that may pass (no provider yet, a
+ * Feeds the vector side of the index, with up to `concurrency` batches in flight. A batch that fails for a reason that may pass (no provider yet, a
  * timeout, rate limits: a retryable error) is tried again with backoff; one the provider refuses as a request
  * (`bad_request`, an input too long for the model) is sent again chunk by chunk, and a chunk refused alone is left
  * to full text; any other failure that cannot pass (no embedding model, a key refused, a model not found) turns
@@ -77,12 +84,11 @@ export function createVectorizer(options: VectorizerOptions): Vectorizer {
   const queryCache = new Map<string, Float32Array>();
   const controller = new AbortController();
   let status: VectorStatus = embedder ? { state: 'waiting', reason: 'no embedding yet' } : { state: 'off', reason: options.offReason ?? 'no embedding provider configured' };
-  let running = false;
   let retryMs = options.retryMs ?? 1_000;
   let idleWaiters: Array<() => void> = [];
 
   const settleIdle = () => {
-    if (queue.length > 0 && status.state !== 'off') return;
+    if ((queue.length > 0 || inFlight > 0) && status.state !== 'off') return;
     for (const resolve of idleWaiters) resolve();
     idleWaiters = [];
   };
@@ -101,84 +107,109 @@ export function createVectorizer(options: VectorizerOptions): Vectorizer {
   // every one of them is refused too, the provider refuses all input (a gateway without the model): vectors go off.
   let singlyLeft = 0;
   let singlyEmbedded = 0;
+  // Batches sent and not answered yet (their chunks are out of the queue), and whether sending waits for a retry.
+  let inFlight = 0;
+  let inFlightChunks = 0;
+  let retrying = false;
+  const concurrency = Math.max(1, options.concurrency ?? DEFAULT_CONCURRENCY);
 
-  const drain = async () => {
-    if (running || !embedder) return;
-    running = true;
-    try {
-      while (queue.length > 0 && status.state !== 'off' && !controller.signal.aborted) {
-        const batch = queue.slice(0, singlyLeft > 0 ? 1 : batchSize);
-        try {
-          const { model, dimensions, vectors } = await embedder.embed(
-            batch.map((item) => item.text),
-            { signal: controller.signal, timeoutMs: options.timeoutMs ?? 30_000 },
-          );
-          queue.splice(0, batch.length);
-          if (singlyLeft > 0) {
-            singlyLeft -= 1;
-            singlyEmbedded += 1;
-          }
-          if (options.sinkMany) {
-            // One graph insert per slice of a tenant's vectors (on more than one thread); searches get their turn between slices.
-            const byTenant = new Map<string, Array<{ id: string; vector: Float32Array }>>();
-            for (const [index, item] of batch.entries()) {
-              const vector = vectors[index];
-              if (!vector) continue;
-              let list = byTenant.get(item.tenant);
-              if (!list) byTenant.set(item.tenant, (list = []));
-              list.push({ id: item.id, vector: Float32Array.from(vector) });
-            }
-            for (const [tenant, entries] of byTenant) {
-              for (let start = 0; start < entries.length; start += SLICE) {
-                await options.sinkMany(tenant, entries.slice(start, start + SLICE));
-                await yieldToEventLoop();
-              }
-            }
-          } else {
-            for (const [index, item] of batch.entries()) {
-              const vector = vectors[index];
-              if (vector) await options.sink(item.tenant, item.id, Float32Array.from(vector));
-              // Each vector is an insert into the ANN graph: searches get their turn between slices of a batch.
-              if (index % YIELD_EVERY === YIELD_EVERY - 1) await yieldToEventLoop();
-            }
-          }
-          if (status.state !== 'on') logger.info({ model, dimensions }, 'memory search is hybrid: embeddings arrive');
-          status = { state: 'on', model, dimensions };
-          retryMs = options.retryMs ?? 1_000;
-        } catch (err) {
-          if (controller.signal.aborted) break;
-          const data = toErrorData(err);
-          if (isBatchRefused(data.code)) {
-            if (batch.length > 1) {
-              singlyLeft = batch.length;
-              singlyEmbedded = 0;
-            } else {
-              // That chunk stays searchable by full text; the rest go on.
-              logger.warn({ err, tenant: batch[0]?.tenant, chunk: batch[0]?.id }, 'the provider refused to embed a chunk; it is searched by full text only');
-              queue.splice(0, 1);
-              if (singlyLeft > 0) {
-                singlyLeft -= 1;
-                if (singlyLeft === 0 && singlyEmbedded === 0) {
-                  turnOff(`${data.code}: the provider refused every chunk of a batch, one by one: ${data.message}`);
-                  break;
-                }
-              }
-            }
-            continue;
-          }
-          if (isPermanent(data.code)) {
-            turnOff(`${data.code}: ${data.message}`);
-            break;
-          }
-          status = { state: 'waiting', reason: `${data.code}: ${data.message}` };
-          logger.warn({ err, retryInMs: retryMs, pending: queue.length }, 'embedding failed; trying again');
-          await new Promise((resolve) => setTimeout(resolve, retryMs).unref());
-          retryMs = Math.min(60_000, retryMs * 2);
+  const store = async (batch: ReadonlyArray<{ tenant: string; id: string }>, vectors: number[][]) => {
+    if (options.sinkMany) {
+      // One graph insert per slice of a tenant's vectors; searches get their turn between slices.
+      const byTenant = new Map<string, Array<{ id: string; vector: Float32Array }>>();
+      for (const [index, item] of batch.entries()) {
+        const vector = vectors[index];
+        if (!vector) continue;
+        let list = byTenant.get(item.tenant);
+        if (!list) byTenant.set(item.tenant, (list = []));
+        list.push({ id: item.id, vector: Float32Array.from(vector) });
+      }
+      for (const [tenant, entries] of byTenant) {
+        for (let start = 0; start < entries.length; start += SLICE) {
+          await options.sinkMany(tenant, entries.slice(start, start + SLICE));
+          await yieldToEventLoop();
         }
       }
+    } else {
+      for (const [index, item] of batch.entries()) {
+        const vector = vectors[index];
+        if (vector) await options.sink(item.tenant, item.id, Float32Array.from(vector));
+        // Each vector is an insert into the ANN graph: searches get their turn between slices of a batch.
+        if (index % YIELD_EVERY === YIELD_EVERY - 1) await yieldToEventLoop();
+      }
+    }
+  };
+
+  // What became of a batch that failed; its chunks are back at the queue's front (the first of them alone when refused alone).
+  const failed = async (batch: ReadonlyArray<{ tenant: string; id: string }>, single: boolean, err: unknown) => {
+    const data = toErrorData(err);
+    if (isBatchRefused(data.code)) {
+      if (batch.length > 1) {
+        singlyLeft = batch.length;
+        singlyEmbedded = 0;
+        return;
+      }
+      // That chunk stays searchable by full text; the rest go on.
+      logger.warn({ err, tenant: batch[0]?.tenant, chunk: batch[0]?.id }, 'the provider refused to embed a chunk; it is searched by full text only');
+      queue.splice(0, 1);
+      if (single && singlyLeft > 0) {
+        singlyLeft -= 1;
+        if (singlyLeft === 0 && singlyEmbedded === 0) turnOff(`${data.code}: the provider refused every chunk of a batch, one by one: ${data.message}`);
+      }
+      return;
+    }
+    if (isPermanent(data.code)) {
+      turnOff(`${data.code}: ${data.message}`);
+      return;
+    }
+    status = { state: 'waiting', reason: `${data.code}: ${data.message}` };
+    if (retrying) return;
+    retrying = true;
+    logger.warn({ err, retryInMs: retryMs, pending: queue.length + inFlightChunks }, 'embedding failed; trying again');
+    await new Promise((resolve) => setTimeout(resolve, retryMs).unref());
+    retryMs = Math.min(60_000, retryMs * 2);
+    retrying = false;
+  };
+
+  // One batch: sent, its vectors stored, or its chunks put back and the failure dealt with; then the next batches.
+  // `single`: one chunk of a refused batch, sent alone.
+  const send = async (batch: Array<{ tenant: string; id: string; text: string }>, single: boolean) => {
+    inFlight += 1;
+    inFlightChunks += batch.length;
+    try {
+      const { model, dimensions, vectors } = await embedder!.embed(
+        batch.map((item) => item.text),
+        { signal: controller.signal, timeoutMs: options.timeoutMs ?? 30_000 },
+      );
+      if (single && singlyLeft > 0) {
+        singlyLeft -= 1;
+        singlyEmbedded += 1;
+      }
+      await store(batch, vectors);
+      if (status.state !== 'on') logger.info({ model, dimensions }, 'memory search is hybrid: embeddings arrive');
+      status = { state: 'on', model, dimensions };
+      retryMs = options.retryMs ?? 1_000;
+    } catch (err) {
+      if (!controller.signal.aborted && status.state !== 'off') {
+        queue.unshift(...batch);
+        await failed(batch, single, err);
+      }
     } finally {
-      running = false;
+      inFlight -= 1;
+      inFlightChunks -= batch.length;
+      pump();
       settleIdle();
+    }
+  };
+
+  // Sends batches while fewer than `concurrency` are in flight (one at a time while a refused batch goes chunk by chunk,
+  // none while a failure waits for its retry).
+  const pump = () => {
+    if (!embedder) return;
+    while (queue.length > 0 && status.state !== 'off' && !controller.signal.aborted && !retrying) {
+      const single = singlyLeft > 0;
+      if (inFlight >= (single ? 1 : concurrency)) return;
+      void send(queue.splice(0, single ? 1 : batchSize), single);
     }
   };
 
@@ -187,7 +218,7 @@ export function createVectorizer(options: VectorizerOptions): Vectorizer {
       if (!embedder || status.state === 'off' || chunks.length === 0) return;
       for (const chunk of chunks) queue.push({ tenant, id: chunk.id, text: chunk.text });
       // A microtask later, so the events read in one go share batches.
-      queueMicrotask(() => void drain());
+      queueMicrotask(pump);
     },
     async embedQuery(text, timeoutMs, signal) {
       if (!embedder || status.state === 'off') return undefined;
@@ -215,8 +246,8 @@ export function createVectorizer(options: VectorizerOptions): Vectorizer {
       }
     },
     status: () => status,
-    pending: () => queue.length,
-    idle: () => (queue.length === 0 || status.state === 'off' ? Promise.resolve() : new Promise((resolve) => idleWaiters.push(resolve))),
+    pending: () => queue.length + inFlightChunks,
+    idle: () => ((queue.length === 0 && inFlight === 0) || status.state === 'off' ? Promise.resolve() : new Promise((resolve) => idleWaiters.push(resolve))),
     stop() {
       controller.abort();
       for (const resolve of idleWaiters) resolve();

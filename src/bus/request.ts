@@ -33,7 +33,8 @@ export interface RequestOptions {
 
 /**
  * One request, one reply, with a timeout and an AbortSignal; the reply comes back on a route of
- * `options.replies`. A late reply after a timeout or an abort is dropped. Rejects with
+ * `options.replies`. A reply that came while the event loop was held past the timeout is still read (one turn of
+ * the loop after the timer); a late reply after a timeout or an abort is dropped. Rejects with
  * {@link NoRespondersError}, {@link TimeoutError} or the signal's reason.
  */
 export function request(nc: NatsConnection, subject: string, payload: Uint8Array, options: RequestOptions): Promise<Msg> {
@@ -43,7 +44,9 @@ export function request(nc: NatsConnection, subject: string, payload: Uint8Array
       reject(abortReason(signal));
       return;
     }
+    let finished = false;
     const finish = () => {
+      finished = true;
       route.close();
       clearTimeout(timer);
       signal?.removeEventListener('abort', onAbort);
@@ -57,9 +60,14 @@ export function request(nc: NatsConnection, subject: string, payload: Uint8Array
       if (isNoResponders(message)) reject(new NoRespondersError(subject));
       else resolve(message);
     });
+    // Timers run before I/O in a turn of the event loop: when this one fires late (the loop was held: a loaded
+    // process), a reply that came meanwhile sits unread in the socket. One more turn reads it before the wait is over.
     const timer = setTimeout(() => {
-      finish();
-      reject(new TimeoutError(`no reply on ${subject} within ${options.timeoutMs} ms`, options.timeoutMs, subject));
+      setImmediate(() => {
+        if (finished) return;
+        finish();
+        reject(new TimeoutError(`no reply on ${subject} within ${options.timeoutMs} ms`, options.timeoutMs, subject));
+      });
     }, options.timeoutMs);
     signal?.addEventListener('abort', onAbort, { once: true });
     try {

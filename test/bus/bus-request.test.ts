@@ -1,3 +1,4 @@
+import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
 import { createReplyMux } from '../../src/bus/reply-mux.ts';
 import { request } from '../../src/bus/request.ts';
@@ -17,6 +18,48 @@ describe('request', () => {
     const controller = new AbortController();
     setTimeout(() => controller.abort(new Error('stop')), 20);
     await expect(request(nats.nc, 'slow.echo', new Uint8Array(), { timeoutMs: 5000, replies: createReplyMux(nats.nc), signal: controller.signal })).rejects.toThrow('stop');
+    sub.unsubscribe();
+  });
+});
+
+/** Holds the event loop for `ms`, as a loaded process does. */
+function holdEventLoop(ms: number): void {
+  const until = performance.now() + ms;
+  while (performance.now() < until) {
+    // busy
+  }
+}
+
+describe('request, reply and a held event loop', () => {
+  it('takes a reply that came while the event loop was held past the timeout', async () => {
+    // The responder runs in a thread of its own with its own connection, so it answers while this thread is held.
+    const responder = new Worker(
+      `const { connect } = require('@nats-io/transport-node');
+       const { parentPort, workerData } = require('node:worker_threads');
+       connect({ servers: workerData }).then(async (nc) => {
+         nc.subscribe('held.echo', { callback: (_error, message) => message.respond(message.data) });
+         await nc.flush();
+         parentPort.postMessage('ready');
+       });`,
+      { eval: true, workerData: nats.server.url },
+    );
+    try {
+      await new Promise((resolve) => responder.once('message', resolve));
+      const asked = request(nats.nc, 'held.echo', new TextEncoder().encode('hi'), { timeoutMs: 100, replies: createReplyMux(nats.nc) });
+      // The request is on the server (and so with the responder) before this thread is held past its timeout.
+      await nats.nc.flush();
+      holdEventLoop(1_000);
+      expect(new TextDecoder().decode((await asked).data)).toBe('hi');
+    } finally {
+      await responder.terminate();
+    }
+  });
+
+  it('still times out when no reply came', async () => {
+    const sub = nats.nc.subscribe('held.silent', { callback: () => {} });
+    const asked = request(nats.nc, 'held.silent', new Uint8Array(), { timeoutMs: 50, replies: createReplyMux(nats.nc) });
+    holdEventLoop(200);
+    await expect(asked).rejects.toBeInstanceOf(TimeoutError);
     sub.unsubscribe();
   });
 });

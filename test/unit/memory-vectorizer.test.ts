@@ -20,9 +20,10 @@ function fakeEmbedder(fail: (texts: string[], call: number) => AgentbusError | u
   };
 }
 
-function vectorizerOf(embedder: Embedder) {
+/** Batches of 4; one in flight at a time unless `concurrency` says more (the order of batches is then the test's to see). */
+function vectorizerOf(embedder: Embedder, concurrency = 1) {
   const stored: string[] = [];
-  const vectorizer = createVectorizer({ embedder, sink: async (_tenant, id) => (stored.push(id), true), logger: silentLogger(), batchSize: 4, retryMs: 5 });
+  const vectorizer = createVectorizer({ embedder, sink: async (_tenant, id) => (stored.push(id), true), logger: silentLogger(), batchSize: 4, retryMs: 5, concurrency });
   return { vectorizer, stored };
 }
 
@@ -75,5 +76,55 @@ describe("memory's vectorizer", () => {
     await vectorizer.idle();
     expect(embedder.batches).toHaveLength(3);
     expect(stored).toEqual(['c0', 'c1', 'c2']);
+  });
+
+  it('keeps up to its concurrency of batches in flight, and counts their chunks as pending', async () => {
+    let open = 0;
+    let most = 0;
+    const release: Array<() => void> = [];
+    const embedder: Embedder = {
+      async embed(texts) {
+        open += 1;
+        most = Math.max(most, open);
+        await new Promise<void>((resolve) => release.push(resolve));
+        open -= 1;
+        return { model: 'fake', dimensions: 2, vectors: texts.map(() => [1, 0]) };
+      },
+    };
+    const { vectorizer, stored } = vectorizerOf(embedder, 3);
+    vectorizer.enqueue('acme', chunks(20));
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(open).toBe(3);
+    expect(vectorizer.pending()).toBe(20);
+    const idle = vectorizer.idle();
+    while (stored.length < 20) {
+      release.splice(0).forEach((resolve) => resolve());
+      await new Promise((resolve) => setTimeout(resolve, 1));
+    }
+    await idle;
+    expect(most).toBe(3);
+    expect(vectorizer.pending()).toBe(0);
+    expect([...stored].sort()).toEqual(chunks(20).map((chunk) => chunk.id).sort());
+  });
+
+  it('sends a refused batch chunk by chunk while other batches are in flight, and stores every other chunk', async () => {
+    const embedder = fakeEmbedder((texts) => (texts.includes('far too long') ? new AgentbusError('bad_request', 'input too long', { retryable: false }) : undefined));
+    const { vectorizer, stored } = vectorizerOf(embedder, 4);
+    vectorizer.enqueue('acme', chunks(10));
+    await vectorizer.idle();
+    expect([...stored].sort()).toEqual(['c0', 'c1', 'c3', 'c4', 'c5', 'c6', 'c7', 'c8', 'c9']);
+    // The first three batches went together; the refused one then chunk by chunk.
+    expect(embedder.batches.slice(0, 3).map((batch) => batch.length)).toEqual([4, 4, 2]);
+    expect(embedder.batches.slice(3).map((batch) => batch.length)).toEqual([1, 1, 1, 1]);
+    expect(vectorizer.status()).toMatchObject({ state: 'on' });
+  });
+
+  it('tries batches that failed in flight together again once, after the backoff', async () => {
+    const embedder = fakeEmbedder((_texts, call) => (call <= 2 ? new AgentbusError('timeout', 'embed request ran past 30000 ms', { retryable: true }) : undefined));
+    const { vectorizer, stored } = vectorizerOf(embedder, 4);
+    vectorizer.enqueue('acme', chunks(8));
+    await vectorizer.idle();
+    expect([...stored].sort()).toEqual(chunks(8).map((chunk) => chunk.id).sort());
+    expect(embedder.batches.map((batch) => batch.length)).toEqual([4, 4, 4, 4]);
   });
 });

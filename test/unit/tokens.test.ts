@@ -113,6 +113,31 @@ function pathologicalInputs(size: number): Record<string, string> {
   };
 }
 
+describe('token counting of ordinary text', () => {
+  const piecesOf = (text: string) => {
+    const seen: string[] = [];
+    countLinear(text, (piece) => (seen.push(piece), piece.length));
+    return seen;
+  };
+
+  it('hands short ASCII text without a long run to the encoder whole', () => {
+    const text = `beta=4; the record reads as expected. ${'x'.repeat(31)} ${' '.repeat(30)}!${'=-'.repeat(14)} 12345678901234567890123456789012345`;
+    expect(piecesOf(text)).toEqual([text]);
+  });
+
+  it('cuts a run of 32 letters, spaces or punctuation in ASCII text as it cuts one in any text', () => {
+    for (const run of ['y'.repeat(32), ' '.repeat(32), '-'.repeat(32)]) {
+      const text = `before ${run}after`;
+      const pieces = piecesOf(text);
+      expect(pieces.length, JSON.stringify(run)).toBeGreaterThan(1);
+      expect(pieces.join(''), JSON.stringify(run)).toBe(text);
+      // The same text with one character past ASCII (the regex path) is cut at the same places.
+      const wide = piecesOf(`${text}é`);
+      expect(wide.slice(0, -1), JSON.stringify(run)).toEqual(pieces.slice(0, -1));
+    }
+  });
+});
+
 describe('token counting on pathological input', () => {
   it('hands the encoder no long run of one character class and at most EXACT_COUNT_CHARS characters in all, for 1 MiB of anything', () => {
     for (const [name, text] of Object.entries(pathologicalInputs(1024 * 1024))) {
