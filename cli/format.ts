@@ -17,7 +17,9 @@ export function formatEvent(event: AgentEvent): string {
 export function describeData(event: AgentEvent): string {
   switch (event.type) {
     case 'session.created':
-      return `by ${event.data.createdBy}`;
+      return `by ${event.data.createdBy}${event.data.parent ? ` for ${event.data.parent.sessionId} (call ${event.data.parent.toolCallId})` : ''}`;
+    case 'turn.handoff':
+      return `to ${event.data.to}${event.data.from ? ` from ${event.data.from}` : ''}`;
     case 'user.message':
       return `${event.data.steer ? '(steer) ' : ''}${short(event.data.text)}`;
     case 'assistant.message': {

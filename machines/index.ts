@@ -11,6 +11,7 @@ export type {
   StreamInput,
   StreamOutput,
   ExecuteToolsInput,
+  ExecuteToolsOutput,
   RequestApprovalInput,
   TurnResume,
   TurnInput,

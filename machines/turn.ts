@@ -64,6 +64,11 @@ export interface StreamOutput {
   readonly usage: Usage;
   readonly cost: number;
 }
+/** What a batch of calls cost beyond the tools themselves (an agent call's child turn): counted in the turn's. */
+export interface ExecuteToolsOutput {
+  readonly usage: Usage;
+  readonly cost: number;
+}
 export interface ExecuteToolsInput extends StepScope {
   readonly calls: readonly PlannedCall[];
   readonly decisions: Readonly<Record<string, ApprovalDecision>>;
@@ -169,7 +174,7 @@ export const turnMachine = setup({
     prepare: fromPromise<PrepareOutput, PrepareInput>(notProvided('prepare')),
     compact: fromPromise<CompactOutput, CompactInput>(notProvided('compact')),
     stream: fromPromise<StreamOutput, StreamInput>(notProvided('stream')),
-    executeTools: fromPromise<void, ExecuteToolsInput>(notProvided('executeTools')),
+    executeTools: fromPromise<ExecuteToolsOutput | void, ExecuteToolsInput>(notProvided('executeTools')),
     requestApproval: fromPromise<void, RequestApprovalInput>(notProvided('requestApproval')),
   },
   guards: {
@@ -319,13 +324,18 @@ export const turnMachine = setup({
         input: ({ context }) => ({ ...scope(context), calls: nextBatch(context.pending), decisions: context.decisions }),
         onDone: {
           target: 'toolsRan',
-          actions: assign(({ context }) => ({ pending: context.pending.slice(nextBatch(context.pending).length) })),
+          actions: assign(({ context, event }) => ({
+            pending: context.pending.slice(nextBatch(context.pending).length),
+            ...(event.output ? { usage: addUsage(context.usage, event.output.usage), cost: context.cost + event.output.cost } : {}),
+          })),
         },
         onError: { target: RunState.failed, actions: { type: 'fail', params: ({ event }) => ({ error: event.error }) } },
       },
     },
     toolsRan: {
       always: [
+        // An agent call's child turn counts in this turn's cost.
+        { guard: 'overCost', target: RunState.budgetExceeded },
         { guard: 'awaitsApproval', target: RunState.awaitingApproval },
         { guard: 'hasPending', target: RunState.toolExecution },
         // Out of steps: one last call without tools (in the same step) answers from what the turn gathered, unless the

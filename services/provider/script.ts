@@ -29,7 +29,15 @@ const responseSchema = z
   });
 
 /** The shape of a script file of the `scripted` provider. Unknown fields are refused. */
-export const scriptSchema = z.strictObject({ responses: z.array(responseSchema) });
+export const scriptSchema = z.strictObject({
+  responses: z.array(responseSchema),
+  /**
+   * Responses for calls of one model, keyed by its name after `scripted:` (`"researcher": [...]` for
+   * `scripted:researcher`), instead of `responses`: an agent profile's
+   * child session or handoff plays its own list, with its own count per session.
+   */
+  models: z.record(z.string(), z.array(responseSchema)).optional(),
+});
 
 /** A script: the answers the `scripted` provider plays, one per provider call of a session. */
 export type Script = z.infer<typeof scriptSchema>;

@@ -82,8 +82,9 @@ export function createScriptedAdapter(options: ScriptedAdapterOptions = {}): Pro
 
   async function* play(request: AdapterRequest, signal: AbortSignal): AsyncGenerator<ChunkBody, void, undefined> {
     signal.throwIfAborted();
-    const key = sessionKey(request);
-    const response: ScriptResponse = responses[cursors.nextCall(key)] ?? { text: lastUserText(request.messages) };
+    const own = options.script?.models?.[request.model];
+    const key = own ? `${sessionKey(request)}\u0000${request.model}` : sessionKey(request);
+    const response: ScriptResponse = (own ?? responses)[cursors.nextCall(key)] ?? { text: lastUserText(request.messages) };
     const delayMs = response.delayMs ?? 0;
     let sent = 0;
     const pace = async () => {

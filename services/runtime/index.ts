@@ -26,8 +26,11 @@ import { createMemoryPort } from './context/recall.ts';
 import { startRuntime } from './runtime.ts';
 import type { Runtime } from './runtime.ts';
 import { createToolHooks } from './tools/tool-hooks.ts';
+import type { AgentProfiles } from './agents/profiles.ts';
 
 export { startRuntime } from './runtime.ts';
+export { PROFILES_ENV, parseProfiles, profilesFromEnv } from './agents/profiles.ts';
+export type { AgentProfile, AgentProfiles } from './agents/profiles.ts';
 export type { Runtime, RuntimeDeps } from './runtime.ts';
 export type { IngressCounts } from './ingress/ingress.ts';
 export { RUNTIME_SERVICE_NAME } from './health/node-health.ts';
@@ -56,6 +59,8 @@ export interface RuntimeServiceOptions {
   readonly onUnrecoverable?: (reason: string) => void;
   /** Which reply subjects the node answers (session verbs, `$SRV`): `replyPolicyFromBus` in `main.ts`; default read from `nc`. */
   readonly replyPolicy?: ReplyPolicy;
+  /** Agent profiles (`profilesFromEnv`): callable as tools and handoffs by the sessions of their tenant. */
+  readonly profiles?: AgentProfiles;
 }
 
 /** A runtime node: the runtime and its health (also on `$SRV.STATS`). */
@@ -121,6 +126,7 @@ export async function startRuntimeService(options: RuntimeServiceOptions): Promi
       now: () => Date.now(),
       onHandled: health.record,
       ...(options.replyPolicy ? { replyPolicy: options.replyPolicy } : {}),
+      ...(options.profiles ? { profiles: options.profiles } : {}),
     });
   } catch (err) {
     await health.stop();

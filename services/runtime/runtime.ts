@@ -38,6 +38,8 @@ import type { RuntimeTombstones } from './sessions/tombstones.ts';
 import type { ToolHooks } from './tools/tool-hooks.ts';
 import { createSessionLogic } from './turn/turn-actors.ts';
 import { openFleetLimits } from './limits/open-limits.ts';
+import { createAgentCaller } from './agents/agent-calls.ts';
+import type { AgentProfiles } from './agents/profiles.ts';
 import { limitProvider } from './limits/limited-provider.ts';
 
 /** The runtime service of one node. */
@@ -70,6 +72,8 @@ export interface RuntimeDeps {
   readonly onHandled?: (verb: SessionVerb, outcome: { durationMs: number; error?: string }) => void;
   /** Which reply subjects the session verbs are answered on (`replyPolicyFromBus`); default read from `nc`. */
   readonly replyPolicy?: ReplyPolicy;
+  /** Agent profiles: each tenant's sessions are offered theirs as `agent__<name>` and `handoff__<name>` tools. */
+  readonly profiles?: AgentProfiles;
 }
 
 /**
@@ -131,6 +135,7 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
     tools: deps.tools,
     ...(deps.hooks ? { hooks: deps.hooks } : {}),
     ...(deps.memory ? { memory: deps.memory } : {}),
+    ...(deps.profiles ? { agents: { profiles: deps.profiles, caller: createAgentCaller({ nc, codec, subjects, log, logger }) } } : {}),
     tokens: deps.tokens,
     toolTokens: (specs: readonly ToolSpec[]) => {
       const key = specs.map((spec) => spec.name).join(',');

@@ -1,6 +1,7 @@
 import type { ErrorData } from '../errors.ts';
 import type { ChatMessage, ToolCall, ToolSpec, Usage } from './messages.ts';
 import type { TraceContext } from './trace-context.ts';
+import type { ParentCall } from './schemas.ts';
 
 /** Safety tiers of a tool. */
 export const SafetyTier = {
@@ -49,6 +50,8 @@ export const LogEventType = {
   summaryCreated: 'summary.created',
   summaryFailed: 'summary.failed',
   turnEnded: 'turn.ended',
+  /** The rest of the turn runs as another agent profile (a `handoff__<name>` call). */
+  turnHandoff: 'turn.handoff',
 } as const;
 export type LogEventType = (typeof LogEventType)[keyof typeof LogEventType];
 
@@ -66,7 +69,11 @@ export type LiveEventType = (typeof LiveEventType)[keyof typeof LiveEventType];
 
 /** The data of each event type. */
 export interface EventDataMap {
-  'session.created': { readonly createdBy: string };
+  'session.created': {
+    readonly createdBy: string;
+    /** Set for a child session: the call of another session (same tenant) that started it. */
+    readonly parent?: ParentCall;
+  };
   'user.message': {
     readonly text: string;
     readonly model?: string;
@@ -98,6 +105,10 @@ export interface EventDataMap {
     readonly requestId?: string;
     /** The trace context the prompt arrived with (its `traceparent` header), when tracing is on: the turn's trace joins it. */
     readonly trace?: TraceContext;
+    /** The agent profile the turn runs as. */
+    readonly profile?: string;
+    /** Set when the prompt came from another session's agent call. */
+    readonly parent?: ParentCall;
   };
   /** The first event of each turn (after its prompt): what it runs with. A resumed turn keeps the one logged. */
   'turn.started': {
@@ -166,7 +177,14 @@ export interface EventDataMap {
     readonly blockedBy?: string;
     /** The after-hooks that replaced the output or changed `isError`, in order. */
     readonly outputRewrittenBy?: readonly string[];
+    /** An agent call (`agent__<name>`): the child session and turn that answered. */
+    readonly child?: { readonly sessionId: string; readonly turnId: string };
+    /** An agent call: the child turn's usage and cost, counted in this turn's. */
+    readonly usage?: Usage;
+    readonly cost?: number;
   };
+  /** A `handoff__<name>` call: the turn's following steps run as profile `to` (system prompt, model, tools). */
+  'turn.handoff': { readonly toolCallId: string; readonly to: string; readonly from?: string };
   'approval.requested': {
     readonly toolCallId: string;
     readonly name: string;

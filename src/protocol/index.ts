@@ -30,6 +30,7 @@ export {
   MAX_ATTACHMENT_CHARS,
   MAX_PROMPT_CHARS,
   promptSchema,
+  parentCallSchema,
   steerSchema,
   cancelSchema,
   approveSchema,
@@ -41,6 +42,7 @@ export {
 } from './schemas.ts';
 export type {
   Prompt,
+  ParentCall,
   Steer,
   Cancel,
   Approve,

@@ -9,7 +9,9 @@ import { traceContextSchema } from './trace-context.ts';
 // still reads. Every bound here must also hold for what the runtime itself writes: ids inside `data` come
 // from providers and may be any string, `durationMs` comes from a wall clock that may step back.
 
-const sessionCreated = z.object({ createdBy: z.string() });
+const parentCall = z.object({ sessionId: z.string(), turnId: z.string(), toolCallId: z.string(), effectId: z.string() });
+
+const sessionCreated = z.object({ createdBy: z.string(), parent: parentCall.optional() });
 
 // What a resumed turn is run with comes from here, so models are checked as a prompt's are.
 const userMessage = z.object({
@@ -30,6 +32,8 @@ const userMessage = z.object({
   forceFinish: z.boolean().optional(),
   requestId: z.string().max(1024).optional(),
   trace: traceContextSchema.optional(),
+  profile: z.string().optional(),
+  parent: parentCall.optional(),
 });
 
 const turnStarted = z.object({
@@ -77,7 +81,12 @@ const toolResult = z.object({
   durationMs: z.number(),
   blockedBy: z.string().optional(),
   outputRewrittenBy: z.array(z.string()).readonly().optional(),
+  child: z.object({ sessionId: z.string(), turnId: z.string() }).optional(),
+  usage: usageSchema.optional(),
+  cost: z.number().optional(),
 });
+
+const turnHandoff = z.object({ toolCallId: z.string(), to: z.string(), from: z.string().optional() });
 
 const approvalRequested = z.object({ toolCallId: z.string(), name: z.string(), args: z.unknown(), argsRedacted: z.boolean().optional() });
 
@@ -123,4 +132,5 @@ export const logEventSchema = z.discriminatedUnion('type', [
   envelopeSchema(LogEventType.summaryCreated, summaryCreated),
   envelopeSchema(LogEventType.summaryFailed, summaryFailed),
   envelopeSchema(LogEventType.turnEnded, turnEnded),
+  envelopeSchema(LogEventType.turnHandoff, turnHandoff),
 ]);

@@ -29,6 +29,20 @@ export const MAX_DEADLINE_MS = 24 * 60 * 60_000;
 const modelName = (field: string) => z.string().regex(MODEL_PATTERN, `${field} must be <provider>:<model>`);
 
 /**
+ * The call that started a child session (an agent profile called as a tool): the calling session, its turn, the
+ * model's id of the call and its stable `effectId`. Carried by the child's prompt and logged in its
+ * `session.created` and `user.message`.
+ */
+export const parentCallSchema = z.strictObject({
+  sessionId: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'parent.sessionId must match [A-Za-z0-9_-]{1,64}'),
+  turnId: z.string().min(1).max(256),
+  toolCallId: z.string().min(1).max(256),
+  effectId: z.string().min(1).max(1024),
+});
+/** The call that started a child session. */
+export type ParentCall = z.infer<typeof parentCallSchema>;
+
+/**
  * The body of a prompt. Unknown fields are refused.
  *
  * - `model`, `models`: the fallback chain, `model` first, then `models` in order. A step moves to the
@@ -44,6 +58,10 @@ const modelName = (field: string) => z.string().regex(MODEL_PATTERN, `${field} m
  *   `request.prepared` event; nothing is logged and no model is called.
  * - `forceTool` (`{ name, args }`): the first step makes this call without asking the model; `forceFinish`:
  *   the first step is offered no tools. For pinning a step in tests.
+ * - `profile`: run the turn as this agent profile of the tenant (its system prompt, model, tools allow-list and
+ *   budgets; `AGENTBUS_PROFILES`); an unknown profile is refused.
+ * - `parent` (`{ sessionId, turnId, toolCallId, effectId }`): the session is a child started by that call; set by
+ *   the runtime when an agent profile is called as a tool, logged in the child's `session.created`.
  */
 export const promptSchema = z
   .strictObject({
@@ -62,6 +80,8 @@ export const promptSchema = z
     dryRun: z.boolean().optional(),
     forceTool: z.strictObject({ name: z.string().min(1).max(256), args: z.record(z.string(), z.unknown()) }).optional(),
     forceFinish: z.boolean().optional(),
+    profile: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'profile must match [A-Za-z0-9_-]{1,64}').optional(),
+    parent: parentCallSchema.optional(),
   })
   .refine((prompt) => (prompt.smallModel === undefined) === (prompt.largeModel === undefined), {
     message: 'smallModel and largeModel must be given together',

@@ -11,7 +11,7 @@ import type { AgentEvent, PromptReply } from '../../src/protocol/index.ts';
 import { startProviderService } from '../../services/provider/index.ts';
 import type { ProviderAdapter, Script } from '../../services/provider/index.ts';
 import { startRuntimeService } from '../../services/runtime/index.ts';
-import type { Runtime, RuntimeConfig } from '../../services/runtime/index.ts';
+import type { AgentProfiles, Runtime, RuntimeConfig } from '../../services/runtime/index.ts';
 import { startToolsService } from '../../services/tools/index.ts';
 import type { AnyToolDefinition } from '../../src/tool-sdk/index.ts';
 import { startNatsServer } from './nats-server.ts';
@@ -38,6 +38,8 @@ export async function startStack(options: {
   logger?: Logger;
   /** Provider adapters in place of the default scripted one (e.g. a scripted adapter that names every call `call_0`). */
   adapters?: readonly ProviderAdapter[];
+  /** Agent profiles of the runtime (agents calling agents). */
+  profiles?: AgentProfiles;
 }): Promise<TestStack> {
   const server = await startNatsServer();
   const workspace = await mkdtemp(join(tmpdir(), 'agentbus-ws-'));
@@ -53,10 +55,10 @@ export async function startStack(options: {
     server,
     client,
     workspace,
-    runtime: await startRuntimeService({ nc: runtimeConnection, logger, config: { leaseTtlMs: 3000, ...options.runtime } }),
+    runtime: await startRuntimeService({ nc: runtimeConnection, logger, config: { leaseTtlMs: 3000, ...options.runtime }, ...(options.profiles ? { profiles: options.profiles } : {}) }),
     async startRuntime(config) {
       currentConnection = await connect({ servers: server.url });
-      stack.runtime = await startRuntimeService({ nc: currentConnection, logger, config: { leaseTtlMs: 3000, ...options.runtime, ...config } });
+      stack.runtime = await startRuntimeService({ nc: currentConnection, logger, config: { leaseTtlMs: 3000, ...options.runtime, ...config }, ...(options.profiles ? { profiles: options.profiles } : {}) });
       return stack.runtime;
     },
     async stop() {

@@ -5,6 +5,7 @@ import type {
   CompactInput,
   CompactOutput,
   ExecuteToolsInput,
+  ExecuteToolsOutput,
   PrepareInput,
   PrepareOutput,
   RequestApprovalInput,
@@ -26,7 +27,7 @@ export interface TurnScript {
   readonly prepare?: Implementation<PrepareInput, PrepareOutput>;
   readonly compact?: Implementation<CompactInput, CompactOutput | void>;
   readonly stream?: Implementation<StreamInput, StreamOutput>;
-  readonly executeTools?: Implementation<ExecuteToolsInput, void>;
+  readonly executeTools?: Implementation<ExecuteToolsInput, ExecuteToolsOutput | void>;
   readonly requestApproval?: Implementation<RequestApprovalInput, void>;
 }
 
@@ -125,10 +126,10 @@ function buildActors(script: TurnScript, calls: TurnFakes['calls'], log: string[
       log.push('stream');
       return script.stream ? script.stream(input, signal) : answer('hello');
     }),
-    executeTools: fromPromise<void, ExecuteToolsInput>(async ({ input, signal }) => {
+    executeTools: fromPromise<ExecuteToolsOutput | void, ExecuteToolsInput>(async ({ input, signal }) => {
       calls.executeTools.push({ input, signal });
       log.push(`executeTools:${input.calls.map((call) => call.id).join(',')}`);
-      if (script.executeTools) await script.executeTools(input, signal);
+      if (script.executeTools) return script.executeTools(input, signal);
     }),
     requestApproval: fromPromise<void, RequestApprovalInput>(async ({ input, signal }) => {
       calls.requestApproval.push({ input, signal });

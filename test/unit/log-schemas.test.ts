@@ -125,6 +125,10 @@ const written: Array<[string, LogEvent]> = [
   ]),
   ['turn.ended with text (finishTurn, resumeQueue)', envelopes.create(LogEventType.turnEnded, step, { reason: TurnEndReason.yielded, text: 'done', usage, cost: 0, steps: 2 })],
   ['turn.ended with an error (finishTurn)', envelopes.create(LogEventType.turnEnded, step, { reason: TurnEndReason.timeout, error: toErrorData(new TimeoutError('provider took too long', 1000)), usage, cost: 0, steps: 1 })],
+  ['session.created of a child session (an agent call)', envelopes.create(LogEventType.sessionCreated, session, { createdBy: 'node-1', parent: { sessionId: 'boss', turnId: 't1', toolCallId: 'call_0', effectId: 'boss:t1:1:call_0' } })],
+  ['user.message of a child session, run as a profile', envelopes.create(LogEventType.userMessage, step, { text: 'task', profile: 'researcher', parent: { sessionId: 'boss', turnId: 't1', toolCallId: 'call_0', effectId: 'e' } })],
+  ['tool.result of an agent call (runAgentTool)', envelopes.create(LogEventType.toolResult, step, { toolCallId: 'call_0', name: 'agent__researcher', output: '42', isError: false, durationMs: 5, child: { sessionId: 'sub-x', turnId: 't9' }, usage, cost: 0.02 })],
+  ['turn.handoff (runAgentTool)', envelopes.create(LogEventType.turnHandoff, step, { toolCallId: 'call_1', to: 'writer', from: 'front' })],
 ];
 
 describe('the log event schema', () => {

@@ -4,12 +4,14 @@ import { TERMINAL, clock, duration, getJson, h, money, setText } from './format.
 import { createStatechart } from './statechart.js';
 import { createTimeline } from './timeline.js';
 import { renderDetail } from './event-detail.js';
+import { renderAgentTree } from './agent-tree.js';
 
 const END_STATE = { yielded: 'Yielding', cancelled: 'Cancelled', budget_exceeded: 'BudgetExceeded' };
 
 export function createSessionView() {
   const title = document.getElementById('session-title');
   const meta = document.getElementById('session-meta');
+  const agentTree = document.getElementById('agent-tree');
   const body = document.getElementById('session-body');
   const empty = document.getElementById('session-empty');
   const ndjson = document.getElementById('download-ndjson');
@@ -164,6 +166,7 @@ export function createSessionView() {
       meta.dataset.node || created ? h('span', {}, 'node ', h('b', {}, meta.dataset.node || created.data.createdBy)) : null,
       trace ? h('span', { class: 'trace' }, 'trace ', traceUrl ? h('a', { href: traceUrl.replaceAll('{traceId}', trace.traceId), target: '_blank', rel: 'noopener' }, traceId) : traceId) : null,
     );
+    renderAgentTree(agentTree, target, events);
   }
 
   function renderCharts() {

@@ -10,6 +10,7 @@ import type { RuntimeConfig } from '../config.ts';
 import { turnModels } from '../models/model-chain.ts';
 import type { PromptModels } from '../models/model-chain.ts';
 import { checkForcedCall, loggedPrompt } from './prompt-input.ts';
+import { withProfile } from '../agents/profile-prompt.ts';
 import { createSessionWriter } from './session-writer.ts';
 import type { SessionWriter } from './session-writer.ts';
 import { createTranscript } from './transcript.ts';
@@ -162,6 +163,7 @@ class HostedSession implements SessionHost {
       tools: deps.tools,
       ...(deps.hooks ? { hooks: deps.hooks } : {}),
       ...(deps.memory ? { memory: deps.memory } : {}),
+      ...(deps.agents ? { agents: deps.agents } : {}),
       tokens: deps.tokens,
       toolTokens: deps.toolTokens,
       scrubber: deps.scrubber,
@@ -271,9 +273,10 @@ class HostedSession implements SessionHost {
     return this.actor?.getSnapshot().context.current?.turnId;
   }
 
-  async prompt(prompt: Prompt, options: RequestOptions = {}): Promise<{ turnId: string }> {
+  async prompt(asked: Prompt, options: RequestOptions = {}): Promise<{ turnId: string }> {
     const logged = options.dedupe ? this.loggedRequest(options.requestId) : undefined;
     if (logged?.turnId) return { turnId: logged.turnId };
+    const prompt = withProfile(asked, this.deps.agents?.profiles, this.tenant);
     if (prompt.forceTool) checkForcedCall(await this.deps.tools.listTools({ signal: AbortSignal.timeout(ASK_TOOLS_TIMEOUT_MS) }), prompt.forceTool);
     if (prompt.dryRun) return this.dryRun(prompt);
     const data = { ...loggedPrompt(prompt), ...(options.requestId ? { requestId: options.requestId } : {}), ...(options.trace ? { trace: options.trace } : {}) };
@@ -282,7 +285,7 @@ class HostedSession implements SessionHost {
     if (!this.creating && this.transcript.events.length === 0) {
       // A new session: `session.created` and the prompt go out as one group, the first expecting the log empty.
       this.creating = true;
-      const created = this.writer.append(LogEventType.sessionCreated, {}, { createdBy: this.deps.config.nodeId });
+      const created = this.writer.append(LogEventType.sessionCreated, {}, { createdBy: this.deps.config.nodeId, ...(prompt.parent ? { parent: prompt.parent } : {}) });
       try {
         await Promise.all([created, this.writer.append(LogEventType.userMessage, { turnId }, data)]);
       } finally {

@@ -182,6 +182,11 @@ function summarizeTurn(events: readonly LogEvent[], turnId: string, prompt: Unfi
   let askedRedacted: ReadonlySet<string> = new Set();
   for (const event of events) {
     if (event.turnId !== turnId) continue;
+    // An agent call's child turn is counted in its caller's, whichever step it was.
+    if (event.type === LogEventType.toolResult && event.data.cost !== undefined) {
+      cost += event.data.cost;
+      if (event.data.usage) usage = addUsage(usage, event.data.usage);
+    }
     if (event.type === LogEventType.turnStarted) {
       deadline ??= event.data.deadline;
     } else if (event.type === LogEventType.summaryCreated) {

@@ -1,7 +1,10 @@
 import { fromPromise } from 'xstate';
-import { ErrorCode, LogEventType, SafetyTier } from '../../../src/protocol/index.ts';
+import { ErrorCode, LogEventType, SafetyTier, ZERO_USAGE, addUsage } from '../../../src/protocol/index.ts';
 import type { ErrorData } from '../../../src/protocol/index.ts';
-import type { ExecuteToolsInput, PlannedCall, RequestApprovalInput } from '../../../machines/index.ts';
+import type { ExecuteToolsInput, ExecuteToolsOutput, PlannedCall, RequestApprovalInput } from '../../../machines/index.ts';
+import { agentToolOf } from '../agents/agent-tools.ts';
+import { runAgentTool } from '../agents/run-agent-tool.ts';
+import type { AgentToolResult } from '../agents/run-agent-tool.ts';
 import type { ToolInfo } from '../ports.ts';
 import { stepTools } from '../turn/session-scope.ts';
 import { deadlineOf } from '../limits/limited-provider.ts';
@@ -35,7 +38,7 @@ function toolOf(services: SessionServices, call: PlannedCall, byName: Map<string
  * Runs one planned call (or answers it with an error: denied, blocked by a before-hook, or a tool nobody serves),
  * with the deployment's tool hooks around it, and appends its `tool.use` and `tool.result`.
  */
-async function runTool(services: SessionServices, input: ExecuteToolsInput, call: PlannedCall, byName: Map<string, ToolInfo>, signal: AbortSignal): Promise<void> {
+async function runTool(services: SessionServices, input: ExecuteToolsInput, call: PlannedCall, byName: Map<string, ToolInfo>, signal: AbortSignal): Promise<ExecuteToolsOutput | undefined> {
   const { config, writer, tenant, sessionId } = services;
   const scope = { turnId: input.turnId, step: input.step };
   // The step is part of it: models that reuse ids (`call_0` in every response) give two steps' calls one id, and a
@@ -52,7 +55,13 @@ async function runTool(services: SessionServices, input: ExecuteToolsInput, call
   const info = toolOf(services, call, byName);
   let settled: HookedResult;
   let scrubbedBy: 'worker' | undefined;
-  if (decision && !decision.approved) {
+  let agentCall: AgentToolResult | undefined;
+  const agentTool = info && !hooked.blocked && !(decision && !decision.approved) ? agentToolOf(call.name) : undefined;
+  if (agentTool && info) {
+    // An agent profile's tool: a child session (agent__) or a handoff, run by the runtime itself.
+    agentCall = await runAgentTool(services, { ...input, toolCallId: call.id, effectId, args: hooked.args, timeoutMs: info.timeoutMs }, agentTool, signal);
+    settled = agentCall.error ? { output: agentCall.output, error: agentCall.error } : { output: agentCall.output };
+  } else if (decision && !decision.approved) {
     settled = failed({ code: ErrorCode.denied, message: `approval denied${decision.reason ? `: ${decision.reason}` : ''}`, retryable: false });
   } else if (!info) {
     const available = [...byName.keys()].sort().join(', ') || 'none';
@@ -82,10 +91,13 @@ async function runTool(services: SessionServices, input: ExecuteToolsInput, call
     ...(settled.error ? { error: { ...settled.error, message: await fitToolOutput(services, settled.error.message) } } : {}),
   };
   const { output, error, logged } = await runAfterHooks(services, hooked, settled, signal);
-  const result = { toolCallId: call.id, name: call.name, output, isError: error !== undefined, durationMs: services.now() - started, ...logged };
+  const spent = agentCall?.cost === undefined ? {} : { cost: agentCall.cost, ...(agentCall.usage ? { usage: agentCall.usage } : {}) };
+  const child = agentCall?.child ? { child: agentCall.child } : {};
+  const result = { toolCallId: call.id, name: call.name, output, isError: error !== undefined, durationMs: services.now() - started, ...logged, ...child, ...spent };
   // After a cancel, finishTurn closes the call; a late result must not be appended too. Results that
   // finish together are written as one pipelined group.
   await writer.appendUnless(LogEventType.toolResult, scope, error ? { ...result, error } : result, { unless: signal });
+  return agentCall?.cost === undefined ? undefined : { cost: agentCall.cost, usage: agentCall.usage ?? ZERO_USAGE };
 }
 
 /**
@@ -93,14 +105,18 @@ async function runTool(services: SessionServices, input: ExecuteToolsInput, call
  * each call's `tool.use` and `tool.result`; `requestApproval` appends `approval.requested` for a privileged call.
  */
 export function createToolActors({ scopeOf, progress }: Pick<StepActorDeps, 'scopeOf' | 'progress'>) {
-  const executeTools = fromPromise<void, ExecuteToolsInput>(async ({ input, signal, system }) => {
+  const executeTools = fromPromise<ExecuteToolsOutput | void, ExecuteToolsInput>(async ({ input, signal, system }) => {
     const scope = scopeOf(system);
     const { services } = scope;
     const names = input.calls.map((call) => call.name);
     progress(services, input, 'tool_execution', `Executing tools: ${names.join(', ')}`, names);
-    const byName = await stepTools(scope, signal);
-    await Promise.all(input.calls.map((call) => runTool(services, input, call, byName, signal)));
+    const byName = await stepTools(scope, signal, input.turnId);
+    const outputs = await Promise.all(input.calls.map((call) => runTool(services, input, call, byName, signal)));
     signal.throwIfAborted();
+    // Agent calls' child turns: their cost is this turn's too.
+    let spent: ExecuteToolsOutput | undefined;
+    for (const output of outputs) if (output) spent = { usage: addUsage(spent?.usage ?? ZERO_USAGE, output.usage), cost: (spent?.cost ?? 0) + output.cost };
+    return spent;
   });
 
   const requestApproval = fromPromise<void, RequestApprovalInput>(async ({ input, system }) => {

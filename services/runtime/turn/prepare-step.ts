@@ -17,6 +17,7 @@ import { countValidationFailures, decideModel } from '../models/model-escalation
 import { forcedStep } from './forced-step.ts';
 import { deadlineOf } from '../limits/limited-provider.ts';
 import { discoverTools } from './session-scope.ts';
+import { activeProfile } from '../agents/step-profile.ts';
 import type { StepActorDeps } from './session-scope.ts';
 
 /** What the last call at `maxSteps` is told, after the conversation: it has no tools, and must answer now. */
@@ -53,11 +54,13 @@ export function createPrepareActors({ scopeOf, stepScope, progress }: Pick<StepA
     // A prompt's `forceFinish`: its first step is offered no tools, and a call the model makes anyway runs as an
     // unknown tool. The last call at `maxSteps` (`final`) is offered none either.
     const finishing = !input.final && forcedStep(transcript, input.turnId, input.step)?.forceFinish === true;
-    const { tools } = input.final || finishing ? { tools: [] } : await discoverTools(scope, signal);
+    const { tools } = input.final || finishing ? { tools: [] } : await discoverTools(scope, signal, input.turnId);
     if (finishing) scope.tools = new Map();
     const specs: ToolSpec[] = tools.map(({ name, description, parameters }) => ({ name, description, parameters }));
     const toolTokens = services.toolTokens(specs);
     const recallShare = services.memory ? config.recall.share : 0;
+    // A turn run as an agent profile (its prompt's, or a handoff's) takes that profile's system prompt and model.
+    const profile = activeProfile(services, input.turnId);
     const build = (model: string): PreparedContext => buildContext({
       model,
       history,
@@ -65,15 +68,15 @@ export function createPrepareActors({ scopeOf, stepScope, progress }: Pick<StepA
       toolTokens,
       tokens: services.tokens,
       options: {
-        systemPrompt: config.systemPrompt,
+        systemPrompt: profile?.systemPrompt ?? config.systemPrompt,
         // The share recall may take is kept out of the history's budget.
         contextWindow: Math.floor(contextWindowOf(model) * (1 - recallShare)),
         maxOutputTokens: config.maxOutputTokens,
       },
     });
-    let stepModel = input.model;
+    let stepModel = profile?.model ?? input.model;
     let prepared: PreparedContext;
-    if (input.escalation) {
+    if (input.escalation && profile?.model === undefined) {
       const small = build(input.escalation.smallModel);
       const before = scope.escalations?.get(input.turnId);
       const decision = decideModel({
@@ -90,7 +93,7 @@ export function createPrepareActors({ scopeOf, stepScope, progress }: Pick<StepA
       }
       prepared = decision.escalated ? build(decision.model) : small;
     } else {
-      prepared = build(input.model);
+      prepared = build(stepModel);
     }
     scope.compactThroughSeq = prepared.compactThroughSeq;
     const [, ...fallbackModels] = stepChain(stepModel, input);

@@ -4,6 +4,7 @@ import type { MemoryHit } from '../../../src/protocol/index.ts';
 import type { ToolInfo } from '../ports.ts';
 import type { EscalationReason } from '../models/model-escalation.ts';
 import type { SessionServices } from './session-services.ts';
+import { stepToolList } from '../agents/step-profile.ts';
 
 /** The actor system a session actor and its children share. */
 export type AnyActorSystem = AnyActorRef['system'];
@@ -42,14 +43,15 @@ export interface StepActorDeps {
 }
 
 /** Discovers the tools live workers serve and keeps them, by name, as the step's list. */
-export async function discoverTools(scope: SessionScope, signal: AbortSignal): Promise<{ tools: readonly ToolInfo[]; byName: Map<string, ToolInfo> }> {
-  const tools = await scope.services.tools.listTools({ signal });
+export async function discoverTools(scope: SessionScope, signal: AbortSignal, turnId?: string): Promise<{ tools: readonly ToolInfo[]; byName: Map<string, ToolInfo> }> {
+  // With agent profiles: the tenant's agent tools too, and the active profile's allow-list applied.
+  const tools = stepToolList(scope.services, turnId, await scope.services.tools.listTools({ signal }));
   const byName = new Map(tools.map((tool) => [tool.name, tool]));
   scope.tools = byName;
   return { tools, byName };
 }
 
 /** The step's tools by name: those Preparing discovered, or (for a resumed turn) a discovery now. */
-export async function stepTools(scope: SessionScope, signal: AbortSignal): Promise<Map<string, ToolInfo>> {
-  return scope.tools ?? (await discoverTools(scope, signal)).byName;
+export async function stepTools(scope: SessionScope, signal: AbortSignal, turnId?: string): Promise<Map<string, ToolInfo>> {
+  return scope.tools ?? (await discoverTools(scope, signal, turnId)).byName;
 }

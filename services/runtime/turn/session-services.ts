@@ -9,6 +9,7 @@ import type { MemoryPort } from '../context/recall.ts';
 import type { SessionWriter } from '../sessions/session-writer.ts';
 import type { ToolHooks } from '../tools/tool-hooks.ts';
 import type { Transcript } from '../sessions/transcript.ts';
+import type { AgentsPort } from '../agents/step-profile.ts';
 
 /** What the runtime shares with every session, and its actors use as they are. */
 export interface RuntimeServices {
@@ -19,6 +20,8 @@ export interface RuntimeServices {
   readonly hooks?: ToolHooks;
   /** Memory to recall from; none in tests and setups without it. */
   readonly memory?: MemoryPort;
+  /** Agent profiles (`AGENTBUS_PROFILES`): offered as `agent__<name>` / `handoff__<name>` tools; none when not configured. */
+  readonly agents?: AgentsPort;
   readonly tokens: TokenCounter;
   /** Tokens of a tool list, cached by the runtime. */
   readonly toolTokens: (specs: readonly ToolSpec[]) => number;

@@ -122,7 +122,7 @@ export function createStreamActor({ scopeOf, stepScope, progress }: Pick<StepAct
   return fromPromise<StreamOutput, StreamInput>(async ({ input, signal, system }) => {
     const scope = scopeOf(system);
     const { services } = scope;
-    const byName = await stepTools(scope, signal);
+    const byName = await stepTools(scope, signal, input.turnId);
     const forced = forcedStep(services.transcript, input.turnId, input.step)?.forceTool;
     if (forced) {
       // The prompt pinned this step's call: logged as the step's answer, marked forced, then run as any call is.

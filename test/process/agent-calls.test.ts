@@ -1,0 +1,166 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { connect } from '@nats-io/transport-node';
+import type { NatsConnection } from '@nats-io/nats-core';
+import type { AgentEvent } from '../../src/protocol/index.ts';
+import { childSessionId } from '../../services/runtime/agents/agent-tools.ts';
+import { startNatsServer } from '../helpers/nats-server.ts';
+import type { TestNatsServer } from '../helpers/nats-server.ts';
+import { startServiceProcess } from '../helpers/service-process.ts';
+import type { ServiceProcess } from '../helpers/service-process.ts';
+import { collectEvents, requestJson } from '../helpers/stack.ts';
+
+// Agents calling agents with every part a real process: a real nats-server, two runtime nodes and the scripted
+// provider, whose script gives each model its own answers (`models`): the calling sessions run as `scripted:boss…`,
+// the profiles `researcher`, `slow` and `writer` on models of their own. A child session is prompted on the bus, so
+// either node may run it.
+
+const PROFILES = {
+  profiles: [
+    { tenant: 'acme', name: 'researcher', description: 'Finds facts.', systemPrompt: 'You research.', model: 'scripted:researcher', tools: [], maxSteps: 5, maxCost: 1 },
+    { tenant: 'acme', name: 'slow', description: 'Takes its time.', model: 'scripted:slow', tools: [] },
+    { tenant: 'acme', name: 'writer', description: 'Writes the answer.', systemPrompt: 'You write.', model: 'scripted:writer', tools: [] },
+  ],
+};
+
+const SCRIPT = {
+  responses: [{ text: 'default answer' }],
+  models: {
+    boss: [{ toolCalls: [{ name: 'agent__researcher', args: { task: 'What is the answer?' } }], cost: 0.01 }, { text: 'The boss relays: 42.' }],
+    researcher: [{ text: 'The answer is 42.', cost: 0.02 }],
+    bossslow: [{ toolCalls: [{ name: 'agent__slow', args: { task: 'Take your time.' } }] }, { text: 'never reached' }],
+    slow: [{ text: 'one two three four five six seven eight nine ten eleven twelve', chunkSize: 4, delayMs: 1500 }],
+    bossbudget: [{ toolCalls: [{ name: 'agent__researcher', args: { task: 'Costly research.' } }], cost: 0.04 }, { text: 'never reached' }],
+    front: [{ toolCalls: [{ name: 'handoff__writer', args: { reason: 'writing is its job' } }] }, { text: 'front again' }],
+    writer: [{ text: 'The writer answers.' }],
+  },
+};
+
+let server: TestNatsServer;
+let client: NatsConnection;
+let dir: string;
+const processes: ServiceProcess[] = [];
+
+type Collected = ReturnType<typeof collectEvents>;
+const of = (events: readonly AgentEvent[], sessionId: string, type: string) => events.filter((event) => event.sessionId === sessionId && event.type === type);
+
+/** Every event of acme's sessions from now on (children included). */
+function watchAcme(): Collected {
+  return collectEvents(client, 'acme', '*');
+}
+
+beforeAll(async () => {
+  server = await startNatsServer();
+  client = await connect({ servers: server.url });
+  dir = await mkdtemp(join(tmpdir(), 'agentbus-agents-'));
+  const script = join(dir, 'script.json');
+  await writeFile(script, JSON.stringify(SCRIPT));
+  const provider = startServiceProcess('services/provider/main.ts', { NATS_URL: server.url, AGENTBUS_SCRIPT: script });
+  processes.push(provider);
+  await provider.waitFor('provider service started', 90_000);
+  const nodes = ['agents-a', 'agents-b'].map((node) =>
+    startServiceProcess('services/runtime/main.ts', { NATS_URL: server.url, AGENTBUS_NODE_ID: node, AGENTBUS_MODEL: 'scripted:default', AGENTBUS_PROFILES: JSON.stringify(PROFILES) }),
+  );
+  processes.push(...nodes);
+  await Promise.all(nodes.map((node) => node.waitFor('runtime started', 90_000)));
+}, 200_000);
+
+afterAll(async () => {
+  await Promise.all(processes.map((process) => process.stop('SIGTERM')));
+  await client?.close();
+  await server?.stop();
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+describe('agents calling agents (two runtime nodes, the scripted provider)', () => {
+  it("runs agent__researcher as a child session linked to its caller; the child's answer is the tool's result and its cost the caller's", async () => {
+    const events = watchAcme();
+    try {
+      expect(await requestJson(client, 'agentbus.acme.sessions.boss-1.prompt', { text: 'Find the answer.', model: 'scripted:boss' }, 15_000)).toMatchObject({ accepted: true });
+      await events.until((seen) => of(seen, 'boss-1', 'turn.ended').length > 0, 30_000);
+      const use = of(events.events, 'boss-1', 'tool.use')[0]!;
+      const child = childSessionId((use.data as { effectId: string }).effectId);
+      const result = of(events.events, 'boss-1', 'tool.result')[0]!;
+      expect(result.data).toMatchObject({ name: 'agent__researcher', output: 'The answer is 42.', isError: false, child: { sessionId: child }, cost: 0.02 });
+      const created = of(events.events, child, 'session.created')[0]!;
+      expect(created.data).toMatchObject({ parent: { sessionId: 'boss-1', turnId: use.turnId, toolCallId: (use.data as { toolCallId: string }).toolCallId } });
+      expect(of(events.events, child, 'user.message')[0]!.data).toMatchObject({ text: 'What is the answer?', profile: 'researcher' });
+      expect(of(events.events, child, 'turn.started')[0]!.data).toMatchObject({ model: 'scripted:researcher', maxSteps: 5, maxCost: 1 });
+      const ended = of(events.events, 'boss-1', 'turn.ended')[0]!;
+      expect(ended.data).toMatchObject({ reason: 'yielded', text: 'The boss relays: 42.' });
+      expect((ended.data as { cost: number }).cost).toBeCloseTo(0.03, 10);
+    } finally {
+      events.stop();
+    }
+  });
+
+  it("cancels the child's turn when the calling turn is cancelled", async () => {
+    const events = watchAcme();
+    try {
+      expect(await requestJson(client, 'agentbus.acme.sessions.boss-2.prompt', { text: 'Go slowly.', model: 'scripted:bossslow' }, 15_000)).toMatchObject({ accepted: true });
+      await events.until((seen) => seen.some((event) => event.type === 'assistant.delta' && event.sessionId !== 'boss-2'), 30_000);
+      const child = childSessionId((of(events.events, 'boss-2', 'tool.use')[0]!.data as { effectId: string }).effectId);
+      expect(await requestJson(client, 'agentbus.acme.sessions.boss-2.cancel', {}, 10_000)).toMatchObject({ ok: true });
+      await events.until((seen) => of(seen, child, 'turn.ended').length > 0 && of(seen, 'boss-2', 'turn.ended').length > 0, 30_000);
+      expect(of(events.events, 'boss-2', 'turn.ended')[0]!.data).toMatchObject({ reason: 'cancelled' });
+      expect(of(events.events, child, 'turn.ended')[0]!.data).toMatchObject({ reason: 'cancelled' });
+      expect(of(events.events, 'boss-2', 'tool.result')[0]!.data).toMatchObject({ isError: true, error: { code: 'cancelled' } });
+    } finally {
+      events.stop();
+    }
+  });
+
+  it("caps the child's budgets by what the caller has left, and counts the child's cost in the caller's turn", async () => {
+    const events = watchAcme();
+    try {
+      const body = { text: 'Research within budget.', model: 'scripted:bossbudget', maxCost: 0.05, maxSteps: 3 };
+      expect(await requestJson(client, 'agentbus.acme.sessions.boss-3.prompt', body, 15_000)).toMatchObject({ accepted: true });
+      await events.until((seen) => of(seen, 'boss-3', 'turn.ended').length > 0, 30_000);
+      const child = childSessionId((of(events.events, 'boss-3', 'tool.use')[0]!.data as { effectId: string }).effectId);
+      const started = of(events.events, child, 'turn.started')[0]!.data as { maxCost: number; maxSteps: number; deadline: number };
+      expect(started.maxSteps).toBe(3);
+      expect(started.maxCost).toBeCloseTo(0.01, 10);
+      const parentDeadline = (of(events.events, 'boss-3', 'turn.started')[0]!.data as { deadline: number }).deadline;
+      expect(started.deadline).toBeLessThanOrEqual(parentDeadline);
+      // The child spent 0.02 of its 0.01: it ended over budget, the caller's result says so, and the caller (0.04 +
+      // 0.02 of 0.05) is over its own.
+      expect(of(events.events, child, 'turn.ended')[0]!.data).toMatchObject({ reason: 'budget_exceeded' });
+      expect(of(events.events, 'boss-3', 'tool.result')[0]!.data).toMatchObject({ isError: true, error: { code: 'budget_exceeded' }, cost: 0.02 });
+      const ended = of(events.events, 'boss-3', 'turn.ended')[0]!.data as { reason: string; cost: number };
+      expect(ended.reason).toBe('budget_exceeded');
+      expect(ended.cost).toBeCloseTo(0.06, 10);
+    } finally {
+      events.stop();
+    }
+  });
+
+  it("hands the rest of a turn to another profile: turn.handoff is logged and the next step runs on the writer's model", async () => {
+    const events = watchAcme();
+    try {
+      expect(await requestJson(client, 'agentbus.acme.sessions.front-1.prompt', { text: 'Write me something.', model: 'scripted:front' }, 15_000)).toMatchObject({ accepted: true });
+      await events.until((seen) => of(seen, 'front-1', 'turn.ended').length > 0, 30_000);
+      expect(of(events.events, 'front-1', 'turn.handoff')[0]!.data).toMatchObject({ to: 'writer' });
+      const answers = of(events.events, 'front-1', 'assistant.message').map((event) => (event.data as { model: string }).model);
+      expect(answers).toEqual(['scripted:front', 'scripted:writer']);
+      expect(of(events.events, 'front-1', 'turn.ended')[0]!.data).toMatchObject({ reason: 'yielded', text: 'The writer answers.' });
+    } finally {
+      events.stop();
+    }
+  });
+
+  it("refuses another tenant's profile: a prompt naming it is refused, and its sessions are not offered its tools", async () => {
+    const refused = await requestJson(client, 'agentbus.globex.sessions.g-1.prompt', { text: 'Use acme research.', profile: 'researcher' }, 15_000);
+    expect(refused).toMatchObject({ accepted: false, error: { code: 'invalid_input' } });
+    const events = collectEvents(client, 'globex', 'g-2');
+    try {
+      expect(await requestJson(client, 'agentbus.globex.sessions.g-2.prompt', { text: 'Call it anyway.', model: 'scripted:boss' }, 15_000)).toMatchObject({ accepted: true });
+      await events.until((seen) => seen.some((event) => event.type === 'turn.ended'), 30_000);
+      const result = events.events.find((event) => event.type === 'tool.result')!;
+      expect(result.data).toMatchObject({ name: 'agent__researcher', isError: true, error: { code: 'unknown_tool' } });
+    } finally {
+      events.stop();
+    }
+  });
+});
