@@ -80,6 +80,23 @@ describe('agentbus up, ask and tail', () => {
     expect(run.stderr.split('using the offline scripted provider').length).toBe(2);
   });
 
+  it("ask's demo reads only the start of a long README, so no summary takes the scripted answer", async () => {
+    // 3,000 lines: read whole (up to read_file's 100,000 characters) it would be past the scripted model's window,
+    // and the summary call would take the demo's last response, leaving the answer empty.
+    const folder = await mkdtemp(join(tmpdir(), 'agentbus-cli-long-readme-'));
+    try {
+      const lines = Array.from({ length: 3_000 }, (_, index) => `Line ${index}: otters ${(index * 7919).toString(36)} hold hands while they sleep.`);
+      await writeFile(join(folder, 'README.md'), `${lines.join('\n')}\n`);
+      const run = await agentbus(['ask', 'What is in this folder?'], { cwd: folder });
+      expect(run.code).toBe(0);
+      const demo = JSON.parse(await readFile(fileURLToPath(new URL('../../examples/demo-script.json', import.meta.url)), 'utf8')) as { responses: Array<{ text: string }> };
+      expect(run.stdout.trim().endsWith(demo.responses.at(-1)!.text.trim())).toBe(true);
+      expect(run.stderr).not.toContain('Summarizing');
+    } finally {
+      await rm(folder, { recursive: true, force: true });
+    }
+  });
+
   it('ask and tail use the stack that up runs from the same folder', async () => {
     let outsider: NatsConnection | undefined;
     const up = spawn(process.execPath, [AGENTBUS_BIN, 'up'], { cwd: workdir, env: offlineEnv() });
