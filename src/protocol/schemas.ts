@@ -20,6 +20,19 @@ const attachment = z.strictObject({
   content: z.string().max(MAX_ATTACHMENT_CHARS, `attachments[].content must be at most ${MAX_ATTACHMENT_CHARS} characters`),
 });
 
+/** The most characters a prompt's `outputSchema` may take, written as JSON. */
+export const MAX_OUTPUT_SCHEMA_CHARS = 32 * 1024;
+
+/**
+ * A prompt's `outputSchema`: a JSON Schema object whose root is `{ "type": "object", … }` (what every provider's native
+ * structured output takes), at most {@link MAX_OUTPUT_SCHEMA_CHARS} as JSON. Whether it is a valid JSON Schema is
+ * checked by the runtime on ingress (`src/output-schema.ts`), not here: that needs a schema validator.
+ */
+const outputSchema = z
+  .record(z.string(), z.unknown())
+  .refine((schema) => schema.type === 'object', { message: 'outputSchema must be a JSON Schema object whose "type" is "object"' })
+  .refine((schema) => JSON.stringify(schema).length <= MAX_OUTPUT_SCHEMA_CHARS, { message: `outputSchema must be at most ${MAX_OUTPUT_SCHEMA_CHARS} characters as JSON` });
+
 /** The most models one prompt may name in `models`. */
 export const MAX_PROMPT_MODELS = 8;
 
@@ -44,6 +57,8 @@ const modelName = (field: string) => z.string().regex(MODEL_PATTERN, `${field} m
  *   `request.prepared` event; nothing is logged and no model is called.
  * - `forceTool` (`{ name, args }`): the first step makes this call without asking the model; `forceFinish`:
  *   the first step is offered no tools. For pinning a step in tests.
+ * - `outputSchema`: a JSON Schema (root `type: "object"`) the turn's final answer must match; the answer is delivered
+ *   parsed as `turn.ended.data.output` (see `docs/protocol.md`, "Typed final output").
  */
 export const promptSchema = z
   .strictObject({
@@ -62,6 +77,7 @@ export const promptSchema = z
     dryRun: z.boolean().optional(),
     forceTool: z.strictObject({ name: z.string().min(1).max(256), args: z.record(z.string(), z.unknown()) }).optional(),
     forceFinish: z.boolean().optional(),
+    outputSchema: outputSchema.optional(),
   })
   .refine((prompt) => (prompt.smallModel === undefined) === (prompt.largeModel === undefined), {
     message: 'smallModel and largeModel must be given together',
@@ -178,6 +194,11 @@ export const generateRequestSchema = z.object({
   tools: z.array(z.object({ name: z.string(), description: z.string(), parameters: z.record(z.string(), z.unknown()) })),
   maxTokens: z.int().positive().optional(),
   temperature: z.number().min(0).max(2).optional(),
+  /**
+   * The JSON Schema the answer must match when it is a final answer (no tool calls): a provider uses its model's
+   * native structured output where it has one. Tools may still be called.
+   */
+  outputSchema: z.record(z.string(), z.unknown()).optional(),
   /** Optional scope, used by the scripted provider to keep one script cursor per session. */
   tenant: z.string().optional(),
   sessionId: z.string().optional(),

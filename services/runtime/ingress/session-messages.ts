@@ -18,6 +18,7 @@ import { MAX_FORWARD_HOPS } from './forward.ts';
 import type { MessageOrigin, SessionMessage } from './forward.ts';
 import type { ParkedMessages } from './parked-messages.ts';
 import { withinCeilings } from './prompt-ceilings.ts';
+import { compileOutputSchema } from '../../../src/output-schema.ts';
 
 /** Handles one session message on this node: acts on it as the session's holder, or passes it on to the holder. */
 export interface SessionMessageHandler {
@@ -139,6 +140,8 @@ export function createSessionMessageHandler(deps: SessionMessageDeps): SessionMe
       switch (verb) {
         case SessionVerb.prompt: {
           const prompt = withinCeilings(decodePrompt(codec, message.data, contentType), deps.config.ceilings);
+          // A typed prompt's schema must compile: refused here, with what is wrong, rather than failing its turn.
+          if (prompt.outputSchema) await compileOutputSchema(prompt.outputSchema);
           const tooLarge = admission.promptSize(Buffer.byteLength(prompt.text, 'utf8'));
           if (tooLarge) throw new AgentbusError(tooLarge.code, tooLarge.message);
           await deps.checkSpend?.(tenant);

@@ -1,0 +1,110 @@
+import type { ErrorObject, ValidateFunction } from 'ajv';
+import { InvalidInputError } from './errors.ts';
+
+/**
+ * Typed final output: a prompt's `outputSchema` checked as a JSON Schema, and a final answer checked against it.
+ *
+ * The validator is Ajv, loaded on first use (`import()`), so a process that never sees a typed prompt (the CLI's
+ * plain `ask`, a runtime with none) does not pay its loading. `$schema` picks the dialect: 2020-12 and 2019-09 by their
+ * URIs, draft-07 otherwise. Formats (`"format": "email"`) are not asserted, as JSON Schema's own default says.
+ */
+
+/** A compiled `outputSchema`: checks a final answer's text. */
+export interface OutputValidator {
+  /** The answer parsed and checked, or why it does not match (not JSON, or each validation error with its path). */
+  check(text: string): OutputCheck;
+}
+
+/** The outcome of {@link OutputValidator.check}. */
+export type OutputCheck = { readonly ok: true; readonly value: unknown } | { readonly ok: false; readonly message: string };
+
+/** At most this many validation errors are named in a message: the model needs the first few, not hundreds. */
+const MAX_ERRORS_NAMED = 8;
+
+/**
+ * Compiles `schema` (a prompt's `outputSchema`) with a validator of its own. Throws `InvalidInputError` naming what is
+ * wrong when it is not a valid JSON Schema: a keyword of the wrong shape, a `$ref` that does not resolve, an unknown
+ * `$schema`.
+ *
+ * @example
+ * const validator = await compileOutputSchema({ type: 'object', properties: { n: { type: 'integer' } }, required: ['n'] });
+ * validator.check('{"n": 3}'); // { ok: true, value: { n: 3 } }
+ * validator.check('{"n": "3"}'); // { ok: false, message: '/n must be integer' }
+ */
+export async function compileOutputSchema(schema: Record<string, unknown>): Promise<OutputValidator> {
+  const ajv = await createAjv(schema.$schema);
+  if (!ajv.validateSchema(schema)) {
+    throw new InvalidInputError(`outputSchema is not a valid JSON Schema: ${describeErrors(ajv.errors, 'outputSchema')}`);
+  }
+  let validate: ValidateFunction;
+  try {
+    validate = ajv.compile(schema);
+  } catch (error) {
+    throw new InvalidInputError(`outputSchema is not a valid JSON Schema: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+  }
+  return {
+    check(text) {
+      const parsed = parseAnswer(text);
+      if (!parsed.ok) return parsed;
+      if (validate(parsed.value)) return parsed;
+      return { ok: false, message: describeErrors(validate.errors, '') };
+    },
+  };
+}
+
+/**
+ * The instruction the model is given when its turn has an `outputSchema`: every provider gets it, with or without
+ * native structured output, so a model on the JSON path (the scripted provider, a server without `response_format`)
+ * knows what its final answer must be.
+ */
+export function outputInstruction(schema: Record<string, unknown>): string {
+  return [
+    'When you give your final answer (a reply without tool calls), reply with only a JSON value that matches this JSON Schema:',
+    'no prose and no code fence around it. Call tools first if you need them; only the final answer must be the JSON.',
+    JSON.stringify(schema),
+  ].join('\n');
+}
+
+/** What the model is told after a final answer that did not match: the error, and the schema again. */
+export function outputRetryMessage(reason: string): string {
+  return `Your final answer did not match the required JSON Schema: ${reason}. Reply again with only the corrected JSON value, nothing else.`;
+}
+
+/** The answer's JSON: the whole text, or the inside of one code fence around all of it (models add them). */
+function parseAnswer(text: string): OutputCheck {
+  const trimmed = text.trim();
+  const fenced = /^```[A-Za-z0-9_-]*\s*\n([\s\S]*?)\n?```$/.exec(trimmed);
+  const json = fenced ? fenced[1]! : trimmed;
+  if (json === '') return { ok: false, message: 'the answer is empty, not JSON' };
+  try {
+    return { ok: true, value: JSON.parse(json) as unknown };
+  } catch (error) {
+    return { ok: false, message: `the answer is not JSON (${error instanceof Error ? error.message : String(error)})` };
+  }
+}
+
+function describeErrors(errors: readonly ErrorObject[] | null | undefined, root: string): string {
+  if (!errors || errors.length === 0) return 'it does not match';
+  const named = errors.slice(0, MAX_ERRORS_NAMED).map((error) => `${root}${error.instancePath || (root === '' ? '(root)' : '')} ${error.message ?? 'is invalid'}`.trim());
+  const more = errors.length > MAX_ERRORS_NAMED ? `; and ${errors.length - MAX_ERRORS_NAMED} more` : '';
+  return `${named.join('; ')}${more}`;
+}
+
+async function createAjv(dialect: unknown) {
+  // `strict: false`: unknown keywords (`examples`, vendor ones) are allowed, as JSON Schema allows them; `allErrors`
+  // lets the model see every problem of its answer at once.
+  const options = { strict: false, allErrors: true, validateFormats: false } as const;
+  if (dialect === undefined || (typeof dialect === 'string' && /^https?:\/\/json-schema\.org\/draft-07\/schema#?$/.test(dialect))) {
+    const { Ajv } = await import('ajv');
+    return new Ajv(options);
+  }
+  if (typeof dialect === 'string' && /^https:\/\/json-schema\.org\/draft\/2020-12\/schema#?$/.test(dialect)) {
+    const { Ajv2020 } = await import('ajv/dist/2020.js');
+    return new Ajv2020(options);
+  }
+  if (typeof dialect === 'string' && /^https:\/\/json-schema\.org\/draft\/2019-09\/schema#?$/.test(dialect)) {
+    const { Ajv2019 } = await import('ajv/dist/2019.js');
+    return new Ajv2019(options);
+  }
+  throw new InvalidInputError(`outputSchema: unsupported $schema ${JSON.stringify(dialect)}; use draft-07, 2019-09 or 2020-12 (or leave it out)`);
+}
