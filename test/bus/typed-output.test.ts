@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { AgentEvent } from '../../src/protocol/index.ts';
+import type { Subscription } from '@nats-io/nats-core';
+import { createCodec } from '../../src/protocol/index.ts';
+import type { AgentEvent, GenerateRequest } from '../../src/protocol/index.ts';
 import { collectEvents, requestJson, startStack } from '../helpers/stack.ts';
 import type { TestStack } from '../helpers/stack.ts';
 
@@ -29,6 +31,9 @@ async function runTurn(stack: TestStack, sessionId: string, prompt: Record<strin
 
 describe('a typed prompt whose first final answer does not match', () => {
   let stack: TestStack;
+  // Every generate request on the bus, as the provider receives it.
+  const generated: GenerateRequest[] = [];
+  let generates: Subscription;
   beforeAll(async () => {
     stack = await startStack({
       script: {
@@ -39,8 +44,18 @@ describe('a typed prompt whose first final answer does not match', () => {
         ],
       },
     });
+    const codec = createCodec();
+    generates = stack.client.subscribe('agentbus.provider.*.generate', {
+      callback: (error, message) => {
+        if (!error) generated.push(codec.decode(message.data) as GenerateRequest);
+      },
+    });
+    await stack.client.flush();
   });
-  afterAll(() => stack?.stop());
+  afterAll(() => {
+    generates?.unsubscribe();
+    return stack?.stop();
+  });
 
   it('calls tools as usual, feeds the validation error back once, and delivers the parsed JSON as turn.ended.data.output', async () => {
     const events = await runTurn(stack, 'typed-1', { text: 'count the files', outputSchema: schema });
@@ -56,6 +71,18 @@ describe('a typed prompt whose first final answer does not match', () => {
     expect(retry).toEqual(expect.arrayContaining([expect.objectContaining({ data: expect.objectContaining({ error: expect.objectContaining({ code: 'output_invalid' }) }) })]));
     const ended = ofType(events, 'turn.ended')[0]!;
     expect(ended.data).toMatchObject({ reason: 'yielded', text: '{"files": 1, "summary": "one README"}', output: { files: 1, summary: 'one README' }, steps: 2 });
+    // Each of the three provider calls carried the schema, the instruction and the tools; the retry carried the exchange.
+    const calls = generated.filter((request) => request.sessionId === 'typed-1');
+    expect(calls).toHaveLength(3);
+    for (const call of calls) {
+      expect(call.outputSchema).toEqual(schema);
+      expect(call.tools.map((tool) => tool.name)).toContain('list_dir');
+      expect(call.messages.some((message) => message.role === 'system' && message.content.includes('reply with only a JSON value that matches this JSON Schema'))).toBe(true);
+    }
+    expect(calls[2]!.messages.slice(-2)).toEqual([
+      { role: 'assistant', content: 'There is one file, README.md.' },
+      { role: 'user', content: expect.stringContaining('Your final answer did not match the required JSON Schema: the answer is not JSON') },
+    ]);
   });
 
   it('logs the schema with the prompt and gives the model the instruction (a dry run shows the prepared request)', async () => {

@@ -3,9 +3,23 @@ import type { FakeReply, FakeSseServer } from './fake-sse-server.ts';
 
 export type { FakeReply, FakeSseServer, RecordedRequest } from './fake-sse-server.ts';
 
-/** Starts a fake Anthropic Messages server on loopback; the client's `baseURL` is its `url`. */
+/**
+ * What the Messages API refuses of `output_config.format` (structured outputs), with its 400: the format must be
+ * `{ type: "json_schema", schema: { type: "object", … } }`.
+ */
+export function checkOutputConfig(body: Record<string, unknown>): FakeReply | undefined {
+  const config = body.output_config as Record<string, unknown> | undefined;
+  if (config?.format === undefined || config.format === null) return undefined;
+  const format = config.format as Record<string, unknown>;
+  if (format.type !== 'json_schema') return errorReply(400, 'invalid_request_error', `output_config.format.type: Input should be 'json_schema'`);
+  const schema = format.schema as Record<string, unknown> | undefined;
+  if (typeof schema !== 'object' || schema === null || schema.type !== 'object') return errorReply(400, 'invalid_request_error', 'output_config.format.schema: the root must be an object schema');
+  return undefined;
+}
+
+/** Starts a fake Anthropic Messages server on loopback (the client's `baseURL` is its `url`); it refuses a malformed `output_config` as the API does. */
 export function startFakeAnthropicServer(): Promise<FakeSseServer> {
-  return startFakeSseServer();
+  return startFakeSseServer({ check: checkOutputConfig });
 }
 
 /** One `event:` + `data:` frame, as the Messages API streams them. */

@@ -66,8 +66,11 @@ async function answer(reply: FakeReply, response: ServerResponse): Promise<void>
   response.end();
 }
 
-/** Starts the fake server on 127.0.0.1 and a free port. */
-export async function startFakeSseServer(): Promise<FakeSseServer> {
+/**
+ * Starts the fake server on 127.0.0.1 and a free port. `check` looks at each request's body first, as the real API
+ * does: a reply it returns (a 400) is sent instead of the next queued one, which stays queued.
+ */
+export async function startFakeSseServer(options: { check?: (body: Record<string, unknown>) => FakeReply | undefined } = {}): Promise<FakeSseServer> {
   const queue: FakeReply[] = [];
   const requests: RecordedRequest[] = [];
   const server = createServer((request, response) => {
@@ -88,6 +91,8 @@ export async function startFakeSseServer(): Promise<FakeSseServer> {
       .then((body) => {
         recorded.body = body;
         requests.push(recorded);
+        const refused = options.check?.(body);
+        if (refused) return answer(refused, response);
         const reply = queue.shift() ?? { kind: 'json', status: 500, body: { error: { message: 'no reply queued', type: 'server_error' } } };
         return answer(reply, response);
       })
