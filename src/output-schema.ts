@@ -20,6 +20,8 @@ export type OutputCheck = { readonly ok: true; readonly value: unknown } | { rea
 
 /** At most this many validation errors are named in a message: the model needs the first few, not hundreds. */
 const MAX_ERRORS_NAMED = 8;
+/** The longest `pattern` (or `patternProperties` key) a schema may hold. */
+const MAX_PATTERN_CHARS = 1000;
 
 /**
  * Compiles `schema` (a prompt's `outputSchema`) with a validator of its own. Throws `InvalidInputError` naming what is
@@ -32,6 +34,7 @@ const MAX_ERRORS_NAMED = 8;
  * validator.check('{"n": "3"}'); // { ok: false, message: '/n must be integer' }
  */
 export async function compileOutputSchema(schema: Record<string, unknown>): Promise<OutputValidator> {
+  checkPatterns(schema, 'outputSchema');
   const ajv = await createAjv(schema.$schema);
   if (!ajv.validateSchema(schema)) {
     throw new InvalidInputError(`outputSchema is not a valid JSON Schema: ${describeErrors(ajv.errors, 'outputSchema')}`);
@@ -80,6 +83,61 @@ function parseAnswer(text: string): OutputCheck {
     return { ok: true, value: JSON.parse(json) as unknown };
   } catch (error) {
     return { ok: false, message: `the answer is not JSON (${error instanceof Error ? error.message : String(error)})` };
+  }
+}
+
+/**
+ * Refuses regular expressions that can backtrack catastrophically. A tenant writes the schema and steers the text it
+ * is matched against, and Node's regex engine runs on the runtime's event loop: `^(a+)+$` against thirty `a`s and a
+ * `!` would stall every session of the node. Refused: a quantified group that holds a quantifier or an alternation
+ * (`(a+)+`, `(a|ab)*`, `(\w+\s?)*`), back-references, and patterns over {@link MAX_PATTERN_CHARS} characters. What
+ * structured-output schemas use (`^[A-Z]{2}-\d{4}$`, `^(foo|bar)$`) passes.
+ */
+function checkPatterns(node: unknown, path: string): void {
+  if (Array.isArray(node)) {
+    node.forEach((item, index) => checkPatterns(item, `${path}/${index}`));
+    return;
+  }
+  if (typeof node !== 'object' || node === null) return;
+  for (const [key, value] of Object.entries(node)) {
+    if (key === 'enum' || key === 'const' || key === 'default' || key === 'examples') continue;
+    if (key === 'pattern' && typeof value === 'string') checkPattern(value, `${path}/pattern`);
+    if (key === 'patternProperties' && typeof value === 'object' && value !== null) {
+      for (const name of Object.keys(value)) checkPattern(name, `${path}/patternProperties`);
+    }
+    checkPatterns(value, `${path}/${key}`);
+  }
+}
+
+function checkPattern(pattern: string, path: string): void {
+  const refuse = (why: string) => {
+    throw new InvalidInputError(`${path}: the pattern ${JSON.stringify(pattern.slice(0, 100))} ${why}`);
+  };
+  if (pattern.length > MAX_PATTERN_CHARS) refuse(`is longer than ${MAX_PATTERN_CHARS} characters`);
+  if (/\\[1-9k]/.test(pattern)) refuse('uses a back-reference, which can take exponential time');
+  // Per open group: whether it holds a quantifier or an alternation so far.
+  const groups: Array<{ risky: boolean }> = [];
+  let inClass = false;
+  for (let at = 0; at < pattern.length; at++) {
+    const char = pattern[at]!;
+    if (char === '\\') {
+      at += 1;
+      continue;
+    }
+    if (inClass) {
+      if (char === ']') inClass = false;
+      continue;
+    }
+    if (char === '[') inClass = true;
+    else if (char === '(') groups.push({ risky: false });
+    else if (char === '|' && groups.length > 0) groups[groups.length - 1]!.risky = true;
+    else if (char === ')') {
+      const group = groups.pop();
+      const next = pattern[at + 1];
+      const quantified = next === '*' || next === '+' || next === '?' || next === '{';
+      if (group?.risky && quantified && !/^\{\d+\}/.test(pattern.slice(at + 1)) && next !== '?') refuse('repeats a group that itself repeats or alternates, which can take exponential time');
+      if ((group?.risky || quantified) && groups.length > 0) groups[groups.length - 1]!.risky = true;
+    } else if ((char === '*' || char === '+' || char === '{') && groups.length > 0) groups[groups.length - 1]!.risky = true;
   }
 }
 

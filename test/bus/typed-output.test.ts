@@ -131,6 +131,7 @@ describe('a typed prompt whose answer never matches', () => {
     ['a root that is not an object schema', { type: 'array', items: { type: 'string' } }, '"type" is "object"'],
     ['an unknown $schema', { $schema: 'https://example.com/mine', type: 'object' }, 'unsupported $schema'],
     ['one over the size cap', { type: 'object', description: 'x'.repeat(40_000) }, 'at most 32768 characters'],
+    ['a pattern that can backtrack catastrophically', { type: 'object', properties: { s: { type: 'string', pattern: '^(a+)+$' } } }, 'exponential time'],
   ])('is refused on ingress with invalid_input when its schema is %s', async (_what, outputSchema, message) => {
     const reply = await requestJson(stack.client, 'agentbus.default.sessions.typed-bad.prompt', { text: 'hi', outputSchema });
     expect(reply).toMatchObject({ accepted: false, error: { code: 'invalid_input', message: expect.stringContaining(message) } });

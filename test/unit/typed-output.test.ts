@@ -51,6 +51,21 @@ describe('compileOutputSchema', () => {
     await expect(compileOutputSchema({ $schema: 'https://json-schema.org/draft-04/schema#', type: 'object' })).rejects.toThrow(/unsupported \$schema/);
   });
 
+  it.each(['^(a+)+$', '(a|ab)*', '(\\w+\\s?)*$', '((ab)*c)*', '(?:a|b)+', '(a)\\1'])('refuses the pattern %s, which can backtrack catastrophically on the event loop', async (pattern) => {
+    await expect(compileOutputSchema({ type: 'object', properties: { s: { type: 'string', pattern } } })).rejects.toThrow(/outputSchema\/properties\/s\/pattern: the pattern .* (exponential time)/);
+    await expect(compileOutputSchema({ type: 'object', patternProperties: { [pattern]: { type: 'string' } } })).rejects.toThrow(/outputSchema\/patternProperties/);
+  });
+
+  it.each(['^[A-Z]{2}-\\d{4}$', '^(foo|bar)$', '^(foo|bar)?x$', '(\\d{3}-){2}\\d', '^(?:[a-z]+)$', '[(a+)+]', '^\\(a+\\)+$'])('takes the linear pattern %s', async (pattern) => {
+    const validator = await compileOutputSchema({ type: 'object', properties: { s: { type: 'string', pattern } } });
+    expect(validator.check('{}').ok).toBe(true);
+  });
+
+  it('refuses a pattern over 1000 characters, but not one inside an enum value', async () => {
+    await expect(compileOutputSchema({ type: 'object', properties: { s: { type: 'string', pattern: 'a'.repeat(1001) } } })).rejects.toThrow(/longer than 1000 characters/);
+    await expect(compileOutputSchema({ type: 'object', properties: { s: { enum: [{ pattern: '(a+)+' }] } } })).resolves.toBeDefined();
+  });
+
   it('writes the instruction and the retry message the model is given', () => {
     expect(outputInstruction(schema)).toContain(JSON.stringify(schema));
     expect(outputRetryMessage('/n must be integer')).toBe('Your final answer did not match the required JSON Schema: /n must be integer. Reply again with only the corrected JSON value, nothing else.');
