@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Subscription } from '@nats-io/nats-core';
-import { createCodec } from '../../src/protocol/index.ts';
-import type { AgentEvent, GenerateRequest } from '../../src/protocol/index.ts';
+import { jetstream } from '@nats-io/jetstream';
+import { LogEventType, createCodec, createEnvelopeFactory, createSubjects } from '../../src/protocol/index.ts';
+import type { AgentEvent, EventDataMap, GenerateRequest } from '../../src/protocol/index.ts';
 import { collectEvents, requestJson, startStack } from '../helpers/stack.ts';
 import type { TestStack } from '../helpers/stack.ts';
 
@@ -135,5 +136,56 @@ describe('a typed prompt whose answer never matches', () => {
   ])('is refused on ingress with invalid_input when its schema is %s', async (_what, outputSchema, message) => {
     const reply = await requestJson(stack.client, 'agentbus.default.sessions.typed-bad.prompt', { text: 'hi', outputSchema });
     expect(reply).toMatchObject({ accepted: false, error: { code: 'invalid_input', message: expect.stringContaining(message) } });
+  });
+});
+
+describe('a typed turn found answered in the log of a node that died before its turn.ended', () => {
+  let stack: TestStack;
+  beforeAll(async () => {
+    stack = await startStack({ script: { responses: [{ text: 'next turn done' }] } });
+  });
+  afterAll(() => stack?.stop());
+
+  /** Writes what the dead node left: the typed prompt and its answer, no turn.ended. */
+  async function logAnswered(sessionId: string, answerText: string): Promise<void> {
+    let id = 0;
+    const envelopes = createEnvelopeFactory({ newId: () => `${sessionId}-e${id++}`, now: Date.now });
+    const codec = createCodec();
+    const subjects = createSubjects();
+    const usage = { inputTokens: 1, outputTokens: 1 };
+    const events: Array<{ [T in keyof EventDataMap]: [T, EventDataMap[T]] }[keyof EventDataMap]> = [
+      [LogEventType.sessionCreated, { createdBy: 'node-gone' }],
+      [LogEventType.userMessage, { text: 'count', outputSchema: schema }],
+      [LogEventType.assistantMessage, { text: answerText, toolCalls: [], usage, cost: 0, model: 'scripted:default', finishReason: 'stop' }],
+    ];
+    const js = jetstream(stack.client);
+    for (const [type, data] of events) {
+      const scope = type === LogEventType.sessionCreated ? { tenant: 'default', sessionId } : { tenant: 'default', sessionId, turnId: 't1', ...(type === LogEventType.assistantMessage ? { step: 1 } : {}) };
+      const envelope = envelopes.create(type, scope, data as never);
+      await js.publish(subjects.log('default', sessionId), codec.encode(envelope), { msgID: envelope.id });
+    }
+  }
+
+  async function resume(sessionId: string): Promise<Of<'turn.ended'>> {
+    const watcher = collectEvents(stack.client, 'default', sessionId);
+    try {
+      expect(await requestJson(stack.client, `agentbus.default.sessions.${sessionId}.prompt`, { text: 'and then?' })).toMatchObject({ accepted: true });
+      const events = await watcher.until((seen) => seen.filter((event) => event.type === 'turn.ended').length === 2, 15_000);
+      return ofType(events, 'turn.ended').find((event) => event.turnId === 't1')!;
+    } finally {
+      watcher.stop();
+    }
+  }
+
+  it('is ended with its answer checked: the output when it matches', async () => {
+    await logAnswered('typed-resume-ok', '{"files": 2, "summary": "two"}');
+    expect((await resume('typed-resume-ok')).data).toMatchObject({ reason: 'yielded', output: { files: 2, summary: 'two' } });
+  });
+
+  it('is ended failed with output_invalid, its text kept, when it does not', async () => {
+    await logAnswered('typed-resume-bad', 'two files');
+    const ended = await resume('typed-resume-bad');
+    expect(ended.data).toMatchObject({ reason: 'failed', text: 'two files', error: { code: 'output_invalid' } });
+    expect(ended.data.output).toBeUndefined();
   });
 });
