@@ -1,4 +1,4 @@
-import type { ErrorObject, ValidateFunction } from 'ajv';
+import type { Ajv as AjvInstance, ErrorObject, Options, ValidateFunction } from 'ajv';
 import { InvalidInputError } from './errors.ts';
 
 /**
@@ -23,22 +23,71 @@ const MAX_ERRORS_NAMED = 8;
 /** The longest `pattern` (or `patternProperties` key) a schema may hold. */
 const MAX_PATTERN_CHARS = 1000;
 
+/** Compiles `outputSchema`s, keeping the validators of the most recently used ones. */
+export interface OutputSchemaCompiler {
+  /**
+   * The validator of `schema` (a prompt's `outputSchema`). Rejects with `InvalidInputError` naming what is wrong when
+   * it is not a valid JSON Schema: a keyword of the wrong shape, a `$ref` that does not resolve, an unknown `$schema`,
+   * a `pattern` that could backtrack catastrophically.
+   */
+  compile(schema: Record<string, unknown>): Promise<OutputValidator>;
+}
+
+/** How many schemas' validators a compiler keeps, by default. */
+const DEFAULT_CACHED = 64;
+
 /**
- * Compiles `schema` (a prompt's `outputSchema`) with a validator of its own. Throws `InvalidInputError` naming what is
- * wrong when it is not a valid JSON Schema: a keyword of the wrong shape, a `$ref` that does not resolve, an unknown
- * `$schema`.
+ * A compiler that keeps one meta-schema checker per dialect (compiling the meta-schema is most of a cold compile's
+ * cost) and the validators of the `maxCached` schemas used last, keyed by their JSON: a client that sends the same
+ * schema with every prompt has it compiled once, on ingress, and the turn's checks reuse it. Each schema is compiled in
+ * an Ajv instance of its own, so one tenant's `$id`s never meet another's. The runtime makes one and passes it on.
  *
  * @example
- * const validator = await compileOutputSchema({ type: 'object', properties: { n: { type: 'integer' } }, required: ['n'] });
+ * const schemas = createOutputSchemaCompiler();
+ * const validator = await schemas.compile({ type: 'object', properties: { n: { type: 'integer' } }, required: ['n'] });
  * validator.check('{"n": 3}'); // { ok: true, value: { n: 3 } }
  * validator.check('{"n": "3"}'); // { ok: false, message: '/n must be integer' }
  */
-export async function compileOutputSchema(schema: Record<string, unknown>): Promise<OutputValidator> {
+export function createOutputSchemaCompiler(options: { readonly maxCached?: number } = {}): OutputSchemaCompiler {
+  const maxCached = options.maxCached ?? DEFAULT_CACHED;
+  const metaCheckers = new Map<string, Promise<AjvInstance>>();
+  const cached = new Map<string, Promise<OutputValidator>>();
+  return {
+    compile(schema) {
+      const key = JSON.stringify(schema);
+      const hit = cached.get(key);
+      if (hit) {
+        // Most recently used last: the first key is the one to drop.
+        cached.delete(key);
+        cached.set(key, hit);
+        return hit;
+      }
+      const compiling = compileFresh(schema, metaCheckers);
+      cached.set(key, compiling);
+      // A schema that does not compile is not kept: the next prompt with it gets the same refusal, computed again.
+      compiling.catch(() => cached.delete(key));
+      if (cached.size > maxCached) cached.delete(cached.keys().next().value!);
+      return compiling;
+    },
+  };
+}
+
+/** Compiles `schema` once, keeping nothing (the CLI's check of a `--schema` file; tests). See {@link OutputSchemaCompiler.compile}. */
+export function compileOutputSchema(schema: Record<string, unknown>): Promise<OutputValidator> {
+  return createOutputSchemaCompiler({ maxCached: 0 }).compile(schema);
+}
+
+async function compileFresh(schema: Record<string, unknown>, metaCheckers: Map<string, Promise<AjvInstance>>): Promise<OutputValidator> {
   checkPatterns(schema, 'outputSchema');
-  const ajv = await createAjv(schema.$schema);
-  if (!ajv.validateSchema(schema)) {
-    throw new InvalidInputError(`outputSchema is not a valid JSON Schema: ${describeErrors(ajv.errors, 'outputSchema')}`);
+  const dialect = dialectOf(schema.$schema);
+  let checking = metaCheckers.get(dialect);
+  if (!checking) metaCheckers.set(dialect, (checking = createAjv(dialect, {})));
+  const checker = await checking;
+  if (!checker.validateSchema(schema)) {
+    throw new InvalidInputError(`outputSchema is not a valid JSON Schema: ${describeErrors(checker.errors, 'outputSchema')}`);
   }
+  // Checked above: the instance that compiles needs no meta-schemas (and keeps nothing of other schemas).
+  const ajv = await createAjv(dialect, { meta: false, validateSchema: false });
   let validate: ValidateFunction;
   try {
     validate = ajv.compile(schema);
@@ -148,21 +197,28 @@ function describeErrors(errors: readonly ErrorObject[] | null | undefined, root:
   return `${named.join('; ')}${more}`;
 }
 
-async function createAjv(dialect: unknown) {
+type Dialect = 'draft-07' | '2019-09' | '2020-12';
+
+/** The dialect a `$schema` names: draft-07 when absent. */
+function dialectOf(uri: unknown): Dialect {
+  if (uri === undefined || (typeof uri === 'string' && /^https?:\/\/json-schema\.org\/draft-07\/schema#?$/.test(uri))) return 'draft-07';
+  if (typeof uri === 'string' && /^https:\/\/json-schema\.org\/draft\/2020-12\/schema#?$/.test(uri)) return '2020-12';
+  if (typeof uri === 'string' && /^https:\/\/json-schema\.org\/draft\/2019-09\/schema#?$/.test(uri)) return '2019-09';
+  throw new InvalidInputError(`outputSchema: unsupported $schema ${JSON.stringify(uri)}; use draft-07, 2019-09 or 2020-12 (or leave it out)`);
+}
+
+async function createAjv(dialect: Dialect, extra: Options): Promise<AjvInstance> {
   // `strict: false`: unknown keywords (`examples`, vendor ones) are allowed, as JSON Schema allows them; `allErrors`
   // lets the model see every problem of its answer at once.
-  const options = { strict: false, allErrors: true, validateFormats: false } as const;
-  if (dialect === undefined || (typeof dialect === 'string' && /^https?:\/\/json-schema\.org\/draft-07\/schema#?$/.test(dialect))) {
-    const { Ajv } = await import('ajv');
-    return new Ajv(options);
-  }
-  if (typeof dialect === 'string' && /^https:\/\/json-schema\.org\/draft\/2020-12\/schema#?$/.test(dialect)) {
+  const options: Options = { strict: false, allErrors: true, validateFormats: false, ...extra };
+  if (dialect === '2020-12') {
     const { Ajv2020 } = await import('ajv/dist/2020.js');
     return new Ajv2020(options);
   }
-  if (typeof dialect === 'string' && /^https:\/\/json-schema\.org\/draft\/2019-09\/schema#?$/.test(dialect)) {
+  if (dialect === '2019-09') {
     const { Ajv2019 } = await import('ajv/dist/2019.js');
     return new Ajv2019(options);
   }
-  throw new InvalidInputError(`outputSchema: unsupported $schema ${JSON.stringify(dialect)}; use draft-07, 2019-09 or 2020-12 (or leave it out)`);
+  const { Ajv } = await import('ajv');
+  return new Ajv(options);
 }

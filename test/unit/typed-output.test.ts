@@ -3,7 +3,7 @@ import { createActor, toPromise } from 'xstate';
 import { turnMachine } from '../../machines/turn.ts';
 import type { TurnOutput } from '../../machines/turn.ts';
 import { InvalidInputError } from '../../src/errors.ts';
-import { compileOutputSchema, outputInstruction, outputRetryMessage } from '../../src/output-schema.ts';
+import { compileOutputSchema, createOutputSchemaCompiler, outputInstruction, outputRetryMessage } from '../../src/output-schema.ts';
 import { ErrorCode, TurnEndReason, promptSchema } from '../../src/protocol/index.ts';
 import { endingOf, outputInvalidError, outputRetried, outputSchemaOf, resumedEnding } from '../../services/runtime/turn/turn-output.ts';
 import { answer, createTurnFakes, read, streamOf } from '../helpers/turn-fakes.ts';
@@ -69,6 +69,33 @@ describe('compileOutputSchema', () => {
   it('writes the instruction and the retry message the model is given', () => {
     expect(outputInstruction(schema)).toContain(JSON.stringify(schema));
     expect(outputRetryMessage('/n must be integer')).toBe('Your final answer did not match the required JSON Schema: /n must be integer. Reply again with only the corrected JSON value, nothing else.');
+  });
+});
+
+describe('createOutputSchemaCompiler', () => {
+  it('compiles a schema once while it is among the most recently used, keyed by its JSON', async () => {
+    const schemas = createOutputSchemaCompiler({ maxCached: 2 });
+    const first = schemas.compile({ ...schema });
+    expect(schemas.compile(JSON.parse(JSON.stringify(schema)) as Record<string, unknown>)).toBe(first);
+    const other = schemas.compile({ type: 'object' });
+    expect(schemas.compile(schema)).toBe(first);
+    schemas.compile({ type: 'object', required: ['x'] });
+    // Two newer schemas pushed out the older of them: `other`, not the one used again since.
+    expect(schemas.compile({ type: 'object' })).not.toBe(other);
+    expect(schemas.compile(schema)).not.toBe(first);
+    expect((await first).check('{"n": 1}').ok).toBe(true);
+  });
+
+  it('does not keep a refusal, and compiles each schema apart: two tenants\' schemas with one $id do not meet', async () => {
+    const schemas = createOutputSchemaCompiler();
+    const bad = { type: 'object', required: 'n' };
+    const refused = schemas.compile(bad);
+    await expect(refused).rejects.toThrow(InvalidInputError);
+    expect(schemas.compile(bad)).not.toBe(refused);
+    await expect(schemas.compile(bad)).rejects.toThrow(InvalidInputError);
+    const mine = await schemas.compile({ $id: 'https://example.com/out', type: 'object', required: ['a'] });
+    const theirs = await schemas.compile({ $id: 'https://example.com/out', type: 'object', required: ['b'] });
+    expect([mine.check('{"a": 1}').ok, theirs.check('{"a": 1}').ok]).toEqual([true, false]);
   });
 });
 

@@ -172,6 +172,7 @@ class HostedSession implements SessionHost {
       config: deps.config,
       newId: deps.newId,
       now: deps.now,
+      ...(deps.outputSchemas ? { outputSchemas: deps.outputSchemas } : {}),
       takeSteers: () => {
         const taken = host.steers ?? [];
         host.steers = undefined;
@@ -430,7 +431,7 @@ async function resumeQueue(
       // The last call at maxSteps answered, too: the turn still ran out of steps.
       const reason = turn.answeredAtLast ? TurnEndReason.budgetExceeded : TurnEndReason.yielded;
       // A typed turn's answer is checked as its step would have; one that does not match fails the turn.
-      const typed = await resumedEnding(turn.prompt.outputSchema, turn.text);
+      const typed = await resumedEnding(turn.prompt.outputSchema, turn.text, deps.outputSchemas);
       const failed = typed !== undefined && 'error' in typed;
       await writer.append(LogEventType.turnEnded, { turnId: turn.turnId, step: turn.lastStep }, { reason: failed ? TurnEndReason.failed : reason, text: turn.text, ...typed, ...ending });
       continue;

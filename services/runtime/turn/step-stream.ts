@@ -12,8 +12,8 @@ import { stepTools } from './session-scope.ts';
 import type { StepActorDeps } from './session-scope.ts';
 import type { SessionServices } from './session-services.ts';
 import { deadlineOf } from '../limits/limited-provider.ts';
-import { compileOutputSchema, outputRetryMessage } from '../../../src/output-schema.ts';
-import { outputInvalidError, outputRetried, outputSchemaOf } from './turn-output.ts';
+import { outputRetryMessage } from '../../../src/output-schema.ts';
+import { outputInvalidError, outputRetried, outputSchemaOf, validatorOf } from './turn-output.ts';
 
 /** A step's call as made: the machine's input, and the turn's `outputSchema` sent with it when it has one. */
 type CallInput = StreamInput & { readonly outputSchema?: Record<string, unknown> };
@@ -176,7 +176,7 @@ export function createStreamActor({ scopeOf, stepScope, progress }: Pick<StepAct
     // The last call at maxSteps was offered no tools: a call it asks for anyway is not made (nor left open in the log).
     const toolCalls = input.final ? [] : value.toolCalls;
     // A final answer of a typed turn is checked against its schema before it is logged, so the log says why it failed.
-    const checked = outputSchema && toolCalls.length === 0 ? (await compileOutputSchema(outputSchema)).check(text) : undefined;
+    const checked = outputSchema && toolCalls.length === 0 ? (await validatorOf(outputSchema, services.outputSchemas)).check(text) : undefined;
     await services.writer.append(LogEventType.assistantMessage, { turnId: input.turnId, step: input.step }, {
       text,
       toolCalls,

@@ -1,7 +1,7 @@
 import { ErrorCode, LogEventType } from '../../../src/protocol/index.ts';
 import type { ErrorData, LogEvent } from '../../../src/protocol/index.ts';
 import { compileOutputSchema } from '../../../src/output-schema.ts';
-import type { OutputCheck } from '../../../src/output-schema.ts';
+import type { OutputCheck, OutputSchemaCompiler, OutputValidator } from '../../../src/output-schema.ts';
 
 /** What the typed-output actors read of a turn's log: its events, prompt first. */
 interface TurnEvents {
@@ -19,6 +19,11 @@ export function outputRetried(transcript: TurnEvents, turnId: string): boolean {
   return transcript.turnEvents(turnId).some((event) => event.type === LogEventType.userMessage && event.data.outputRetry === true);
 }
 
+/** The validator of `schema`: from the runtime's compiler (which keeps recent ones) when there is one, else compiled afresh. */
+export function validatorOf(schema: Record<string, unknown>, schemas: OutputSchemaCompiler | undefined): Promise<OutputValidator> {
+  return schemas?.compile(schema) ?? compileOutputSchema(schema);
+}
+
 /** The error a turn fails with when its final answer still does not match its `outputSchema`. */
 export function outputInvalidError(reason: string): ErrorData {
   return { code: ErrorCode.outputInvalid, message: `the final answer does not match the prompt's outputSchema: ${reason}`, retryable: false };
@@ -33,10 +38,10 @@ export function endingOf(check: OutputCheck): { readonly output: unknown } | { r
  * How a turn found answered in the log (its node died before `turn.ended`) ends when its prompt had an `outputSchema`:
  * its last answer checked now, without another retry. Nothing when it had none.
  */
-export async function resumedEnding(schema: Record<string, unknown> | undefined, text: string): Promise<ReturnType<typeof endingOf> | undefined> {
+export async function resumedEnding(schema: Record<string, unknown> | undefined, text: string, schemas?: OutputSchemaCompiler): Promise<ReturnType<typeof endingOf> | undefined> {
   if (!schema) return undefined;
   try {
-    return endingOf((await compileOutputSchema(schema)).check(text));
+    return endingOf((await validatorOf(schema, schemas)).check(text));
   } catch (error) {
     return { error: outputInvalidError(error instanceof Error ? error.message : String(error)) };
   }
