@@ -10,13 +10,14 @@ import { connectCli } from './connect.ts';
 import { UsageError } from './context.ts';
 import type { CliContext } from './context.ts';
 import { readAttachments, readPromptFromStdin } from './ask-input.ts';
+import { readOutputSchema } from './ask-schema.ts';
 import { describeData, formatPreparedRequest } from './format.ts';
 import { embeddedBusEnv } from './embedded-nats.ts';
 import { startLocalStack } from './local-stack.ts';
 import type { LocalStack } from './local-stack.ts';
 
 export const ASK_USAGE =
-  'agentbus ask [--nats URL] [--tenant T] [--session S] [--model M] [--max-steps N] [--max-cost USD] [--timeout SECONDS] [--json] [--quiet] [--verbose] [--file PATH]... [--dry-run] [--force-tool NAME [--force-args JSON] | --force-finish] TEXT|-';
+  'agentbus ask [--nats URL] [--tenant T] [--session S] [--model M] [--max-steps N] [--max-cost USD] [--timeout SECONDS] [--json] [--quiet] [--verbose] [--file PATH]... [--dry-run] [--force-tool NAME [--force-args JSON] | --force-finish] [--schema FILE] TEXT|-';
 
 interface AskOptions {
   readonly tenant: string;
@@ -32,6 +33,8 @@ interface AskOptions {
   readonly stdin: boolean;
   /** Files to attach, as given. */
   readonly files: readonly string[];
+  /** `--schema FILE`: the JSON Schema of the typed final output, read in by `withInput`. */
+  readonly schemaFile?: string;
 }
 
 /** `--force-args`: a JSON object. */
@@ -76,6 +79,7 @@ export function parseAsk(argv: string[]): AskOptions & { nats: string | undefine
       'force-tool': { type: 'string' },
       'force-args': { type: 'string' },
       'force-finish': { type: 'boolean', default: false },
+      schema: { type: 'string' },
     },
     strict: true,
     allowPositionals: true,
@@ -107,15 +111,29 @@ export function parseAsk(argv: string[]): AskOptions & { nats: string | undefine
     ...(forceTool !== undefined ? { forceTool: { name: forceTool, args: forceArgs(values['force-args']) } } : {}),
     ...(values['force-finish'] ? { forceFinish: true } : {}),
   };
-  return { nats: values.nats, tenant, sessionId, prompt, json: values.json, quiet: values.quiet, timeoutMs: timeout * 1000, verbose: values.verbose, stdin, files: values.file };
+  if (values.schema !== undefined && values.schema.trim() === '') throw new UsageError('--schema needs a file name');
+  return {
+    nats: values.nats,
+    tenant,
+    sessionId,
+    prompt,
+    json: values.json,
+    quiet: values.quiet,
+    timeoutMs: timeout * 1000,
+    verbose: values.verbose,
+    stdin,
+    files: values.file,
+    ...(values.schema === undefined ? {} : { schemaFile: values.schema }),
+  };
 }
 
 /** The prompt with what `-` and `--file` name read in: the text from stdin, the files as attachments. */
 async function withInput<T extends AskOptions>(options: T, context: CliContext): Promise<T> {
-  if (!options.stdin && options.files.length === 0) return options;
+  if (!options.stdin && options.files.length === 0 && options.schemaFile === undefined) return options;
+  const outputSchema = options.schemaFile === undefined ? undefined : await readOutputSchema(options.schemaFile, context.cwd);
   const text = options.stdin ? await readPromptFromStdin(context.stdin, context.signal) : options.prompt.text;
   const attachments = await readAttachments(options.files, context.cwd);
-  return { ...options, prompt: { ...options.prompt, text, ...(attachments.length > 0 ? { attachments } : {}) } };
+  return { ...options, prompt: { ...options.prompt, text, ...(attachments.length > 0 ? { attachments } : {}), ...(outputSchema ? { outputSchema } : {}) } };
 }
 
 /**
@@ -171,11 +189,14 @@ async function ask(nc: NatsConnection, options: AskOptions, context: CliContext)
   let textStep = 0;
   let stepText = '';
   let lastEnded = 0;
+  // A typed ask prints the answer's JSON (`turn.ended`'s `output`) on stdout at the end, not its text as it streams.
+  const typed = options.prompt.outputSchema !== undefined;
   const show = (event: AgentEvent) => {
     if (options.json) {
       context.stdout.write(`${JSON.stringify(event)}\n`);
       return;
     }
+    if (typed && (event.type === 'assistant.delta' || event.type === 'assistant.message')) return;
     switch (event.type) {
       case 'assistant.delta': {
         const step = event.step ?? textStep;
@@ -240,6 +261,9 @@ async function ask(nc: NatsConnection, options: AskOptions, context: CliContext)
       onInvalid: (skipped) => context.stderr.write(`agentbus: skipped a message on ${skipped.subject}: ${skipped.error.message}\n`),
     });
     if (context.signal.aborted) return 130;
+    if (typed && !options.json && ended.output !== undefined) context.stdout.write(`${JSON.stringify(ended.output, null, 2)}\n`);
+    // A typed answer that never matched: its text, for whoever must see what the model said.
+    if (typed && !options.json && ended.output === undefined && ended.text && !options.quiet) context.stderr.write(`answer text: ${ended.text}\n`);
     return ended.reason === 'yielded' ? 0 : 1;
   } catch (error) {
     if (context.signal.aborted) return 130;

@@ -63,6 +63,10 @@ export interface StreamOutput {
   readonly toolCalls: readonly PlannedCall[];
   readonly usage: Usage;
   readonly cost: number;
+  /** A final answer of a turn with an `outputSchema`: the answer parsed, when it matched. */
+  readonly output?: unknown;
+  /** A final answer of a turn with an `outputSchema` that did not match it, after its retry: the turn fails with this. */
+  readonly outputError?: ErrorData;
 }
 /** What a batch of calls cost beyond the tools themselves (an agent call's child turn): counted in the turn's. */
 export interface ExecuteToolsOutput {
@@ -107,6 +111,8 @@ export interface TurnInput extends ModelRouting {
 export interface TurnOutput {
   readonly reason: TurnEndReason;
   readonly text?: string;
+  /** The final answer parsed, when the turn had an `outputSchema` and the answer matched it. */
+  readonly output?: unknown;
   readonly error?: ErrorData;
   readonly usage: Usage;
   readonly cost: number;
@@ -136,6 +142,9 @@ interface TurnContext {
   readonly usage: Usage;
   readonly cost: number;
   readonly text: string;
+  /** The typed final answer, or why it did not match (see {@link StreamOutput}). */
+  readonly output?: { readonly value: unknown } | undefined;
+  readonly outputError?: ErrorData | undefined;
   readonly outcome: TurnOutput['reason'] | undefined;
   readonly error: ErrorData | undefined;
 }
@@ -186,6 +195,7 @@ export const turnMachine = setup({
     outOfSteps: ({ context }) => context.step >= context.maxSteps,
     answersAtLast: ({ context }) => context.finalAnswer && !context.final && context.step >= context.maxSteps,
     finalStep: ({ context }) => context.final,
+    outputInvalid: ({ context }) => context.outputError !== undefined,
     pastDeadline: ({ context }) => context.outcome === undefined && context.timeLeftMs !== undefined,
   },
   actions: {
@@ -229,6 +239,8 @@ export const turnMachine = setup({
     usage: input.resume?.usage ?? ZERO_USAGE,
     cost: input.resume?.cost ?? 0,
     text: '',
+    output: undefined,
+    outputError: undefined,
     outcome: undefined,
     error: undefined,
   }),
@@ -300,6 +312,8 @@ export const turnMachine = setup({
             usage: addUsage(context.usage, event.output.usage),
             cost: context.cost + event.output.cost,
             text: event.output.text,
+            output: 'output' in event.output ? { value: event.output.output } : undefined,
+            outputError: event.output.outputError,
             pending: event.output.toolCalls,
             request: undefined,
           })),
@@ -313,6 +327,7 @@ export const turnMachine = setup({
         { guard: 'finalStep', target: RunState.budgetExceeded, actions: assign({ pending: [] }) },
         { guard: 'awaitsApproval', target: RunState.awaitingApproval },
         { guard: 'hasPending', target: RunState.toolExecution },
+        { guard: 'outputInvalid', target: RunState.failed, actions: assign(({ context }) => ({ outcome: TurnEndReason.failed, error: context.outputError })) },
         { target: RunState.yielding },
       ],
     },
@@ -418,6 +433,7 @@ export const turnMachine = setup({
     return {
       ...output,
       ...(context.text !== '' ? { text: context.text } : {}),
+      ...(context.output ? { output: context.output.value } : {}),
       ...(context.error ? { error: context.error } : {}),
     };
   },

@@ -48,6 +48,11 @@ export const ErrorCode = {
    * its provider calls not made until the limit resets. Not retryable before then.
    */
   spendLimitExceeded: 'spend_limit_exceeded',
+  /**
+   * A turn whose prompt gave an `outputSchema` answered with text that is not JSON matching it, after one retry with
+   * the validation error: the turn ends `failed` with this code, its text kept.
+   */
+  outputInvalid: 'output_invalid',
   internal: 'internal',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];

@@ -8,6 +8,11 @@ export interface AdapterRequest {
   readonly tools: readonly ToolSpec[];
   readonly maxTokens?: number;
   readonly temperature?: number;
+  /**
+   * The JSON Schema a final answer (one without tool calls) must match: sent as the API's native structured output
+   * where the adapter has one. Tools are still offered; the runtime checks the answer either way.
+   */
+  readonly outputSchema?: Readonly<Record<string, unknown>>;
   /** The session the call belongs to, when the caller said. */
   readonly tenant?: string;
   readonly sessionId?: string;

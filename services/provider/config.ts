@@ -31,6 +31,12 @@ const providerSchema = z.strictObject({
   embedModel: z.string().min(1).optional(),
   /** Anthropic only: the `thinking` setting sent (default `disabled`). */
   thinking: z.enum(['disabled', 'adaptive', 'omit']).optional(),
+  /**
+   * Whether a request's `outputSchema` is sent as the API's native structured output (`response_format` json_schema
+   * for OpenAI-compatible servers, `output_config.format` for Anthropic). Default true; false for a server that refuses
+   * the field: the model then has only the runtime's instruction, and the runtime's check.
+   */
+  structuredOutput: z.boolean().optional(),
   /** JSON action mode: `true` for every model, or model names (`*` at the end matches a prefix). */
   jsonActions: z.union([z.boolean(), z.array(z.string().min(1))]).optional(),
 });
@@ -75,6 +81,7 @@ export interface ProviderSettings {
   readonly defaultMaxTokens?: number;
   readonly embedModel?: string;
   readonly thinking?: 'disabled' | 'adaptive' | 'omit';
+  readonly structuredOutput?: boolean;
   readonly jsonActions: boolean | readonly string[];
 }
 

@@ -96,6 +96,7 @@ function toAdapterRequest(request: GenerateRequest, provider: string): AdapterRe
     tools: request.tools,
     ...(request.maxTokens === undefined ? {} : { maxTokens: request.maxTokens }),
     ...(request.temperature === undefined ? {} : { temperature: request.temperature }),
+    ...(request.outputSchema === undefined ? {} : { outputSchema: request.outputSchema }),
     ...(request.tenant === undefined ? {} : { tenant: request.tenant }),
     ...(request.sessionId === undefined ? {} : { sessionId: request.sessionId }),
     ...(request.turnId === undefined ? {} : { turnId: request.turnId }),

@@ -19,11 +19,13 @@ export type JsonActionResult =
   | { readonly ok: false; readonly reason: string; readonly foundJson: boolean };
 
 /** The system prompt addition that teaches a model without native tool calling the JSON action format. */
-export function jsonActionInstructions(tools: readonly ToolSpec[]): string {
+export function jsonActionInstructions(tools: readonly ToolSpec[], outputSchema?: Readonly<Record<string, unknown>>): string {
   const lines = [
     'You answer with exactly one JSON object and nothing else: no prose, no code fence.',
     'To call a tool: {"action": "tool", "tool_name": "<tool name>", "args": {<arguments>}}',
-    'To give your final answer to the user: {"action": "finish", "final": "<your answer>"}',
+    outputSchema
+      ? `To give your final answer to the user: {"action": "finish", "final": <a JSON value matching this JSON Schema: ${JSON.stringify(outputSchema)}>}`
+      : 'To give your final answer to the user: {"action": "finish", "final": "<your answer>"}',
     'One action per reply. After a tool call, the next message brings its result.',
   ];
   if (tools.length > 0) {
@@ -50,7 +52,7 @@ function actionText(call: ToolCall): string {
  * messages, past tool calls become the JSON the model would have written, tool results become user
  * messages that say which call they answer.
  */
-export function toJsonActionMessages(messages: readonly ChatMessage[], tools: readonly ToolSpec[]): ChatMessage[] {
+export function toJsonActionMessages(messages: readonly ChatMessage[], tools: readonly ToolSpec[], outputSchema?: Readonly<Record<string, unknown>>): ChatMessage[] {
   const firstOther = messages.findIndex((message) => message.role !== 'system');
   const split = firstOther < 0 ? messages.length : firstOther;
   const rewritten = messages.map((message): ChatMessage => {
@@ -64,7 +66,7 @@ export function toJsonActionMessages(messages: readonly ChatMessage[], tools: re
     }
     return message;
   });
-  return [...rewritten.slice(0, split), { role: 'system', content: jsonActionInstructions(tools) }, ...rewritten.slice(split)];
+  return [...rewritten.slice(0, split), { role: 'system', content: jsonActionInstructions(tools, outputSchema) }, ...rewritten.slice(split)];
 }
 
 function firstString(record: Record<string, unknown>, keys: readonly string[]): string | undefined {
@@ -158,8 +160,11 @@ export function withJsonActions(adapter: ProviderAdapter, options: JsonActionOpt
         return;
       }
       const toolNames = request.tools.map((tool) => tool.name);
-      const messages = toJsonActionMessages(request.messages, request.tools);
-      const first = yield* run({ ...request, messages, tools: [] }, signal);
+      const messages = toJsonActionMessages(request.messages, request.tools, request.outputSchema);
+      // The action object is the JSON the model writes: a typed answer travels inside it as `final` (an object is
+      // passed on as its JSON text), so the backend is not asked for the output schema's structure itself.
+      const { outputSchema: _outputSchema, ...plain } = request;
+      const first = yield* run({ ...plain, messages, tools: [] }, signal);
       let usage = first.usage;
       const finish = (action: JsonAction): ChunkBody[] =>
         action.action === 'tool'
@@ -191,7 +196,7 @@ export function withJsonActions(adapter: ProviderAdapter, options: JsonActionOpt
         { role: 'assistant', content: first.text },
         { role: 'user', content: jsonActionRetryPrompt(parsed.reason) },
       ];
-      const second = yield* run({ ...request, messages: retryMessages, tools: [] }, signal);
+      const second = yield* run({ ...plain, messages: retryMessages, tools: [] }, signal);
       usage = addUsage(usage, second.usage);
       const reparsed = parseJsonAction(second.text, toolNames);
       if (reparsed.ok) {

@@ -22,6 +22,7 @@ import type { IngressCounts } from './ingress/ingress.ts';
 import type { MessageOrigin, SessionMessage } from './ingress/forward.ts';
 import { createParkedMessages } from './ingress/parked-messages.ts';
 import { createSessionMessageHandler } from './ingress/session-messages.ts';
+import { createOutputSchemaCompiler } from '../../src/output-schema.ts';
 import { createSessionLeases } from './node/leases.ts';
 import type { SessionLeases } from './node/leases.ts';
 import { startNodeLiveness } from './node/node-liveness.ts';
@@ -152,6 +153,7 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
     config,
     newId: deps.newId,
     now: deps.now,
+    outputSchemas: createOutputSchemaCompiler(),
     giveUp: (session) => void sessions.giveUp(session),
     // While this node's heartbeat is current nobody can have taken its sessions; otherwise (it was paused or
     // cut off) a write first reads the lease back, and one another node took is refused before the log is asked.
@@ -191,6 +193,7 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
     logger,
   });
   const handler = createSessionMessageHandler({
+    outputSchemas: hostDeps.outputSchemas,
     codec,
     subjects,
     config,

@@ -105,7 +105,8 @@ export interface AgentbusClient {
   eventReader(options?: CallOptions): Promise<EventReader>;
   /**
    * Sends a prompt and follows its turn to the end: `onEvent` sees each event of the turn (deltas,
-   * progress, tool calls, …). Resolves with `turn.ended`. `timeoutMs` is the turn's deadline too; when the wait ends
+   * progress, tool calls, …). Resolves with `turn.ended`: with a prompt's `outputSchema`, its `output` is the final
+   * answer parsed and validated against it (a turn whose answer never matched ends `failed`, `output_invalid`). `timeoutMs` is the turn's deadline too; when the wait ends
    * early (timeout or signal) once the turn has started, the turn is cancelled (`cancel`), so that it spends no more.
    */
   ask(target: SessionTarget, prompt: Prompt, options?: AskOptions): Promise<TurnEnded>;

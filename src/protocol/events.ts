@@ -98,6 +98,13 @@ export interface EventDataMap {
     readonly forceTool?: { readonly name: string; readonly args: unknown };
     /** The first step is offered no tools. */
     readonly forceFinish?: boolean;
+    /** The JSON Schema the turn's final answer must match: it is delivered parsed as `turn.ended.data.output`. */
+    readonly outputSchema?: Record<string, unknown>;
+    /**
+     * True (with `steer`) for the runtime's own message after a final answer that did not match the turn's
+     * `outputSchema`: the validation error, asking once for a corrected answer.
+     */
+    readonly outputRetry?: boolean;
     /**
      * The request that sent it (its reply subject), when it was a request: a node that takes over a session
      * whose holder died hands it the messages it kept, and one found here is not run twice.
@@ -138,6 +145,8 @@ export interface EventDataMap {
     readonly firstTokenMs?: number;
     /** True for the last call at `maxSteps`, made without tools: its text is the turn's answer. */
     readonly finalAnswer?: boolean;
+    /** Why this answer did not match the turn's `outputSchema` (not JSON, or the validation errors); absent when it did or there is none. */
+    readonly outputError?: string;
     /**
      * Ids of the tool calls whose `args` held a secret and are logged scrubbed (the call went out with the real
      * ones, kept in memory): a turn resumed from the log does not make such a call. Absent when none did.
@@ -207,6 +216,8 @@ export interface EventDataMap {
   'turn.ended': {
     readonly reason: TurnEndReason;
     readonly text?: string;
+    /** The final answer parsed as JSON, when the prompt gave an `outputSchema` and the answer matched it. */
+    readonly output?: unknown;
     readonly error?: ErrorData;
     readonly usage: Usage;
     readonly cost: number;

@@ -29,6 +29,7 @@ export {
   MAX_PROMPT_ATTACHMENTS,
   MAX_ATTACHMENT_CHARS,
   MAX_PROMPT_CHARS,
+  MAX_OUTPUT_SCHEMA_CHARS,
   promptSchema,
   parentCallSchema,
   steerSchema,

@@ -30,6 +30,8 @@ const userMessage = z.object({
   files: z.array(z.object({ name: z.string(), chars: z.int().nonnegative() })).readonly().optional(),
   forceTool: z.object({ name: z.string(), args: z.unknown() }).optional(),
   forceFinish: z.boolean().optional(),
+  outputSchema: z.record(z.string(), z.unknown()).optional(),
+  outputRetry: z.boolean().optional(),
   requestId: z.string().max(1024).optional(),
   trace: traceContextSchema.optional(),
   profile: z.string().optional(),
@@ -56,6 +58,7 @@ const assistantMessage = z.object({
   latencyMs: z.number().nonnegative().optional(),
   firstTokenMs: z.number().nonnegative().optional(),
   finalAnswer: z.boolean().optional(),
+  outputError: z.string().optional(),
   argsRedacted: z.array(z.string()).readonly().optional(),
   forced: z.boolean().optional(),
 });
@@ -106,6 +109,7 @@ const summaryFailed = z.object({ throughSeq: z.int().nonnegative(), model: z.str
 const turnEnded = z.object({
   reason: z.enum(TurnEndReason),
   text: z.string().optional(),
+  output: z.unknown().optional(),
   error: errorDataSchema.optional(),
   usage: usageSchema,
   cost: z.number(),

@@ -20,6 +20,19 @@ const attachment = z.strictObject({
   content: z.string().max(MAX_ATTACHMENT_CHARS, `attachments[].content must be at most ${MAX_ATTACHMENT_CHARS} characters`),
 });
 
+/** The most characters a prompt's `outputSchema` may take, written as JSON. */
+export const MAX_OUTPUT_SCHEMA_CHARS = 32 * 1024;
+
+/**
+ * A prompt's `outputSchema`: a JSON Schema object whose root is `{ "type": "object", … }` (what every provider's native
+ * structured output takes), at most {@link MAX_OUTPUT_SCHEMA_CHARS} as JSON. Whether it is a valid JSON Schema is
+ * checked by the runtime on ingress (`src/output-schema.ts`), not here: that needs a schema validator.
+ */
+const outputSchema = z
+  .record(z.string(), z.unknown())
+  .refine((schema) => schema.type === 'object', { message: 'outputSchema must be a JSON Schema object whose "type" is "object"' })
+  .refine((schema) => JSON.stringify(schema).length <= MAX_OUTPUT_SCHEMA_CHARS, { message: `outputSchema must be at most ${MAX_OUTPUT_SCHEMA_CHARS} characters as JSON` });
+
 /** The most models one prompt may name in `models`. */
 export const MAX_PROMPT_MODELS = 8;
 
@@ -62,6 +75,8 @@ export type ParentCall = z.infer<typeof parentCallSchema>;
  *   budgets; `AGENTBUS_PROFILES`); an unknown profile is refused.
  * - `parent` (`{ sessionId, turnId, toolCallId, effectId }`): the session is a child started by that call; set by
  *   the runtime when an agent profile is called as a tool, logged in the child's `session.created`.
+ * - `outputSchema`: a JSON Schema (root `type: "object"`) the turn's final answer must match; the answer is delivered
+ *   parsed as `turn.ended.data.output` (see `docs/protocol.md`, "Typed final output").
  */
 export const promptSchema = z
   .strictObject({
@@ -82,6 +97,7 @@ export const promptSchema = z
     forceFinish: z.boolean().optional(),
     profile: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'profile must match [A-Za-z0-9_-]{1,64}').optional(),
     parent: parentCallSchema.optional(),
+    outputSchema: outputSchema.optional(),
   })
   .refine((prompt) => (prompt.smallModel === undefined) === (prompt.largeModel === undefined), {
     message: 'smallModel and largeModel must be given together',
@@ -198,6 +214,11 @@ export const generateRequestSchema = z.object({
   tools: z.array(z.object({ name: z.string(), description: z.string(), parameters: z.record(z.string(), z.unknown()) })),
   maxTokens: z.int().positive().optional(),
   temperature: z.number().min(0).max(2).optional(),
+  /**
+   * The JSON Schema the answer must match when it is a final answer (no tool calls): a provider uses its model's
+   * native structured output where it has one. Tools may still be called.
+   */
+  outputSchema: z.record(z.string(), z.unknown()).optional(),
   /** Optional scope, used by the scripted provider to keep one script cursor per session. */
   tenant: z.string().optional(),
   sessionId: z.string().optional(),

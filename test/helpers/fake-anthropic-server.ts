@@ -14,7 +14,7 @@ export function startFakeAnthropicServer(): Promise<FakeSseServer> {
 /**
  * The real Messages API's answer to a body it refuses, else undefined: `tool_use` or `tool_result` blocks in the
  * messages with no `tools` defined (400: "Requests which include `tool_use` or `tool_result` blocks must define
- * tools."), and a `tool_choice` with no `tools`.
+ * tools."), a `tool_choice` with no `tools`, and a malformed `output_config` ({@link checkOutputConfig}).
  */
 export function refusedAsTheApiWould(body: Record<string, unknown>): FakeReply | undefined {
   const tools = Array.isArray(body.tools) ? body.tools : [];
@@ -26,6 +26,20 @@ export function refusedAsTheApiWould(body: Record<string, unknown>): FakeReply |
     return errorReply(400, 'invalid_request_error', 'Requests which include `tool_use` or `tool_result` blocks must define tools.');
   }
   if (body.tool_choice !== undefined && tools.length === 0) return errorReply(400, 'invalid_request_error', 'tool_choice may only be specified while providing tools.');
+  return checkOutputConfig(body);
+}
+
+/**
+ * What the Messages API refuses of `output_config.format` (structured outputs), with its 400: the format must be
+ * `{ type: "json_schema", schema: { type: "object", … } }`.
+ */
+export function checkOutputConfig(body: Record<string, unknown>): FakeReply | undefined {
+  const config = body.output_config as Record<string, unknown> | undefined;
+  if (config?.format === undefined || config.format === null) return undefined;
+  const format = config.format as Record<string, unknown>;
+  if (format.type !== 'json_schema') return errorReply(400, 'invalid_request_error', `output_config.format.type: Input should be 'json_schema'`);
+  const schema = format.schema as Record<string, unknown> | undefined;
+  if (typeof schema !== 'object' || schema === null || schema.type !== 'object') return errorReply(400, 'invalid_request_error', 'output_config.format.schema: the root must be an object schema');
   return undefined;
 }
 

@@ -8,9 +8,34 @@ export interface FakeOpenAIServer extends FakeSseServer {
   readonly baseURL: string;
 }
 
-/** Starts a fake OpenAI-compatible server on loopback. */
+/**
+ * What the Chat Completions API refuses of a `response_format` (structured output), with its 400: a `json_schema`
+ * format needs `json_schema.name` (letters, digits, `_`, `-`; at most 64) and an object `schema`, and `strict: true`
+ * needs every object closed with all its properties required (checked at the root only, here).
+ */
+export function checkResponseFormat(body: Record<string, unknown>): FakeReply | undefined {
+  const format = body.response_format as Record<string, unknown> | undefined;
+  if (format === undefined) return undefined;
+  const refuse = (message: string) => errorReply(400, message, 'invalid_request_error', 'invalid_value');
+  if (format.type === 'text' || format.type === 'json_object') return undefined;
+  if (format.type !== 'json_schema') return refuse(`Invalid value for 'response_format.type': ${JSON.stringify(format.type)}`);
+  const spec = format.json_schema as Record<string, unknown> | undefined;
+  if (typeof spec?.name !== 'string' || !/^[A-Za-z0-9_-]{1,64}$/.test(spec.name)) return refuse("Missing or invalid 'response_format.json_schema.name'");
+  const schema = spec.schema as Record<string, unknown> | undefined;
+  if (typeof schema !== 'object' || schema === null) return refuse("'response_format.json_schema.schema' must be an object");
+  if (spec.strict === true) {
+    const properties = Object.keys((schema.properties as object | undefined) ?? {});
+    const required = (schema.required as string[] | undefined) ?? [];
+    if (schema.additionalProperties !== false || !properties.every((name) => required.includes(name))) {
+      return refuse("Invalid schema for response_format 'output': In context=(), 'additionalProperties' is required to be supplied and to be false, and 'required' must include every property");
+    }
+  }
+  return undefined;
+}
+
+/** Starts a fake OpenAI-compatible server on loopback; it refuses a malformed `response_format` as the API does. */
 export async function startFakeOpenAIServer(): Promise<FakeOpenAIServer> {
-  const server = await startFakeSseServer();
+  const server = await startFakeSseServer({ refuse: checkResponseFormat });
   return Object.assign(server, { baseURL: `${server.url}/v1` });
 }
 

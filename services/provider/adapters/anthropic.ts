@@ -33,6 +33,8 @@ export interface AnthropicAdapterOptions {
   readonly defaultMaxTokens?: number;
   /** Fall back to one non-streaming call when the stream fails before its first token. Default true. */
   readonly streamFallback?: boolean;
+  /** Send a request's `outputSchema` as `output_config.format` (`json_schema`). Default true. */
+  readonly structuredOutput?: boolean;
   /** Per-request timeout of the HTTP client. Default 10 minutes. */
   readonly timeoutMs?: number;
   /**
@@ -112,6 +114,8 @@ export function createAnthropicAdapter(options: AnthropicAdapterOptions): Provid
         body.tool_choice = { type: 'none' };
       }
     }
+    // Structured outputs: the text of the final answer is held to the schema; tool calls are unaffected.
+    if (request.outputSchema && options.structuredOutput !== false) body.output_config = { format: { type: 'json_schema', schema: { ...request.outputSchema } } };
     // `temperature` is not sent: the Messages API this SDK speaks has no such parameter any more.
     return body;
   }

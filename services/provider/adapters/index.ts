@@ -34,6 +34,7 @@ export function createAdapter(settings: ProviderSettings, options: { logger?: Lo
       apiKey: settings.apiKey ?? '',
       ...(settings.defaultMaxTokens === undefined ? {} : { defaultMaxTokens: settings.defaultMaxTokens }),
       ...(settings.thinking === undefined ? {} : { thinking: settings.thinking }),
+      ...(settings.structuredOutput === undefined ? {} : { structuredOutput: settings.structuredOutput }),
     });
   }
   return createOpenAIAdapter({
@@ -41,6 +42,7 @@ export function createAdapter(settings: ProviderSettings, options: { logger?: Lo
     ...(settings.apiKey === undefined ? {} : { apiKey: settings.apiKey }),
     ...(settings.maxTokensField === undefined ? {} : { maxTokensField: settings.maxTokensField }),
     ...(settings.streamUsage === undefined ? {} : { streamUsage: settings.streamUsage }),
+    ...(settings.structuredOutput === undefined ? {} : { structuredOutput: settings.structuredOutput }),
   });
 }
 

@@ -5,6 +5,7 @@ import type {
   ChatCompletionFunctionTool,
   ChatCompletionMessageParam,
 } from 'openai/resources/chat/completions';
+import type { ResponseFormatJSONSchema } from 'openai/resources/shared';
 import type { Logger } from '../../../src/logging.ts';
 import type { ChatMessage, ChunkBody, ToolSpec, Usage } from '../../../src/protocol/index.ts';
 import type { AdapterRequest, ProviderAdapter } from '../adapter.ts';
@@ -35,6 +36,8 @@ export interface OpenAIAdapterOptions {
   readonly streamUsage?: boolean;
   /** Fall back to one non-streaming call when the stream fails before its first token. Default true. */
   readonly streamFallback?: boolean;
+  /** Send a request's `outputSchema` as `response_format` (`json_schema`). Default true; false for servers that refuse it. */
+  readonly structuredOutput?: boolean;
   /** Per-request timeout of the HTTP client. Default 10 minutes. */
   readonly timeoutMs?: number;
   readonly now?: () => number;
@@ -102,6 +105,7 @@ export function createOpenAIAdapter(options: OpenAIAdapterOptions = {}): Provide
     if (request.tools.length > 0) body.tools = request.tools.map(toOpenAITool);
     if (request.maxTokens !== undefined) body[maxTokensField] = request.maxTokens;
     if (request.temperature !== undefined) body.temperature = request.temperature;
+    if (request.outputSchema && options.structuredOutput !== false) body.response_format = toResponseFormat(request.outputSchema);
     return body;
   }
 
@@ -183,6 +187,30 @@ function normalizeFinishReason(reason: string | null | undefined, hasToolCalls: 
   if (hasToolCalls) return FinishReason.toolCalls;
   if (reason === 'function_call') return FinishReason.toolCalls;
   return reason ?? FinishReason.stop;
+}
+
+/**
+ * A request's `outputSchema` as Chat Completions' `response_format`. `strict` (the model is held to the schema) only
+ * when the schema is within what strict mode takes, which the API otherwise refuses with a 400: every object closed
+ * (`additionalProperties: false`) with all its properties required. Otherwise it is best effort, and the runtime's
+ * check and retry do the rest.
+ */
+export function toResponseFormat(schema: Readonly<Record<string, unknown>>): ResponseFormatJSONSchema {
+  return { type: 'json_schema', json_schema: { name: 'output', schema: { ...schema }, strict: strictCompatible(schema) } };
+}
+
+/** Whether every object schema in `schema` is closed and requires all its properties (OpenAI's strict subset, roughly). */
+export function strictCompatible(schema: unknown): boolean {
+  if (Array.isArray(schema)) return schema.every(strictCompatible);
+  if (typeof schema !== 'object' || schema === null) return true;
+  const node = schema as Record<string, unknown>;
+  if (node.type === 'object' || (Array.isArray(node.type) && node.type.includes('object'))) {
+    if (node.additionalProperties !== false) return false;
+    const properties = typeof node.properties === 'object' && node.properties !== null ? Object.keys(node.properties) : [];
+    const required = Array.isArray(node.required) ? node.required : [];
+    if (!properties.every((name) => required.includes(name))) return false;
+  }
+  return Object.entries(node).every(([key, value]) => key === 'enum' || key === 'const' || key === 'default' || key === 'examples' || strictCompatible(value));
 }
 
 function toOpenAITool(tool: ToolSpec): ChatCompletionFunctionTool {

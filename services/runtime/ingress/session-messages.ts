@@ -19,6 +19,8 @@ import { MAX_FORWARD_HOPS } from './forward.ts';
 import type { MessageOrigin, SessionMessage } from './forward.ts';
 import type { ParkedMessages } from './parked-messages.ts';
 import { withinCeilings } from './prompt-ceilings.ts';
+import { compileOutputSchema } from '../../../src/output-schema.ts';
+import type { OutputSchemaCompiler } from '../../../src/output-schema.ts';
 
 /** Handles one session message on this node: acts on it as the session's holder, or passes it on to the holder. */
 export interface SessionMessageHandler {
@@ -56,6 +58,8 @@ export interface SessionMessageDeps {
   readonly onHandled?: (verb: SessionVerb, outcome: { durationMs: number; error?: string }) => void;
   /** Rejects (`spend_limit_exceeded`) when the tenant's spend reached a limit; absent when no spend limit is configured. */
   readonly checkSpend?: (tenant: string) => Promise<void>;
+  /** Compiles typed prompts' `outputSchema`s (shared with the turns, which reuse what it compiled); absent: afresh each time. */
+  readonly outputSchemas?: OutputSchemaCompiler;
 }
 
 /** @example const handler = createSessionMessageHandler(deps); await handler.handle(SessionVerb.prompt, message, directOrigin(message)); */
@@ -140,6 +144,8 @@ export function createSessionMessageHandler(deps: SessionMessageDeps): SessionMe
       switch (verb) {
         case SessionVerb.prompt: {
           const prompt = withinCeilings(decodePrompt(codec, message.data, contentType), deps.config.ceilings);
+          // A typed prompt's schema must compile: refused here, with what is wrong, rather than failing its turn.
+          if (prompt.outputSchema) await (deps.outputSchemas?.compile(prompt.outputSchema) ?? compileOutputSchema(prompt.outputSchema));
           const tooLarge = admission.promptSize(promptBytes(prompt));
           if (tooLarge) throw new AgentbusError(tooLarge.code, tooLarge.message);
           await deps.checkSpend?.(tenant);

@@ -17,6 +17,7 @@ import { createTranscript } from './transcript.ts';
 import type { Transcript, UnfinishedTurn } from './transcript.ts';
 import type { PendingSteer, RuntimeServices, SessionServices } from '../turn/session-services.ts';
 import type { SessionLogic } from '../turn/turn-actors.ts';
+import { resumedEnding } from '../turn/turn-output.ts';
 
 /** Which request a prompt or steer came from, and whether one already logged must be recognised. */
 export interface RequestOptions {
@@ -173,6 +174,7 @@ class HostedSession implements SessionHost {
       config: deps.config,
       newId: deps.newId,
       now: deps.now,
+      ...(deps.outputSchemas ? { outputSchemas: deps.outputSchemas } : {}),
       takeSteers: () => {
         const taken = host.steers ?? [];
         host.steers = undefined;
@@ -431,7 +433,10 @@ async function resumeQueue(
     if (turn.answered) {
       // The last call at maxSteps answered, too: the turn still ran out of steps.
       const reason = turn.answeredAtLast ? TurnEndReason.budgetExceeded : TurnEndReason.yielded;
-      await writer.append(LogEventType.turnEnded, { turnId: turn.turnId, step: turn.lastStep }, { reason, text: turn.text, ...ending });
+      // A typed turn's answer is checked as its step would have; one that does not match fails the turn.
+      const typed = await resumedEnding(turn.prompt.outputSchema, turn.text, deps.outputSchemas);
+      const failed = typed !== undefined && 'error' in typed;
+      await writer.append(LogEventType.turnEnded, { turnId: turn.turnId, step: turn.lastStep }, { reason: failed ? TurnEndReason.failed : reason, text: turn.text, ...typed, ...ending });
       continue;
     }
     // A call goes out only after its `tool.use` is logged (write-through), and not at all when a hook blocked it:

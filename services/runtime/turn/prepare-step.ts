@@ -16,6 +16,8 @@ import { waitForService } from '../models/service-wait.ts';
 import { countValidationFailures, decideModel } from '../models/model-escalation.ts';
 import { forcedStep } from './forced-step.ts';
 import { deadlineOf } from '../limits/limited-provider.ts';
+import { outputInstruction } from '../../../src/output-schema.ts';
+import { outputSchemaOf } from './turn-output.ts';
 import { discoverTools } from './session-scope.ts';
 import { activeProfile } from '../agents/step-profile.ts';
 import type { StepActorDeps } from './session-scope.ts';
@@ -57,7 +59,10 @@ export function createPrepareActors({ scopeOf, stepScope, progress }: Pick<StepA
     const { tools } = input.final || finishing ? { tools: [] } : await discoverTools(scope, signal, input.turnId);
     if (finishing) scope.tools = new Map();
     const specs: ToolSpec[] = tools.map(({ name, description, parameters }) => ({ name, description, parameters }));
-    const toolTokens = services.toolTokens(specs);
+    // A typed turn's model is told the schema its final answer must match; the budget keeps room for that.
+    const outputSchema = outputSchemaOf(transcript, input.turnId);
+    const outputSection: ChatMessage | undefined = outputSchema ? { role: 'system', content: outputInstruction(outputSchema) } : undefined;
+    const toolTokens = services.toolTokens(specs) + (outputSection ? services.tokens.count(outputSection.content) : 0);
     const recallShare = services.memory ? config.recall.share : 0;
     // A turn run as an agent profile (its prompt's, or a handoff's) takes that profile's system prompt and model.
     const profile = activeProfile(services, input.turnId);
@@ -99,7 +104,8 @@ export function createPrepareActors({ scopeOf, stepScope, progress }: Pick<StepA
     const [, ...fallbackModels] = stepChain(stepModel, input);
     const recalled = await recalling;
     const recalledMessages = recalled ? withRecall(prepared.request.messages, recalled, Math.floor(contextWindowOf(stepModel) * recallShare), services.tokens) : prepared.request.messages;
-    const messages = input.final ? [...recalledMessages, { role: 'user' as const, content: FINAL_ANSWER_INSTRUCTION }] : recalledMessages;
+    const sectioned = outputSection ? withSystemSection(recalledMessages, outputSection) : recalledMessages;
+    const messages = input.final ? [...sectioned, { role: 'user' as const, content: FINAL_ANSWER_INSTRUCTION }] : sectioned;
     const request = { ...prepared.request, messages, ...(fallbackModels.length > 0 ? { fallbackModels } : {}) };
     return { needsCompaction: prepared.needsCompaction && !input.compacted, request };
   }
@@ -215,6 +221,13 @@ export function createPrepareActors({ scopeOf, stepScope, progress }: Pick<StepA
     scope.recalled = { turnId: input.turnId, hits };
     return hits;
   }
+}
+
+/** The request's messages with `section` after the leading system messages (system prompt, recall). */
+function withSystemSection(messages: readonly ChatMessage[], section: ChatMessage): readonly ChatMessage[] {
+  let at = 0;
+  while (messages[at]?.role === 'system') at += 1;
+  return [...messages.slice(0, at), section, ...messages.slice(at)];
 }
 
 /** The request's messages with the recall section after the system prompt, when any snippet is left to add. */

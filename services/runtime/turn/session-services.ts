@@ -10,6 +10,7 @@ import type { SessionWriter } from '../sessions/session-writer.ts';
 import type { ToolHooks } from '../tools/tool-hooks.ts';
 import type { Transcript } from '../sessions/transcript.ts';
 import type { AgentsPort } from '../agents/step-profile.ts';
+import type { OutputSchemaCompiler } from '../../../src/output-schema.ts';
 
 /** What the runtime shares with every session, and its actors use as they are. */
 export interface RuntimeServices {
@@ -30,6 +31,8 @@ export interface RuntimeServices {
   readonly config: RuntimeConfig;
   readonly newId: () => string;
   readonly now: () => number;
+  /** Compiles typed prompts' `outputSchema`s, keeping the recent ones; absent: each check compiles afresh. */
+  readonly outputSchemas?: OutputSchemaCompiler;
 }
 
 /** A steering message waiting for the next step, and the request that sent it (its reply subject), if any. */

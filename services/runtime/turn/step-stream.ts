@@ -1,6 +1,6 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import { fromPromise } from 'xstate';
-import { ErrorCode, LogEventType, MODEL_PATTERN, ZERO_USAGE, toErrorData } from '../../../src/protocol/index.ts';
+import { ErrorCode, LogEventType, MODEL_PATTERN, ZERO_USAGE, addUsage, toErrorData } from '../../../src/protocol/index.ts';
 import type { ToolCall, Usage } from '../../../src/protocol/index.ts';
 import { abortReason } from '../../../src/errors.ts';
 import type { PlannedCall, StreamInput, StreamOutput } from '../../../machines/index.ts';
@@ -12,6 +12,11 @@ import { stepTools } from './session-scope.ts';
 import type { StepActorDeps } from './session-scope.ts';
 import type { SessionServices } from './session-services.ts';
 import { deadlineOf } from '../limits/limited-provider.ts';
+import { outputRetryMessage } from '../../../src/output-schema.ts';
+import { outputInvalidError, outputRetried, outputSchemaOf, validatorOf } from './turn-output.ts';
+
+/** A step's call as made: the machine's input, and the turn's `outputSchema` sent with it when it has one. */
+type CallInput = StreamInput & { readonly outputSchema?: Record<string, unknown> };
 
 /**
  * The turn's `stream` actor: calls the provider along the step's model chain, publishes the deltas live,
@@ -26,7 +31,7 @@ export function createStreamActor({ scopeOf, stepScope, progress }: Pick<StepAct
    * interruption the provider may still be restarting: a `no_responders` then waits for it (up to
    * `waitForServiceMs`) on this same model, whose text the client has already seen.
    */
-  async function streamWithRestart(services: SessionServices, input: StreamInput, model: string, contentStarted: () => void, signal: AbortSignal) {
+  async function streamWithRestart(services: SessionServices, input: CallInput, model: string, contentStarted: () => void, signal: AbortSignal) {
     const delays = [250, 1000];
     const once = () => streamOnce(services, input, model, contentStarted, signal);
     for (let attempt = 1; ; attempt++) {
@@ -54,7 +59,7 @@ export function createStreamActor({ scopeOf, stepScope, progress }: Pick<StepAct
     };
   }
 
-  async function streamOnce(services: SessionServices, input: StreamInput, model: string, contentStarted: () => void, signal: AbortSignal) {
+  async function streamOnce(services: SessionServices, input: CallInput, model: string, contentStarted: () => void, signal: AbortSignal) {
     const { config, live } = services;
     progress(services, input, 'provider_call', input.final ? `Calling ${model} for a last answer, without tools` : `Calling ${model}`);
     const startedAt = services.now();
@@ -77,6 +82,7 @@ export function createStreamActor({ scopeOf, stepScope, progress }: Pick<StepAct
         messages: [...input.request.messages],
         tools: [...input.request.tools],
         maxTokens: config.maxOutputTokens,
+        ...(input.outputSchema ? { outputSchema: input.outputSchema } : {}),
         tenant: services.tenant,
         sessionId: services.sessionId,
         turnId: input.turnId,
@@ -119,18 +125,8 @@ export function createStreamActor({ scopeOf, stepScope, progress }: Pick<StepAct
     return { text, toolCalls, usage, cost, model: served, finishReason, latencyMs, ...(firstTokenMs === undefined ? {} : { firstTokenMs }) };
   }
 
-  return fromPromise<StreamOutput, StreamInput>(async ({ input, signal, system }) => {
-    const scope = scopeOf(system);
-    const { services } = scope;
-    const byName = await stepTools(scope, signal, input.turnId);
-    const forced = forcedStep(services.transcript, input.turnId, input.step)?.forceTool;
-    if (forced) {
-      // The prompt pinned this step's call: logged as the step's answer, marked forced, then run as any call is.
-      const call: ToolCall = { id: `forced_${services.newId()}`, name: forced.name, args: forced.args };
-      const model = input.request.model;
-      await services.writer.append(LogEventType.assistantMessage, { turnId: input.turnId, step: input.step }, { text: '', toolCalls: [call], usage: ZERO_USAGE, cost: 0, model, finishReason: 'tool_calls', forced: true });
-      return { text: '', toolCalls: [{ ...call, tier: byName.get(call.name)?.tier ?? 'unknown' }], usage: ZERO_USAGE, cost: 0 };
-    }
+  /** Calls the provider along the step's model chain, waiting (bounded) for one that serves it; nothing is logged yet. */
+  async function callChain(services: SessionServices, input: CallInput, signal: AbortSignal) {
     const models = uniqueModels([input.request.model, ...(input.request.fallbackModels ?? [])]);
     // A chain whose last model has no provider serving it (none started yet, or restarting) is run again from
     // its first model after a wait: fallbacks are tried at once, and the primary is preferred again once it is back.
@@ -156,10 +152,31 @@ export function createStreamActor({ scopeOf, stepScope, progress }: Pick<StepAct
           },
         }),
     });
+    return value;
+  }
+
+  return fromPromise<StreamOutput, StreamInput>(({ input, signal, system }) => stream(input, signal, system));
+
+  async function stream(input: StreamInput, signal: AbortSignal, system: Parameters<StepActorDeps['scopeOf']>[0]): Promise<StreamOutput> {
+    const scope = scopeOf(system);
+    const { services } = scope;
+    const byName = await stepTools(scope, signal, input.turnId);
+    const forced = forcedStep(services.transcript, input.turnId, input.step)?.forceTool;
+    if (forced) {
+      // The prompt pinned this step's call: logged as the step's answer, marked forced, then run as any call is.
+      const call: ToolCall = { id: `forced_${services.newId()}`, name: forced.name, args: forced.args };
+      const model = input.request.model;
+      await services.writer.append(LogEventType.assistantMessage, { turnId: input.turnId, step: input.step }, { text: '', toolCalls: [call], usage: ZERO_USAGE, cost: 0, model, finishReason: 'tool_calls', forced: true });
+      return { text: '', toolCalls: [{ ...call, tier: byName.get(call.name)?.tier ?? 'unknown' }], usage: ZERO_USAGE, cost: 0 };
+    }
+    const outputSchema = outputSchemaOf(services.transcript, input.turnId);
+    const value = await callChain(services, outputSchema ? { ...input, outputSchema } : input, signal);
     signal.throwIfAborted();
     const { text, usage, cost, model, finishReason, latencyMs, firstTokenMs } = value;
     // The last call at maxSteps was offered no tools: a call it asks for anyway is not made (nor left open in the log).
     const toolCalls = input.final ? [] : value.toolCalls;
+    // A final answer of a typed turn is checked against its schema before it is logged, so the log says why it failed.
+    const checked = outputSchema && toolCalls.length === 0 ? (await validatorOf(outputSchema, services.outputSchemas)).check(text) : undefined;
     await services.writer.append(LogEventType.assistantMessage, { turnId: input.turnId, step: input.step }, {
       text,
       toolCalls,
@@ -170,8 +187,20 @@ export function createStreamActor({ scopeOf, stepScope, progress }: Pick<StepAct
       latencyMs,
       ...(firstTokenMs === undefined ? {} : { firstTokenMs }),
       ...(input.final ? { finalAnswer: true } : {}),
+      ...(checked && !checked.ok ? { outputError: checked.message } : {}),
     });
     const planned: PlannedCall[] = toolCalls.map((call) => ({ ...call, tier: byName.get(call.name)?.tier ?? 'unknown' }));
-    return { text, toolCalls: planned, usage, cost };
-  });
+    if (!checked) return { text, toolCalls: planned, usage, cost };
+    if (checked.ok) return { text, toolCalls: [], usage, cost, output: checked.value };
+    if (outputRetried(services.transcript, input.turnId)) return { text, toolCalls: [], usage, cost, outputError: outputInvalidError(checked.message) };
+    // Once per turn: the validation error goes back to the model (logged, so the conversation and a resume have it), and
+    // the step asks again, with the same tools. What that call answers is this step's answer, checked the same way.
+    const feedback = outputRetryMessage(checked.message);
+    await services.writer.append(LogEventType.userMessage, { turnId: input.turnId, step: input.step }, { text: feedback, steer: true, outputRetry: true });
+    services.logger.info({ turnId: input.turnId, step: input.step, model, reason: checked.message }, 'final answer does not match the outputSchema; asking once more');
+    services.live.publish('retry', stepScope(services, input), { attempt: 2, maxAttempts: 2, delayMs: 0, error: { ...outputInvalidError(checked.message), retryable: true }, model });
+    const messages = [...input.request.messages, { role: 'assistant' as const, content: text }, { role: 'user' as const, content: feedback }];
+    const retried = await stream({ ...input, request: { ...input.request, messages } }, signal, system);
+    return { ...retried, usage: addUsage(usage, retried.usage), cost: cost + retried.cost };
+  }
 }
