@@ -23,6 +23,8 @@ interface StepText {
   sent: number;
   open: boolean;
   closed: boolean;
+  /** Answers of later calls in the same step (an output retry, the last answer at maxSteps), each a part of its own. */
+  later: number;
 }
 
 /** Encodes one turn's events, in the order a watch hands them out, into UI message chunks. */
@@ -71,7 +73,7 @@ export function createUiMessageEncoder(turnId: string, options: { readonly toolC
   const texts = new Map<number, StepText>();
   const textOf = (index: number): StepText => {
     let text = texts.get(index);
-    if (!text) texts.set(index, (text = { covered: 0, sent: 0, open: false, closed: false }));
+    if (!text) texts.set(index, (text = { covered: 0, sent: 0, open: false, closed: false, later: 0 }));
     return text;
   };
   const closeText = (index: number, out: UiChunk[]) => {
@@ -138,8 +140,15 @@ export function createUiMessageEncoder(turnId: string, options: { readonly toolC
         case LogEventType.assistantMessage: {
           enterStep(index, out);
           const text = textOf(index);
-          if (!text.closed) sendText(index, event.data.text.length, event.data.text, out);
-          closeText(index, out);
+          if (!text.closed) {
+            sendText(index, event.data.text.length, event.data.text, out);
+            closeText(index, out);
+          } else if (event.data.text !== '') {
+            // Another call's answer in a step whose text is closed: whole, as a part of its own (its deltas were
+            // dropped, as they cannot be told from the first call's).
+            const id = `text-${index}-${++text.later}`;
+            out.push({ type: 'text-start', id }, { type: 'text-delta', id, delta: event.data.text }, { type: 'text-end', id });
+          }
           break;
         }
         case LogEventType.toolUse:

@@ -85,6 +85,19 @@ describe('a turn encoded as the UI message stream', () => {
     expect(encodeAll([ended('cancelled')]).chunks.map((chunk) => chunk.type)).toEqual(['start', 'abort', 'finish']);
   });
 
+  it('sends a later answer in the same step (an output retry, the last answer at maxSteps) as a text part of its own', () => {
+    const { chunks } = encodeAll([
+      delta(1, 'not json'),
+      event('assistant.message', 1, { text: 'not json', toolCalls: [] }),
+      delta(1, '{"ok":'),
+      event('assistant.message', 1, { text: '{"ok":true}', toolCalls: [] }),
+      ended('yielded'),
+    ]);
+    const texts = chunks.filter((chunk) => chunk.type === 'text-delta').map((chunk) => [chunk.id, chunk.delta]);
+    expect(texts).toEqual([['text-1', 'not json'], ['text-1-1', '{"ok":true}']]);
+    expect(chunks.filter((chunk) => chunk.type === 'text-end').map((chunk) => chunk.id)).toEqual(['text-1', 'text-1-1']);
+  });
+
   it('pauses at an approval still awaited, and a stream that goes on after the decision updates the call it shows', () => {
     const first = createUiMessageEncoder('t1');
     const requested = [
