@@ -162,7 +162,8 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
   let stopping = false;
   const forwarder = createForwarder(nc, config.prefix);
   const sessions: HostedSessions = createHostedSessions({
-    open: (tenant, sessionId) => openSession(hostDeps, tenant, sessionId),
+    open: (tenant, sessionId, lastSeq) => openSession(hostDeps, tenant, sessionId, lastSeq ? { lastSeq } : {}),
+    readAhead: (tenant, sessionId) => log.lastSeq(tenant, sessionId),
     // A deleted session (its tombstone) is refused before anything of it is opened.
     beforeOpen: async (tenant, sessionId) => {
       deleter.refuseWhileDeleting(tenant, sessionId);
