@@ -346,6 +346,7 @@ try {
   await writeFile(slowScriptPath, JSON.stringify({ responses: [{ text: 'ok ok', chunkSize: 3, delayMs: 1000 }] }));
   scaleOut = await measureScaleOut({
     nc,
+    monitorUrl: server.monitorUrl,
     start: (entry, extra) => start(entry, extra),
     session: async (sessionId, options) => void (await client.runTurn(sessionId, options)),
     scriptPath,

@@ -10,7 +10,7 @@ import { measureScaleOut } from './scale-out.ts';
 import { providerScript } from './workload.ts';
 
 // Only the bench's scale-out part (bench/lib/scale-out.ts), for measuring the runtime's ingress without the whole
-// bench: `node --import tsx bench/lib/scale-out-main.ts [--ms=4000] [--modes=broadcast,queue] [--nodes=1,3,4]`.
+// bench: `node --import tsx bench/lib/scale-out-main.ts [--ms=4000] [--modes=broadcast,queue] [--nodes=1,3,4] [--warm-ms=3000]`.
 // Prints the rows as JSON on stdout; the in-flight part runs with 200 sessions.
 const arg = (name: string) => process.argv.find((value) => value.startsWith(`--${name}=`))?.slice(name.length + 3);
 const durationMs = Number(arg('ms') ?? 4_000);
@@ -28,6 +28,7 @@ try {
   const client = await createAgentbusClient(nc, { watchDeltas: true });
   const figure = await measureScaleOut({
     nc,
+    monitorUrl: server.monitorUrl,
     ...(arg('modes') ? { ingressModes: arg('modes')!.split(',') } : {}),
     ...(arg('nodes') ? { nodeCounts: arg('nodes')!.split(',').map(Number) } : {}),
     start: (entry, extra = {}) => {
@@ -39,6 +40,7 @@ try {
     scriptPath,
     slowScriptPath,
     durationMs,
+    ...(arg('warm-ms') ? { warmMsPerNode: Number(arg('warm-ms')) } : {}),
     inFlightSessions: [200],
     providerLatencyMs: 1000,
     log,

@@ -31,6 +31,22 @@ export interface ScaleOutRow {
    * 1 when one node claims each new session, up to the node count when every node that heard it raced.
    */
   readonly leaseClaimsPerNewSession?: number | undefined;
+  /**
+   * CPU ms of the provider and the tool worker per session, in the same stretch: a control. They do the same work
+   * per session whatever the count of runtime nodes, so their growth against the 1-node row is what the machine
+   * itself (other processes on its cores, smaller batches per wakeup) adds; the runtime's growth past it is the
+   * fleet's.
+   */
+  readonly controlCpuPerSessionMs?: number | undefined;
+  /** That control against the same mode's 1 node. */
+  readonly controlCpuRatioToOne?: number | undefined;
+  /**
+   * Messages the runtime nodes' connections received and sent, all nodes together, per session of the workload
+   * (the server's `/connz` counts): every message a node hears, sends, or is answered with, lease, heartbeat and
+   * log traffic included. Flat with the node count is what a fleet that scales looks like; unlike CPU time, a count
+   * is not moved by other processes on the machine.
+   */
+  readonly runtimeMessagesPerSession?: number | undefined;
 }
 
 /** Sessions/s with more runtime nodes on one server, and many sessions in flight behind a slow model. */
@@ -64,6 +80,8 @@ export interface InFlightRow {
 export interface ScaleOutDeps {
   /** The bench's connection: the nodes' ingress counts are read with `$SRV.STATS`. */
   readonly nc: NatsConnection;
+  /** The server's monitoring endpoint, for the runtime connections' message counts; absent: not counted. */
+  readonly monitorUrl?: string;
   /** Ingress modes to measure (`AGENTBUS_INGRESS`); default both. */
   readonly ingressModes?: readonly string[];
   /** Runtime node counts; default 1, 3 and 4. */
@@ -77,6 +95,8 @@ export interface ScaleOutDeps {
   /** Counts of sessions in flight at once behind the slow model, one row each (e.g. 200 and 2,000). */
   readonly inFlightSessions: readonly number[];
   readonly providerLatencyMs: number;
+  /** Warm-up per runtime node of a row before it is measured (default 3 s: a row of N nodes warms for N × this). */
+  readonly warmMsPerNode?: number;
   readonly log: (text: string) => void;
 }
 
@@ -116,6 +136,18 @@ async function ingressSoFar(nc: NatsConnection, nodes: number): Promise<{ handle
   return { handled: total(counts), claims: total(claims) };
 }
 
+/** Messages in and out of every runtime connection (named `agentbus-runtime`) so far, from the server's `/connz`. */
+async function runtimeMessages(monitorUrl: string | undefined): Promise<number | undefined> {
+  if (!monitorUrl) return undefined;
+  try {
+    const response = await fetch(`${monitorUrl}/connz?limit=4096`);
+    const connz = (await response.json()) as { connections?: Array<{ name?: string; in_msgs: number; out_msgs: number }> };
+    return (connz.connections ?? []).filter((connection) => connection.name === 'agentbus-runtime').reduce((sum, connection) => sum + connection.in_msgs + connection.out_msgs, 0);
+  } catch {
+    return undefined;
+  }
+}
+
 /** `after - before` per `per`, or undefined when either count is unknown. */
 const perUnit = (after: number | undefined, before: number | undefined, per: number) => (after === undefined || before === undefined || per === 0 ? undefined : (after - before) / per);
 
@@ -151,13 +183,19 @@ export async function measureScaleOut(deps: ScaleOutDeps): Promise<ScaleOutFigur
         while (running.length < count) running.push(deps.start('services/runtime/main.ts', env));
         await Promise.all(running.map((node) => node.waitFor('runtime started')));
         const tag = `so${run++}x`;
-        // Every node of the row warm (its JIT past the cold start) before the figure: a fresh node runs unoptimised
-        // code for its first seconds, and more nodes would otherwise mean more of the run spent cold.
-        await closedLoop((index) => deps.session(`${tag}w${index}`), { concurrency: 50, durationMs: 3_000 });
+        // Every node of the row as warm as the 1-node row's node (its JIT past the cold start) before the figure: a
+        // fresh node spends its first seconds compiling (a quarter to a third of its CPU, profiled), and each node of
+        // N hears 1/N of the warm-up, so the warm-up lasts N times as long. Without this, N fresh nodes pay the same
+        // compiling N times inside the measured stretch, which reads as a per-session cost growing with N.
+        await closedLoop((index) => deps.session(`${tag}w${index}`), { concurrency: 50, durationMs: (deps.warmMsPerNode ?? 3_000) * count });
         const before = await ingressSoFar(deps.nc, count);
         const cpuBefore = runtimeCpuMs(running);
+        const controlBefore = runtimeCpuMs([provider, tools]);
+        const messagesBefore = await runtimeMessages(deps.monitorUrl);
         const load = await closedLoop((index) => deps.session(`${tag}${index}`), { concurrency: 200, durationMs: deps.durationMs });
         const cpuAfter = runtimeCpuMs(running);
+        const controlAfter = runtimeCpuMs([provider, tools]);
+        const messagesAfter = await runtimeMessages(deps.monitorUrl);
         const after = await ingressSoFar(deps.nc, count);
         // One prompt per session (its reply is the only answer a session's message gets); failed ones were published too.
         const published = load.sessions + load.failures;
@@ -170,7 +208,9 @@ export async function measureScaleOut(deps: ScaleOutDeps): Promise<ScaleOutFigur
         const heldAfter = await ingressSoFar(deps.nc, count);
         const heldHandledPerMessage = perUnit(heldAfter.handled, heldBefore.handled, held);
         const runtimeCpuPerSessionMs = cpuBefore === undefined || cpuAfter === undefined || load.sessions === 0 ? undefined : (cpuAfter - cpuBefore) / load.sessions;
+        const controlCpuPerSessionMs = controlBefore === undefined || controlAfter === undefined || load.sessions === 0 ? undefined : (controlAfter - controlBefore) / load.sessions;
         const one = nodes[first];
+        const controlBase = one ? one.controlCpuPerSessionMs : controlCpuPerSessionMs;
         const base = one?.sessionsPerSecond ?? load.sessionsPerSecond;
         const cpuBase = one ? one.runtimeCpuPerSessionMs : runtimeCpuPerSessionMs;
         nodes.push({
@@ -184,11 +224,14 @@ export async function measureScaleOut(deps: ScaleOutDeps): Promise<ScaleOutFigur
           handledPerMessage,
           heldHandledPerMessage,
           leaseClaimsPerNewSession,
+          controlCpuPerSessionMs,
+          runtimeMessagesPerSession: perUnit(messagesAfter, messagesBefore, load.sessions),
+          controlCpuRatioToOne: controlCpuPerSessionMs === undefined || controlBase === undefined ? undefined : controlCpuPerSessionMs / controlBase,
         });
         const figure = (value: number | undefined, digits = 2) => (value === undefined ? 'n/a' : value.toFixed(digits));
         deps.log(
-          `scale-out (${ingress}): ${count} runtime node(s): ${load.sessionsPerSecond.toFixed(0)} sessions/s at 200 concurrent (p50 ${load.latencyMs.p50.toFixed(1)} ms), runtime CPU ${figure(runtimeCpuPerSessionMs)} ms/session, ` +
-            `session messages handled per message published ${figure(handledPerMessage)} (new sessions), ${figure(heldHandledPerMessage)} (held sessions), lease claims asked per new session ${figure(leaseClaimsPerNewSession)}`,
+          `scale-out (${ingress}): ${count} runtime node(s): ${load.sessionsPerSecond.toFixed(0)} sessions/s at 200 concurrent (p50 ${load.latencyMs.p50.toFixed(1)} ms), runtime CPU ${figure(runtimeCpuPerSessionMs)} ms/session (provider + tools ${figure(controlCpuPerSessionMs)}), ` +
+            `session messages handled per message published ${figure(handledPerMessage)} (new sessions), ${figure(heldHandledPerMessage)} (held sessions), lease claims asked per new session ${figure(leaseClaimsPerNewSession)}, runtime messages per session ${figure(perUnit(messagesAfter, messagesBefore, load.sessions), 1)}`,
         );
       }
       for (const node of running.splice(0)) await node.stop();

@@ -26,6 +26,7 @@ import { createOutputSchemaCompiler } from '../../src/output-schema.ts';
 import { createSessionLeases } from './node/leases.ts';
 import type { SessionLeases } from './node/leases.ts';
 import { startNodeLiveness } from './node/node-liveness.ts';
+import { sweepsOrphans } from './node/rendezvous.ts';
 import type { ProviderPort, ToolPort } from './ports.ts';
 import { createHostedSessions } from './sessions/hosted-sessions.ts';
 import type { HostedSessions } from './sessions/hosted-sessions.ts';
@@ -168,7 +169,8 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
   let stopping = false;
   const forwarder = createForwarder(nc, config.prefix);
   const sessions: HostedSessions = createHostedSessions({
-    open: (tenant, sessionId) => openSession(hostDeps, tenant, sessionId),
+    open: (tenant, sessionId, lastSeq) => openSession(hostDeps, tenant, sessionId, lastSeq ? { lastSeq } : {}),
+    readAhead: (tenant, sessionId) => log.lastSeq(tenant, sessionId),
     // A deleted session (its tombstone) is refused before anything of it is opened.
     beforeOpen: async (tenant, sessionId) => {
       deleter.refuseWhileDeleting(tenant, sessionId);
@@ -236,8 +238,9 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
       const dropped = parked.prune();
       if (dropped > 0) logger.warn({ dropped }, 'messages kept for other nodes dropped for room; if their holder died, they go unanswered');
       await sessions.passivateIdle();
-      // Orphans are mostly found when their node is (onDead); this sweep catches sessions given up or released with work.
-      if (ticks % 2 === 0) await sessions.adoptOrphans();
+      // Orphans are mostly found when their node is (onDead); this sweep catches sessions given up or released with
+      // work. It reads the whole lease bucket, so a settled fleet has one node do it (see sweepsOrphans).
+      if (ticks % 2 === 0 && sweepsOrphans(liveness.view(), config.nodeId)) await sessions.adoptOrphans();
     })().catch((err: unknown) => logger.warn({ err }, 'runtime maintenance failed'));
   }, Math.max(500, config.leaseTtlMs));
   adoptOrphans();

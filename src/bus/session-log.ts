@@ -57,6 +57,11 @@ export interface SessionLogReadOptions {
   readonly timeoutMs?: number;
   /** Only what was stored past this sequence. */
   readonly after?: number;
+  /**
+   * The session's last sequence, when the caller asked for it already (`lastSeq`, started in parallel with other
+   * reads): the read then starts without asking again.
+   */
+  readonly last?: Promise<number>;
   /** Stop once this many valid events are read (a page). */
   readonly limit?: number;
   /** Stop before the messages read pass this many bytes (at least one message is read). */
@@ -224,7 +229,7 @@ export function createSessionLog(deps: {
       const signal = options.signal ? AbortSignal.any([options.signal, AbortSignal.timeout(timeoutMs)]) : AbortSignal.timeout(timeoutMs);
       const limit = options.limit ?? Number.POSITIVE_INFINITY;
       const maxBytes = options.maxBytes ?? Number.POSITIVE_INFINITY;
-      const last = await lastSeq(tenant, sessionId);
+      const last = await (options.last ?? lastSeq(tenant, sessionId));
       if (last <= after) return { events: [], lastSeq: after, more: false };
       const consumer = await js.consumers.get(stream, {
         filter_subjects: subjects.log(tenant, sessionId),

@@ -83,6 +83,9 @@ async function prompt(sessionId: string, text: string, timeoutMs = 15_000): Prom
 }
 
 async function checkClean(sessionIds: readonly string[]) {
+  // A prompt is answered once it is logged, before its turn ends: on a loaded machine the last turns still run
+  // when the last answer comes back, so the ends are waited for (a turn that never ends still fails here).
+  await expect.poll(async () => checkLogs(await readLogs(client, TENANT, sessionIds), new Map()).promptsWithoutOneEnd, { timeout: 30_000, interval: 250 }).toBe(0);
   const logs = await readLogs(client, TENANT, sessionIds);
   const figures = checkLogs(logs, new Map());
   expect(figures).toMatchObject({ promptsWithoutOneEnd: 0, duplicateIds: 0, toolUsesWithoutOneResult: 0, stepGaps: 0, effectsRunTwice: 0 });

@@ -1,3 +1,4 @@
+import { KvWatchInclude } from '@nats-io/kv';
 import type { KV } from '@nats-io/kv';
 import type { Codec } from '../../../src/protocol/index.ts';
 import type { Logger } from '../../../src/logging.ts';
@@ -89,7 +90,6 @@ export function createSessionLeases(deps: { kv: KV; codec: Codec; liveness: Node
     update: (key: string, value: Uint8Array, revision: number) => withTimeout(deps.kv.update(key, value, revision), bound, `lease update ${key}`),
     delete: (key: string, options: { previousSeq: number }) => withTimeout(deps.kv.delete(key, options), bound, `lease delete ${key}`),
     purge: (key: string) => withTimeout(deps.kv.purge(key), bound, `lease purge ${key}`),
-    keys: () => withTimeout(deps.kv.keys(), bound, 'lease keys'),
   };
   const nodeId = liveness.nodeId;
   interface HeldLease {
@@ -114,6 +114,31 @@ export function createSessionLeases(deps: { kv: KV; codec: Codec; liveness: Node
   // Claims of one key in flight: a second claim waits for the first instead of racing it. Raced, the loser
   // (this same node) read the winner's fresh lease, failed its compare-and-set and deleted the winner's record,
   // and its message (a second prompt sent at once to a new session) got no reply at all.
+  /**
+   * Calls `onLease` with every lease in the bucket now (its last value per key, deleted keys skipped), in one
+   * pass: a watch's first entries are the bucket as it is, the last of them flagged `isUpdate`. An empty bucket
+   * has nothing to deliver, so the bucket's status is asked first; the whole pass is bounded.
+   */
+  async function latestLeases(onLease: (key: string, value: LeaseValue) => void): Promise<void> {
+    const status = await withTimeout(deps.kv.status(), bound, 'lease bucket status');
+    if (status.values === 0) return;
+    const watch = await withTimeout(deps.kv.watch({ include: KvWatchInclude.LastValue }), bound, 'lease listing');
+    const pass = (async () => {
+      for await (const entry of watch) {
+        if (entry.operation === 'PUT') {
+          const value = decode(entry.value);
+          if (value) onLease(entry.key, value);
+        }
+        if (entry.isUpdate) break;
+      }
+    })();
+    try {
+      await withTimeout(pass, bound, 'lease listing');
+    } finally {
+      watch.stop();
+    }
+  }
+
   const claiming = new Map<string, Promise<ClaimResult>>();
   // Who holds the sessions this node does not: every node hears every message, and one held by a node
   // heard from within its TTL is not this node's to claim, so it costs no bucket operation at all. Entries of
@@ -291,17 +316,16 @@ export function createSessionLeases(deps: { kv: KV; codec: Codec; liveness: Node
     },
     async orphans() {
       const found: OrphanSession[] = [];
-      const keys = await kv.keys();
-      for await (const key of keys) {
-        if (held.has(key)) continue;
-        // Held by a node heard from within its TTL: not an orphan, and no read needed to tell.
-        const owner = owners.get(key);
-        if (owner !== undefined && liveness.heardFrom(owner)) continue;
-        const entry = await kv.get(key);
-        if (!entry || entry.operation !== 'PUT') continue;
-        const value = decode(entry.value);
-        if (!value?.active) continue;
-        if (value.node !== '' && value.node !== nodeId && (await liveness.isAlive(value.node))) continue;
+      const candidates: Array<{ key: string; node: string }> = [];
+      // One pass over the bucket with each lease's value (an ordered consumer, last value per key), not a key
+      // listing plus a read per key: a node that does not know a lease's owner (in `queue` ingress it hears only
+      // its share of the messages) read every such key on every sweep, a cost of nodes × leases.
+      await latestLeases((key, value) => {
+        if (held.has(key) || !value.active) return;
+        candidates.push({ key, node: value.node });
+      });
+      for (const { key, node } of candidates) {
+        if (node !== '' && node !== nodeId && (await liveness.isAlive(node))) continue;
         const [tenant, sessionId] = key.split('.');
         if (tenant && sessionId) found.push({ tenant, sessionId });
       }

@@ -41,3 +41,18 @@ function mix(value: number): number {
   hash ^= hash >>> 16;
   return hash >>> 0;
 }
+
+/**
+ * True when this node is the one of a settled fleet that sweeps the lease bucket for orphans this round (the
+ * rendezvous pick of `orphan-sweep` among the ready nodes), or when the fleet is not settled (then every node
+ * sweeps, as before). A sweep reads every lease in the bucket, so one sweeper per round keeps the fleet's cost of
+ * it flat as nodes are added, instead of growing with nodes × leases. Orphans are mostly found when their node is
+ * found dead (every node looks then); the sweep only catches sessions released or given up with work left.
+ *
+ * @example if (sweepsOrphans(liveness.view(), nodeId)) await sessions.adoptOrphans();
+ */
+export function sweepsOrphans(view: { readonly members: readonly string[]; readonly settled: boolean }, nodeId: string): boolean {
+  if (!view.settled) return true;
+  const pick = rendezvousOwner('orphan-sweep', view.members);
+  return pick === undefined || pick === nodeId;
+}

@@ -49,7 +49,12 @@ export interface HostedSessions {
 /** What {@link createHostedSessions} works with. */
 export interface HostedSessionsDeps {
   /** Opens a session from its log (`openSession`). */
-  readonly open: (tenant: string, sessionId: string) => Promise<SessionHost>;
+  readonly open: (tenant: string, sessionId: string, lastSeq?: Promise<number>) => Promise<SessionHost>;
+  /**
+   * The session's last log sequence, asked at once so that it travels beside `beforeOpen`'s read instead of after
+   * it (one round trip less before a new session's prompt is logged); handed to `open`. Absent: `open` asks.
+   */
+  readonly readAhead?: (tenant: string, sessionId: string) => Promise<number>;
   /** Refuses a session that may not be opened (deleted, or being deleted): throws `SessionDeletedError`. */
   readonly beforeOpen: (tenant: string, sessionId: string) => Promise<void>;
   readonly leases: SessionLeases;
@@ -89,9 +94,12 @@ export function createHostedSessions(deps: HostedSessionsDeps): HostedSessions {
     lastUsed.set(key, deps.now() - epoch);
     const known = hosts.get(key);
     if (known) return Promise.resolve(known);
+    const lastSeq = deps.readAhead?.(tenant, sessionId);
+    // Not awaited when the session is refused: its failure is then nobody's.
+    lastSeq?.catch(() => undefined);
     const opening = deps
       .beforeOpen(tenant, sessionId)
-      .then(() => deps.open(tenant, sessionId))
+      .then(() => deps.open(tenant, sessionId, lastSeq))
       .then((opened) => {
         if (hosts.get(key) === opening) hosts.set(key, opened);
         // Watching now would write `active: false` between the prompt's claim and its logging, then `true` again.

@@ -84,8 +84,8 @@ const noActiveTurn = (sessionId: string): CommandResult => ({
  * (completed tool calls are not run again). A session with nothing logged yet gets its `session.created`
  * with its first prompt, the two appended as one pipelined group (see {@link SessionHost.prompt}).
  */
-export async function openSession(deps: SessionHostDeps, tenant: string, sessionId: string, options: { signal?: AbortSignal } = {}): Promise<SessionHost> {
-  const { events, lastSeq } = await deps.log.read(tenant, sessionId, options.signal ? { signal: options.signal } : {});
+export async function openSession(deps: SessionHostDeps, tenant: string, sessionId: string, options: { signal?: AbortSignal; lastSeq?: Promise<number> } = {}): Promise<SessionHost> {
+  const { events, lastSeq } = await deps.log.read(tenant, sessionId, { ...(options.signal ? { signal: options.signal } : {}), ...(options.lastSeq ? { last: options.lastSeq } : {}) });
   const transcript = createTranscript(events, deps.tokens);
   const guard = deps.writeGuard;
   const writer = createSessionWriter({
