@@ -18,6 +18,8 @@ export function describeData(event: AgentEvent): string {
   switch (event.type) {
     case 'session.created':
       return `by ${event.data.createdBy}`;
+    case 'session.forked':
+      return `from ${event.data.parentSessionId} at seq ${event.data.parentSeq}`;
     case 'user.message':
       return `${event.data.steer ? '(steer) ' : ''}${short(event.data.text)}`;
     case 'assistant.message': {

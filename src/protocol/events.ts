@@ -39,6 +39,8 @@ export type RunState = (typeof RunState)[keyof typeof RunState];
 /** Durable event types, appended to the session log. */
 export const LogEventType = {
   sessionCreated: 'session.created',
+  /** A fork's second event: its history starts with its parent's log up to `parentSeq` (read by reference, not copied). */
+  sessionForked: 'session.forked',
   userMessage: 'user.message',
   turnStarted: 'turn.started',
   assistantMessage: 'assistant.message',
@@ -67,6 +69,11 @@ export type LiveEventType = (typeof LiveEventType)[keyof typeof LiveEventType];
 /** The data of each event type. */
 export interface EventDataMap {
   'session.created': { readonly createdBy: string };
+  /**
+   * The session is a fork: its history is `parentSessionId`'s history (its own inherited part included) up to and
+   * including the event at stream sequence `parentSeq`, then its own events.
+   */
+  'session.forked': { readonly parentSessionId: string; readonly parentSeq: number; readonly forkedBy: string };
   'user.message': {
     readonly text: string;
     readonly model?: string;

@@ -1,0 +1,95 @@
+import { AgentbusError, ErrorCode } from '../errors.ts';
+import { LogEventType } from '../protocol/index.ts';
+import type { LogEvent } from '../protocol/index.ts';
+import type { SessionLog, SessionLogRead } from './session-log.ts';
+
+/** One part of a session's history: the events of `sessionId`'s own log up to sequence `through`. */
+export interface HistorySegment {
+  readonly sessionId: string;
+  /** The last sequence of this log that belongs to the history (`Infinity` for the session's own log). */
+  readonly through: number;
+}
+
+/** Where a fork starts: its `session.forked` event's data. */
+export interface ForkPoint {
+  readonly parentSessionId: string;
+  readonly parentSeq: number;
+}
+
+/** The longest chain of forks a history is read through (a fork of a fork of …); deeper is refused as corrupt. */
+export const MAX_FORK_DEPTH = 64;
+
+/** The fork point of a session, from its `session.forked` (its log's second event), or undefined for a session that is no fork. */
+export async function forkPointOf(log: Pick<SessionLog, 'read'>, tenant: string, sessionId: string, options: { signal?: AbortSignal } = {}): Promise<ForkPoint | undefined> {
+  const { events } = await log.read(tenant, sessionId, { limit: 2, ...(options.signal ? { signal: options.signal } : {}) });
+  const forked = events.find((event) => event.type === LogEventType.sessionForked);
+  return forked?.type === LogEventType.sessionForked ? { parentSessionId: forked.data.parentSessionId, parentSeq: forked.data.parentSeq } : undefined;
+}
+
+/**
+ * The segments a session's history is read from, oldest first: for a fork, its parent's segments cut at the fork
+ * point, then its own log. Stream sequences are global to the log stream, so the segments' events, read in this
+ * order, are in sequence order, and a parent's events all come before its fork's own.
+ *
+ * @example
+ * const segments = await historySegments(log, 'acme', 'fork-2'); // [{ sessionId: 'root', through: 41 }, { sessionId: 'fork-1', through: 57 }, { sessionId: 'fork-2', through: Infinity }]
+ */
+export async function historySegments(log: Pick<SessionLog, 'read'>, tenant: string, sessionId: string, options: { signal?: AbortSignal } = {}): Promise<HistorySegment[]> {
+  const segments: HistorySegment[] = [{ sessionId, through: Number.POSITIVE_INFINITY }];
+  const seen = new Set([sessionId]);
+  let current = sessionId;
+  let through = Number.POSITIVE_INFINITY;
+  for (;;) {
+    const point = await forkPointOf(log, tenant, current, options);
+    if (!point) return segments;
+    if (seen.has(point.parentSessionId) || segments.length > MAX_FORK_DEPTH) {
+      throw new AgentbusError(ErrorCode.internal, `session ${tenant}/${sessionId}: its chain of forks loops or is deeper than ${MAX_FORK_DEPTH} (at ${current})`);
+    }
+    seen.add(point.parentSessionId);
+    through = Math.min(through, point.parentSeq);
+    segments.unshift({ sessionId: point.parentSessionId, through });
+    current = point.parentSessionId;
+  }
+}
+
+/** A session's whole history: what it inherited through its forks, then its own log. */
+export interface SessionHistoryRead extends SessionLogRead {
+  /** How many of `events` come from the parents (they come first, each with its own session id). */
+  readonly inherited: number;
+}
+
+/**
+ * Reads a session's whole history: its parents' events up to each fork point (see {@link historySegments}), then
+ * its own log. `lastSeq` and `more` are those of its own log (what its writer expects next). A parent whose log was
+ * deleted gives nothing: deleting a session removes its content from its forks' history too.
+ */
+export async function readSessionHistory(log: Pick<SessionLog, 'read'>, tenant: string, sessionId: string, options: { signal?: AbortSignal } = {}): Promise<SessionHistoryRead> {
+  const segments = await historySegments(log, tenant, sessionId, options);
+  const events: LogEvent[] = [];
+  for (const segment of segments.slice(0, -1)) {
+    const read = await log.read(tenant, segment.sessionId, { through: segment.through, ...(options.signal ? { signal: options.signal } : {}) });
+    events.push(...read.events);
+  }
+  const inherited = events.length;
+  const own = await log.read(tenant, sessionId, options.signal ? { signal: options.signal } : {});
+  events.push(...own.events);
+  return { events, lastSeq: own.lastSeq, more: own.more, inherited };
+}
+
+/**
+ * The last whole point of a history at or before `atSeq`: the sequence of the last event after which every turn
+ * begun had ended (no prompt waiting for its `turn.ended`, so no open tool call either). A fork is cut there, so it
+ * never inherits a turn that would resume in it. Undefined when `atSeq` is before the history's first event.
+ */
+export function lastWholePoint(events: readonly LogEvent[], atSeq: number): number | undefined {
+  const open = new Set<string>();
+  let point: number | undefined;
+  for (const event of events) {
+    const seq = event.seq ?? 0;
+    if (seq > atSeq) break;
+    if (event.type === LogEventType.userMessage && !event.data.steer && event.turnId) open.add(event.turnId);
+    else if (event.type === LogEventType.turnEnded && event.turnId) open.delete(event.turnId);
+    if (open.size === 0) point = seq;
+  }
+  return point;
+}
