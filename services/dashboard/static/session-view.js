@@ -34,7 +34,24 @@ export function createSessionView() {
     events: () => events,
     cutoff: () => (position === null ? undefined : path[position]?.ts),
     onSelect: (id) => select(id),
+    onFork: (event) => fork(event),
   });
+
+  /** Forks the session at a logged event (the dashboard server asks the runtime), then opens the new session. */
+  async function fork(event) {
+    const from = target;
+    if (!from) return;
+    const response = await fetch(`/api/sessions/${encodeURIComponent(from.tenant)}/${encodeURIComponent(from.sessionId)}/fork`, {
+      method: 'POST', credentials: 'same-origin', headers: { 'Content-Type': 'application/json', Accept: 'application/json' },
+      body: JSON.stringify({ atSeq: event.seq }),
+    });
+    const body = await response.json().catch(() => ({}));
+    if (!response.ok) {
+      window.alert(`fork refused: ${body?.error?.message ?? response.status}`);
+      return;
+    }
+    location.hash = `#/session/${encodeURIComponent(from.tenant)}/${encodeURIComponent(body.sessionId)}`;
+  }
 
   let target;
   let loading;
