@@ -22,8 +22,7 @@ export const MAX_FORK_DEPTH = 64;
 /** The fork point of a session, from its `session.forked` (its log's second event), or undefined for a session that is no fork. */
 export async function forkPointOf(log: Pick<SessionLog, 'read'>, tenant: string, sessionId: string, options: { signal?: AbortSignal } = {}): Promise<ForkPoint | undefined> {
   const { events } = await log.read(tenant, sessionId, { limit: 2, ...(options.signal ? { signal: options.signal } : {}) });
-  const forked = events.find((event) => event.type === LogEventType.sessionForked);
-  return forked?.type === LogEventType.sessionForked ? { parentSessionId: forked.data.parentSessionId, parentSeq: forked.data.parentSeq } : undefined;
+  return forkPointIn(events);
 }
 
 /**
@@ -60,20 +59,32 @@ export interface SessionHistoryRead extends SessionLogRead {
 
 /**
  * Reads a session's whole history: its parents' events up to each fork point (see {@link historySegments}), then
- * its own log. `lastSeq` and `more` are those of its own log (what its writer expects next). A parent whose log was
- * deleted gives nothing: deleting a session removes its content from its forks' history too.
+ * its own log. `lastSeq` and `more` are those of its own log (what its writer expects next). The own log is read
+ * first, so a session that is no fork costs one read, as before forks existed. A parent whose log was deleted
+ * gives nothing: deleting a session removes its content from its forks' history too.
  */
 export async function readSessionHistory(log: Pick<SessionLog, 'read'>, tenant: string, sessionId: string, options: { signal?: AbortSignal } = {}): Promise<SessionHistoryRead> {
-  const segments = await historySegments(log, tenant, sessionId, options);
+  const signal = options.signal ? { signal: options.signal } : {};
+  const own = await log.read(tenant, sessionId, signal);
+  const point = forkPointIn(own.events);
+  if (!point) return { ...own, inherited: 0 };
+  if (point.parentSessionId === sessionId) throw new AgentbusError(ErrorCode.internal, `session ${tenant}/${sessionId} names itself as its parent`);
   const events: LogEvent[] = [];
-  for (const segment of segments.slice(0, -1)) {
-    const read = await log.read(tenant, segment.sessionId, { through: segment.through, ...(options.signal ? { signal: options.signal } : {}) });
+  for (const segment of await historySegments(log, tenant, point.parentSessionId, options)) {
+    const read = await log.read(tenant, segment.sessionId, { through: Math.min(segment.through, point.parentSeq), ...signal });
     events.push(...read.events);
   }
   const inherited = events.length;
-  const own = await log.read(tenant, sessionId, options.signal ? { signal: options.signal } : {});
   events.push(...own.events);
   return { events, lastSeq: own.lastSeq, more: own.more, inherited };
+}
+
+/** The fork point a session's first events name (its `session.forked`, the second event of a fork), if any. */
+function forkPointIn(events: readonly LogEvent[]): ForkPoint | undefined {
+  for (const event of events.slice(0, 2)) {
+    if (event.type === LogEventType.sessionForked) return { parentSessionId: event.data.parentSessionId, parentSeq: event.data.parentSeq };
+  }
+  return undefined;
 }
 
 /**

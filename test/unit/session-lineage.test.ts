@@ -96,6 +96,17 @@ describe('fork chains', () => {
     expect(history.lastSeq).toBe(await log.lastSeq('t', 'grandchild'));
   });
 
+  it('reads a session that is no fork with one read of its log, as before forks existed', async () => {
+    const { log, add, turn } = createMemoryLog();
+    add('plain', LogEventType.sessionCreated, undefined, { createdBy: 'n' });
+    turn('plain', 't1', 'one');
+    log.reads = 0;
+    const history = await readSessionHistory(log, 't', 'plain');
+    expect(log.reads).toBe(1);
+    expect(history.inherited).toBe(0);
+    expect(history.events).toHaveLength(3);
+  });
+
   it('refuses a chain that loops rather than reading it forever', async () => {
     const { log, add } = createMemoryLog();
     add('a', LogEventType.sessionCreated, undefined, { createdBy: 'n' });
@@ -103,6 +114,7 @@ describe('fork chains', () => {
     add('b', LogEventType.sessionCreated, undefined, { createdBy: 'n' });
     add('b', LogEventType.sessionForked, undefined, { parentSessionId: 'a', parentSeq: 1, forkedBy: 'n' });
     await expect(historySegments(log, 't', 'a')).rejects.toThrow(/loops/);
+    await expect(readSessionHistory(log, 't', 'a')).rejects.toThrow(/loops/);
   });
 });
 
