@@ -176,7 +176,8 @@ export function createSessionMessageHandler(deps: SessionMessageDeps): SessionMe
         case SessionVerb.fork: {
           // Acted on by the source's lease holder (one node), which only reads the source: it is not hosted for it.
           const forked = await deps.forker.fork(tenant, sessionId, decodeFork(codec, message.data, contentType));
-          if (!sessions.has(tenant, sessionId)) await leases.release(tenant, sessionId);
+          // Released unless this node hosts the source or handles another message of it now (a prompt opening it).
+          if (!sessions.has(tenant, sessionId) && inFlight.get(key) === 1) await leases.release(tenant, sessionId);
           reply(message, { ok: true, sessionId: forked.sessionId, atSeq: forked.atSeq });
           break;
         }
