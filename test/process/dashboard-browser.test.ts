@@ -188,6 +188,7 @@ describe('the dashboard in headless Chromium, against a real stack', () => {
     await page.locator('#timeline .event[data-type="user.message"]', { hasText: 'first question' }).waitFor();
     await expect(page.locator('#timeline .event[data-type="user.message"]', { hasText: 'second question' }).count()).resolves.toBe(0);
     await page.screenshot({ path: join(shots, '8-fork.png'), fullPage: true });
+    await expect(page.locator('#session-meta').textContent()).resolves.not.toContain('null');
     // The fork takes a prompt like any session.
     const events = collectEvents(stack.client, 'default', forkId);
     expect(await requestJson(stack.client, `agentbus.default.sessions.${forkId}.prompt`, { text: 'second question, asked again' })).toMatchObject({ accepted: true });

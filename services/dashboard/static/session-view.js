@@ -173,14 +173,15 @@ export function createSessionView() {
     // The latest turn's trace (tracing on), linked to the tracing UI when AGENTBUS_TRACE_URL says where.
     const trace = traces.at(-1);
     const traceId = trace ? h('code', { class: 'trace-id', title: `trace of turn ${trace.turnId}` }, trace.traceId) : null;
-    meta.replaceChildren(
+    // replaceChildren would write an absent part (null) as the text "null".
+    meta.replaceChildren(...[
       h('span', {}, h('b', {}, turns), ` turn${turns === 1 ? '' : 's'}`),
       h('span', {}, h('b', {}, events.length), ' events'),
       h('span', {}, h('b', {}, usage), ' tokens'),
       h('span', {}, h('b', {}, money(cost))),
       meta.dataset.node || created ? h('span', {}, 'node ', h('b', {}, meta.dataset.node || created.data.createdBy)) : null,
       trace ? h('span', { class: 'trace' }, 'trace ', traceUrl ? h('a', { href: traceUrl.replaceAll('{traceId}', trace.traceId), target: '_blank', rel: 'noopener' }, traceId) : traceId) : null,
-    );
+    ].filter((part) => part !== null));
   }
 
   function renderCharts() {
