@@ -69,26 +69,27 @@ async function holderOf(sessionId: string): Promise<string | undefined> {
   return entry?.operation === 'PUT' ? (codec.decode(entry.value) as { node: string }).node : undefined;
 }
 
-beforeAll(async () => {
-  nats = await startNatsServer();
-  services = await connect({ servers: nats.url });
-  connection = await connect({ servers: nats.url });
-  client = createAgentbusClient({ nc: connection });
-  provider = await startProviderService({ nc: services, logger: silentLogger(), script: { responses: [] } });
-  for (const id of ['node-a', 'node-b']) nodes[id] = startServiceProcess('services/runtime/main.ts', { NATS_URL: nats.url, AGENTBUS_NODE_ID: id, AGENTBUS_MODEL: 'scripted:default' });
-  memory = startServiceProcess('services/memory/main.ts', { NATS_URL: nats.url });
-  await Promise.all([...Object.values(nodes).map((node) => node.waitFor('runtime started', 30_000)), memory.waitFor('memory caught up with the log', 30_000)]);
-}, 60_000);
+describe.each(['broadcast', 'queue'] as const)('fork and replay (%s ingress)', (ingress) => {
+  beforeAll(async () => {
+    nats = await startNatsServer();
+    services = await connect({ servers: nats.url });
+    connection = await connect({ servers: nats.url });
+    client = createAgentbusClient({ nc: connection });
+    provider = await startProviderService({ nc: services, logger: silentLogger(), script: { responses: [] } });
+    for (const key of Object.keys(nodes)) delete nodes[key];
+    for (const id of ['node-a', 'node-b']) nodes[id] = startServiceProcess('services/runtime/main.ts', { NATS_URL: nats.url, AGENTBUS_NODE_ID: id, AGENTBUS_MODEL: 'scripted:default', AGENTBUS_INGRESS: ingress });
+    memory = startServiceProcess('services/memory/main.ts', { NATS_URL: nats.url });
+    await Promise.all([...Object.values(nodes).map((node) => node.waitFor('runtime started', 30_000)), memory.waitFor('memory caught up with the log', 30_000)]);
+  }, 60_000);
 
-afterAll(async () => {
-  for (const node of [...Object.values(nodes), memory]) await node?.stop('SIGTERM').catch(() => undefined);
-  await provider?.stop();
-  await connection?.close();
-  await services?.close();
-  await nats?.stop();
-});
+  afterAll(async () => {
+    for (const node of [...Object.values(nodes), memory]) await node?.stop('SIGTERM').catch(() => undefined);
+    await provider?.stop();
+    await connection?.close();
+    await services?.close();
+    await nats?.stop();
+  });
 
-describe('fork and replay', () => {
   let source: LogEvent[];
   let regenerated: string;
 
