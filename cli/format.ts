@@ -20,6 +20,8 @@ export function describeData(event: AgentEvent): string {
       return `by ${event.data.createdBy}${event.data.parent ? ` for ${event.data.parent.sessionId} (call ${event.data.parent.toolCallId})` : ''}`;
     case 'turn.handoff':
       return `to ${event.data.to}${event.data.from ? ` from ${event.data.from}` : ''}`;
+    case 'session.forked':
+      return `from ${event.data.parentSessionId} at seq ${event.data.parentSeq}`;
     case 'user.message':
       return `${event.data.steer ? '(steer) ' : ''}${short(event.data.text)}`;
     case 'assistant.message': {

@@ -5,6 +5,7 @@ import { NatsServerMissingError } from './embedded-nats.ts';
 import { stateDir } from './state-dir.ts';
 import { MEMORY_USAGE, runMemory } from './memory.ts';
 import { runRm, RM_USAGE } from './rm.ts';
+import { FORK_USAGE, runFork } from './fork.ts';
 import { runSessions, SESSIONS_USAGE } from './sessions.ts';
 import { runShow, SHOW_USAGE } from './show.ts';
 import { runTail, TAIL_USAGE } from './tail.ts';
@@ -33,6 +34,8 @@ Usage:
       Print a session's messages in order: user, assistant, tool calls and results (needs the memory service).
   ${RM_USAGE}
       Delete a session: its log, its memory and its lease; its id is refused from then on.
+  ${FORK_USAGE}
+      Fork a session at a sequence of its log (default: its end) into a new session, and print the new session's id.
   ${VIZ_USAGE}
       Print a machine's diagram (default: the turn machine, as Mermaid), drawn from its own definition.
   ${WORKER_USAGE}
@@ -70,6 +73,8 @@ export async function main(argv: string[], context: CliContext = processContext(
         return await runShow(rest, context);
       case 'rm':
         return await runRm(rest, context);
+      case 'fork':
+        return await runFork(rest, context);
       case 'viz':
         // Loaded only here, as are worker and mcp below: other commands need none of their modules.
         return await (await import('./viz.ts')).runViz(rest, context);

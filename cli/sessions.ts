@@ -29,7 +29,8 @@ export function parseSessions(argv: string[]): { nats: string | undefined; tenan
 function sessionLine(session: SessionSummary): string {
   const time = (ms: number) => new Date(ms).toISOString().slice(0, 19).replace('T', ' ');
   const last = (session.lastText ?? '').replace(/\s+/g, ' ').trim();
-  return [session.sessionId.padEnd(24), time(session.createdAt), time(session.lastActivityAt), String(session.turns).padStart(5), `$${session.cost.toFixed(6)}`.padStart(11), last.length > 60 ? `${last.slice(0, 59)}…` : last]
+  const parent = session.forkedFrom ? `(fork of ${session.forkedFrom.sessionId} at seq ${session.forkedFrom.seq})` : undefined;
+  return [session.sessionId.padEnd(24), time(session.createdAt), time(session.lastActivityAt), String(session.turns).padStart(5), `$${session.cost.toFixed(6)}`.padStart(11), ...(parent ? [parent] : []), last.length > 60 ? `${last.slice(0, 59)}…` : last]
     .join('  ')
     .trimEnd();
 }

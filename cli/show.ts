@@ -34,6 +34,8 @@ export function formatHistoryEvent(event: LogEvent): string | undefined {
   switch (event.type) {
     case 'session.created':
       return undefined;
+    case 'session.forked':
+      return `(forked from ${event.data.parentSessionId} at seq ${event.data.parentSeq}: the lines above are its history)`;
     case 'user.message':
       return `${event.data.steer ? 'user (steer)' : 'user'}: ${event.data.text}`;
     case 'assistant.message':

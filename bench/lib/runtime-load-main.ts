@@ -31,7 +31,10 @@ const out: Record<string, unknown> = { loadBefore: loadavg()[0] };
 const log = (text: string) => process.stderr.write(`${text}\n`);
 
 if (process.argv.includes('--peer')) {
-  const { runLangGraphSession } = (await import('../peers/langgraph.ts')) as { runLangGraphSession: (prompt: string) => Promise<string> };
+  // A path in a variable, as bench/main.ts does: the peers' packages live in bench/node_modules (npm run bench
+  // installs them), which `npm run typecheck` must not need.
+  const peerModule = '../peers/langgraph.ts';
+  const { runLangGraphSession } = (await import(peerModule)) as { runLangGraphSession: (prompt: string) => Promise<string> };
   await closedLoop(async () => void (await runLangGraphSession(PROMPT)), { concurrency: 50, durationMs: 1_000 });
   const cpu0 = process.cpuUsage();
   const load = await closedLoop(async () => void (await runLangGraphSession(PROMPT)), { concurrency, durationMs });

@@ -42,7 +42,7 @@ export function readChatRequest(body: unknown): ChatAction {
     throw new InvalidInputError(`chat request: ${issue.path.join('.') || '(body)'}: ${issue.message}`);
   }
   const { id: sessionId, messages, trigger } = parsed.data;
-  if (trigger === 'regenerate-message') throw new InvalidInputError('chat request: regenerate-message is not supported (it needs a fork of the session); send a new message');
+  if (trigger === 'regenerate-message') throw new InvalidInputError('chat request: regenerate-message is not supported here (it needs a fork of the session): fork the session at the user message (agentbus.<t>.sessions.<id>.fork), switch the chat to the new session id, and send the message again; see docs/protocol.md#fork');
   const last = messages.at(-1)!;
   if (last.role === 'user') {
     const other = last.parts.find((part) => part.type !== 'text' && !part.type.startsWith('data-'));

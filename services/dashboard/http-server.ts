@@ -22,6 +22,23 @@ export interface DashboardRoutes {
   machine(name: string): { svg: string; json: unknown } | undefined;
   /** What the page needs to know of the dashboard's settings (`traceUrl`). */
   config(): unknown;
+  /** Forks a session (the timeline's "fork here"): the body is the request's JSON; rejects with an `HttpError`. */
+  fork(tenant: string, sessionId: string, body: Uint8Array): Promise<{ sessionId: string; atSeq: number }>;
+}
+
+/** The most bytes a fork request's body may have. */
+const MAX_FORK_BODY = 4096;
+
+/** Reads a small request body; 413 past `max` bytes. */
+async function readBody(request: IncomingMessage, max: number): Promise<Uint8Array> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of request as AsyncIterable<Buffer>) {
+    size += chunk.byteLength;
+    if (size > max) throw new HttpError(413, 'payload_too_large', `a request body may have at most ${max} bytes`);
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks);
 }
 
 /** Options of {@link createDashboardHttpServer}. */
@@ -74,7 +91,8 @@ function sessionPath(parts: readonly string[]): { tenant: string; sessionId: str
  * Creates the dashboard's HTTP server (not yet listening): the page and its static files, a JSON API
  * (`/api/fleet`, `/api/workers`, `/api/config`, `/api/sessions`, `/api/sessions/<t>/<sid>`, its `log.ndjson` and
  * `log.json` downloads, `/api/machines/<name>.svg|.json`) and the server-sent events stream `/api/events`.
- * Only GET and HEAD; unknown paths get 404, bad ids 400, a missing or wrong token 401, all as JSON
+ * Only GET and HEAD, but `POST /api/sessions/<t>/<sid>/fork` (JSON `{ atSeq? }` → `{ sessionId, atSeq }`, the runtime's
+ * refusals as their HTTP status); unknown paths get 404, bad ids 400, a missing or wrong token 401, all as JSON
  * `{ error: { code, message } }`.
  */
 export async function createDashboardHttpServer(options: DashboardHttpOptions): Promise<Server> {
@@ -98,15 +116,26 @@ export async function createDashboardHttpServer(options: DashboardHttpOptions): 
     if (options.loopbackOnly && !isLoopbackHost(request.headers.host)) {
       throw new HttpError(403, 'denied', 'this dashboard answers only requests addressed to a loopback host (127.0.0.1, localhost)');
     }
-    if (request.method !== 'GET' && request.method !== 'HEAD') {
-      response.setHeader('Allow', 'GET, HEAD');
-      throw new HttpError(405, 'method_not_allowed', `${request.method} is not allowed; the dashboard only reads`);
-    }
     let url: URL;
     try {
       url = new URL(request.url ?? '/', 'http://dashboard.invalid');
     } catch {
       throw new HttpError(400, 'invalid_input', 'malformed request URL');
+    }
+    // The one write: forking a session (`POST /api/sessions/<t>/<sid>/fork`). Everything else only reads.
+    const forking = /^\/api\/sessions\/[^/]+\/[^/]+\/fork$/.test(url.pathname);
+    if (forking ? request.method !== 'POST' : request.method !== 'GET' && request.method !== 'HEAD') {
+      response.setHeader('Allow', forking ? 'POST' : 'GET, HEAD');
+      throw new HttpError(405, 'method_not_allowed', forking ? 'fork with POST' : `${request.method} is not allowed; the dashboard only reads, and forks with POST …/fork`);
+    }
+    if (forking) {
+      // A form of another site cannot send JSON, and a script of another origin cannot without a preflight, which
+      // this server never allows: together with the SameSite=Strict cookie, no other page forks in the user's name.
+      if (!(request.headers['content-type'] ?? '').toLowerCase().startsWith('application/json')) {
+        throw new HttpError(415, 'unsupported_media_type', 'a fork request is JSON: send Content-Type: application/json');
+      }
+      const origin = request.headers.origin;
+      if (origin !== undefined && origin !== 'null' && new URL(origin).host !== request.headers.host) throw new HttpError(403, 'denied', `a fork from ${origin} is not allowed`);
     }
     const auth = authorized(request, url);
     if (!auth.ok) throw new HttpError(401, 'unauthorized', 'a valid dashboard token is required: open the URL with ?token=…');
@@ -148,6 +177,11 @@ export async function createDashboardHttpServer(options: DashboardHttpOptions): 
       return;
     }
     if (what === 'sessions' && rest.length === 0) return sendJson(response, 200, await options.routes.sessions(), extra);
+    if (forking) {
+      const { tenant, sessionId } = sessionPath(rest);
+      const body = await readBody(request, MAX_FORK_BODY);
+      return sendJson(response, 200, await options.routes.fork(tenant, sessionId, body), extra);
+    }
     if (what === 'sessions' && (rest.length === 2 || rest.length === 3)) {
       const { tenant, sessionId } = sessionPath(rest);
       const format = rest[2];

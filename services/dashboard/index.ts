@@ -20,6 +20,7 @@ import { createDashboardHttpServer } from './http-server.ts';
 import { createLeasesWatcher } from './leases-watcher.ts';
 import { pathOf } from './replay.ts';
 import { createSessionReader } from './session-reader.ts';
+import { createForkSession, parseForkBody } from './session-fork.ts';
 import { createWorkersPoller } from './workers.ts';
 import { watchBucket } from './bucket-watch.ts';
 
@@ -75,6 +76,7 @@ export async function startDashboardService(options: DashboardServiceOptions): P
   const jsm = await jetstreamManager(options.nc);
   const log = createSessionLog({ nc: options.nc, js, subjects, codec, stream: names.log, logger });
   const reader = createSessionReader({ log, js, jsm, subjects, codec, streams: names, logger });
+  const forkSession = createForkSession({ nc: options.nc, codec, subjects });
 
   const machines = new Map<string, { svg: string; json: unknown }>();
   for (const [name, machine] of [
@@ -186,6 +188,7 @@ export async function startDashboardService(options: DashboardServiceOptions): P
         traces: traceLinks(read.log, options.traceUrl),
       }),
       config: () => (options.traceUrl ? { traceUrl: options.traceUrl } : {}),
+      fork: (tenant, sessionId, body) => forkSession(tenant, sessionId, parseForkBody(codec, body)),
     },
   });
   await new Promise<void>((resolve, reject) => {

@@ -1,6 +1,7 @@
 import { DeliverPolicy } from '@nats-io/jetstream';
 import type { JetStreamClient, JetStreamManager } from '@nats-io/jetstream';
 import type { SessionLog } from '../../src/bus/session-log.ts';
+import { readSessionHistory } from '../../src/bus/session-lineage.ts';
 import { TimeoutError, abortReason } from '../../src/errors.ts';
 import type { Logger } from '../../src/logging.ts';
 import { LiveEventType, decodeSessionEvent } from '../../src/protocol/index.ts';
@@ -10,7 +11,7 @@ import type { AgentEvent, Codec, LogEvent, Subjects } from '../../src/protocol/i
 export interface SessionRead {
   readonly tenant: string;
   readonly sessionId: string;
-  /** The durable log, each event with its `seq`. */
+  /** The durable log, each event with its `seq`; a fork's starts with its parents' events up to its fork point. */
   readonly log: readonly LogEvent[];
   /** What the live stream still holds of the session (5 minutes), deltas included. */
   readonly live: readonly AgentEvent[];
@@ -100,7 +101,8 @@ export function createSessionReader(deps: {
   return {
     async read(tenant, sessionId, options = {}) {
       const signal = options.signal ? AbortSignal.any([options.signal, AbortSignal.timeout(timeoutMs)]) : AbortSignal.timeout(timeoutMs);
-      const [log, live] = await Promise.all([deps.log.read(tenant, sessionId, { signal, timeoutMs }), readLive(tenant, sessionId, signal)]);
+      // A fork's log starts with what it inherits from its parents (read by reference), as the runtime reads it.
+      const [log, live] = await Promise.all([readSessionHistory(deps.log, tenant, sessionId, { signal }), readLive(tenant, sessionId, signal)]);
       if (signal.aborted) {
         if (options.signal?.aborted) throw abortReason(options.signal);
         throw new TimeoutError(`reading ${tenant}/${sessionId} took over ${timeoutMs} ms`, timeoutMs);

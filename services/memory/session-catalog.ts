@@ -12,6 +12,8 @@ export interface CatalogEvent {
   readonly cost?: number;
   /** An answer's text, from `assistant.message` or `turn.ended`. */
   readonly text?: string;
+  /** The parent and fork point, from `session.forked`. */
+  readonly forkedFrom?: { readonly sessionId: string; readonly seq: number };
 }
 
 /** The sessions of one tenant, as the log tells them. */
@@ -39,6 +41,8 @@ export interface CatalogEntry {
   lastText: string | undefined;
   /** The last log sequence noted. */
   lastSeq: number;
+  /** For a fork: the session and sequence its history continues from. */
+  forkedFrom?: { sessionId: string; seq: number };
 }
 
 /**
@@ -65,6 +69,7 @@ export function createSessionCatalog(): SessionCatalog {
         entry.cost += event.cost ?? 0;
       }
       if (event.text) entry.lastText = event.text.slice(0, LAST_TEXT_CHARS);
+      if (event.forkedFrom) entry.forkedFrom = { sessionId: event.forkedFrom.sessionId, seq: event.forkedFrom.seq };
     },
     list(request) {
       ordered ??= [...entries.values()].sort(compare);
@@ -111,6 +116,7 @@ function summaryOf(entry: CatalogEntry): SessionSummary {
     turns: entry.turns,
     cost: Math.round(entry.cost * 1e9) / 1e9,
     ...(entry.lastText === undefined ? {} : { lastText: entry.lastText }),
+    ...(entry.forkedFrom ? { forkedFrom: { sessionId: entry.forkedFrom.sessionId, seq: entry.forkedFrom.seq } } : {}),
   };
 }
 

@@ -2,6 +2,7 @@ import { jetstream } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { createSessionLog } from '../../src/bus/session-log.ts';
 import type { SessionLog } from '../../src/bus/session-log.ts';
+import { historySegments } from '../../src/bus/session-lineage.ts';
 import { AgentbusError, ErrorCode, SessionDeletedError } from '../../src/errors.ts';
 import type { Logger } from '../../src/logging.ts';
 import { DEFAULT_HISTORY_LIMIT } from '../../src/protocol/index.ts';
@@ -10,7 +11,8 @@ import type { Codec, SessionHistoryReply, SessionHistoryRequest, Subjects } from
 /** One session's messages, read back from its log a page at a time. */
 export interface SessionHistory {
   /**
-   * The page of events after `afterSeq` (from the start without it), oldest first, each with its `seq`.
+   * The page of events after `afterSeq` (from the start without it), oldest first, each with its `seq`. A fork's
+   * history starts with what it inherits from its parents (events with the parent's session id), then its own.
    * Rejects with `not_found` for a session that has nothing in the log, `session_deleted` for a deleted one.
    */
   page(tenant: string, sessionId: string, request: SessionHistoryRequest, options?: { signal?: AbortSignal }): Promise<SessionHistoryReply>;
@@ -52,15 +54,29 @@ export function createSessionHistory(options: SessionHistoryOptions): SessionHis
     async page(tenant, sessionId, request, pageOptions = {}) {
       if (options.tombstones.has(tenant, sessionId)) throw new SessionDeletedError(`session ${tenant}/${sessionId} was deleted`, { tenant, sessionId });
       const afterSeq = request.afterSeq ?? 0;
-      const read = await log.read(tenant, sessionId, {
-        after: afterSeq,
-        limit: request.limit ?? DEFAULT_HISTORY_LIMIT,
-        maxBytes,
-        timeoutMs: options.timeoutMs ?? 10_000,
-        ...(pageOptions.signal ? { signal: pageOptions.signal } : {}),
-      });
-      if (afterSeq === 0 && read.lastSeq === 0) throw new AgentbusError(ErrorCode.notFound, `session ${tenant}/${sessionId} has nothing in the log`);
-      return read.more ? { events: read.events, nextAfterSeq: read.lastSeq } : { events: read.events };
+      const signal = pageOptions.signal ? { signal: pageOptions.signal } : {};
+      // A fork's history is its parents' up to each fork point, then its own log (`historySegments`); sequences are
+      // global to the stream, so one `afterSeq` pages through them all. A page never spans two logs.
+      const segments = await historySegments(log, tenant, sessionId, signal);
+      for (const [index, segment] of segments.entries()) {
+        const own = index === segments.length - 1;
+        if (!own && segment.through <= afterSeq) continue;
+        const read = await log.read(tenant, segment.sessionId, {
+          after: afterSeq,
+          limit: request.limit ?? DEFAULT_HISTORY_LIMIT,
+          maxBytes,
+          timeoutMs: options.timeoutMs ?? 10_000,
+          ...(own ? {} : { through: segment.through }),
+          ...signal,
+        });
+        if (own) {
+          if (afterSeq === 0 && read.lastSeq === 0) throw new AgentbusError(ErrorCode.notFound, `session ${tenant}/${sessionId} has nothing in the log`);
+          return read.more ? { events: read.events, nextAfterSeq: read.lastSeq } : { events: read.events };
+        }
+        // Inherited events: the next page goes on from the last one read (in this log, or the next one).
+        if (read.events.length > 0) return { events: read.events, nextAfterSeq: read.lastSeq };
+      }
+      return { events: [] };
     },
   };
 }

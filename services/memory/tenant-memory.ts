@@ -80,6 +80,7 @@ export function createMemoryStore(vectors: VectorSpace = createLocalVectors()): 
         ts: event.ts,
         ...(event.type === LogEventType.turnEnded ? { cost: event.data.cost } : {}),
         ...(answer ? { text: answer } : {}),
+        ...(event.type === LogEventType.sessionForked ? { forkedFrom: { sessionId: event.data.parentSessionId, seq: event.data.parentSeq } } : {}),
       });
       const indexed = indexedText(event);
       return indexed ? index.add({ sessionId, seq, type: indexed.type, text: indexed.text, ts: event.ts }) : [];

@@ -34,6 +34,7 @@ import { createLivePublisher } from './sessions/live-publisher.ts';
 import { createSessionDeleter } from './sessions/session-delete.ts';
 import type { SessionDeleter } from './sessions/session-delete.ts';
 import { openSession } from './sessions/session-host.ts';
+import { createSessionForker } from './sessions/session-fork.ts';
 import type { SessionHostDeps } from './sessions/session-host.ts';
 import { createRuntimeTombstones } from './sessions/tombstones.ts';
 import type { RuntimeTombstones } from './sessions/tombstones.ts';
@@ -194,6 +195,7 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
     drop: (tenant, sessionId) => sessions.forget(tenant, sessionId),
     logger,
   });
+  const forker = createSessionForker({ log, tombstones, envelopes, newId: deps.newId, nodeId: config.nodeId, logger });
   const handler = createSessionMessageHandler({
     outputSchemas: hostDeps.outputSchemas,
     codec,
@@ -205,6 +207,7 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
     leases,
     sessions,
     deleter,
+    forker,
     tombstones,
     log,
     live: hostDeps.live,

@@ -66,6 +66,8 @@ export interface SessionLogReadOptions {
   readonly limit?: number;
   /** Stop before the messages read pass this many bytes (at least one message is read). */
   readonly maxBytes?: number;
+  /** Only what was stored up to this sequence (a fork's inherited part of its parent's log). */
+  readonly through?: number;
 }
 
 /** The durable log of sessions: appends with a single writer per session, and reads back. */
@@ -229,7 +231,8 @@ export function createSessionLog(deps: {
       const signal = options.signal ? AbortSignal.any([options.signal, AbortSignal.timeout(timeoutMs)]) : AbortSignal.timeout(timeoutMs);
       const limit = options.limit ?? Number.POSITIVE_INFINITY;
       const maxBytes = options.maxBytes ?? Number.POSITIVE_INFINITY;
-      const last = await (options.last ?? lastSeq(tenant, sessionId));
+      const stored = await (options.last ?? lastSeq(tenant, sessionId));
+      const last = options.through === undefined ? stored : Math.min(stored, options.through);
       if (last <= after) return { events: [], lastSeq: after, more: false };
       const consumer = await js.consumers.get(stream, {
         filter_subjects: subjects.log(tenant, sessionId),
@@ -238,12 +241,18 @@ export function createSessionLog(deps: {
       const events: LogEvent[] = [];
       let through = after;
       let bytes = 0;
+      let pastEnd = false;
       // A page pulls no more than it may hand out.
       const messages = await consumer.consume(Number.isFinite(limit) ? { max_messages: Math.min(limit, 100) } : {});
       const stop = () => void messages.stop();
       signal.addEventListener('abort', stop, { once: true });
       try {
         for await (const message of messages) {
+          // Past `through` (the session's last message may be after it): nothing more is wanted.
+          if (message.seq > last) {
+            pastEnd = true;
+            break;
+          }
           bytes += message.data.byteLength;
           // The message that would pass the byte bound is left for the next page, unless it is the page's first.
           if (bytes > maxBytes && through > after) break;
@@ -260,7 +269,7 @@ export function createSessionLog(deps: {
         if (options.signal?.aborted) throw abortReason(options.signal);
         throw new TimeoutError(`reading the log of ${tenant}/${sessionId} took over ${timeoutMs} ms`, timeoutMs);
       }
-      return { events, lastSeq: through, more: through < last };
+      return { events, lastSeq: through, more: !pastEnd && through < last };
     },
 
     lastSeq,

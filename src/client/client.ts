@@ -12,6 +12,8 @@ import type {
   Codec,
   CommandReply,
   DeleteReply,
+  ForkReply,
+  ForkRequest,
   EventDataMap,
   Prompt,
   PromptReply,
@@ -83,6 +85,12 @@ export interface DeletedSession {
   readonly alreadyDeleted: boolean;
 }
 
+/** What a fork made: the new session, and the sequence of the source's history it inherits through. */
+export interface ForkedSession {
+  readonly sessionId: string;
+  readonly atSeq: number;
+}
+
 /** The public SDK for talking to agentbus sessions over NATS. */
 export interface AgentbusClient {
   /**
@@ -122,6 +130,15 @@ export interface AgentbusClient {
    * turn runs or waits (cancel it first), `not_found` for a session that never existed.
    */
   deleteSession(target: SessionTarget, options?: CallOptions): Promise<DeletedSession>;
+  /**
+   * Forks a session into a new one whose history is the source's up to `atSeq` (default: its end), cut back to the
+   * last point where every turn had ended; the new session takes prompts like any other. Throws `invalid_input` for
+   * an `atSeq` that is no event of the source, `not_found`, `session_deleted`, or `conflict` for a `sessionId` in use.
+   *
+   * @example
+   * const { sessionId } = await client.forkSession({ tenant: 'acme', sessionId: 'chat-1' }, { atSeq: 42 });
+   */
+  forkSession(target: SessionTarget, request?: ForkRequest, options?: CallOptions): Promise<ForkedSession>;
   /**
    * A tenant's agent state (the memory service keeps it in JetStream KV): `save(key, value)`, `load(key)`,
    * `delete(key)`, each with a timeout and an AbortSignal.
@@ -232,6 +249,12 @@ export function createAgentbusClient(options: { nc: NatsConnection; prefix?: str
       const reply = await send<DeleteReply>(target, SessionVerb.delete, {}, callOptions);
       if (!reply.ok) throw fromErrorData(reply.error);
       return { purged: reply.purged, alreadyDeleted: reply.alreadyDeleted === true };
+    },
+
+    async forkSession(target, request = {}, callOptions) {
+      const reply = await send<ForkReply>(target, SessionVerb.fork, request, callOptions);
+      if (!reply.ok) throw fromErrorData(reply.error);
+      return { sessionId: reply.sessionId, atSeq: reply.atSeq };
     },
 
     async ask(target, prompt, askOptions = {}) {

@@ -1,5 +1,5 @@
 export { createAgentbusClient } from './client.ts';
-export type { AgentbusClient, AskOptions, CallOptions, DeletedSession, SessionTarget, TurnEnded } from './client.ts';
+export type { AgentbusClient, AskOptions, CallOptions, DeletedSession, ForkedSession, SessionTarget, TurnEnded } from './client.ts';
 export { openWatch } from './event-stream.ts';
 export type { EventWatch, WatchFrom, WatchOptions } from './event-stream.ts';
 export type { SkippedMessage, StreamedEvent } from './streamed-event.ts';

@@ -40,6 +40,8 @@ export type RunState = (typeof RunState)[keyof typeof RunState];
 /** Durable event types, appended to the session log. */
 export const LogEventType = {
   sessionCreated: 'session.created',
+  /** A fork's second event: its history starts with its parent's log up to `parentSeq` (read by reference, not copied). */
+  sessionForked: 'session.forked',
   userMessage: 'user.message',
   turnStarted: 'turn.started',
   assistantMessage: 'assistant.message',
@@ -74,6 +76,11 @@ export interface EventDataMap {
     /** Set for a child session: the call of another session (same tenant) that started it. */
     readonly parent?: ParentCall;
   };
+  /**
+   * The session is a fork: its history is `parentSessionId`'s history (its own inherited part included) up to and
+   * including the event at stream sequence `parentSeq`, then its own events.
+   */
+  'session.forked': { readonly parentSessionId: string; readonly parentSeq: number; readonly forkedBy: string };
   'user.message': {
     readonly text: string;
     readonly model?: string;

@@ -79,7 +79,7 @@ export type { TraceContext } from './trace-context.ts';
 export { liveEventSchema } from './live-schemas.ts';
 export { decodeSessionEvent } from './session-event.ts';
 export type { EventMessage } from './session-event.ts';
-export { decodePrompt, decodeSteer, decodeCancel, decodeApprove, decodeDelete } from './ingress.ts';
+export { decodePrompt, decodeSteer, decodeCancel, decodeApprove, decodeDelete, decodeFork } from './ingress.ts';
 export { ErrorCode, toErrorData, fromErrorData } from '../errors.ts';
 export type { ErrorData } from '../errors.ts';
 export { MemoryEventType, createMemorySubjects, memorySearchRequestSchema, sessionsListRequestSchema } from './memory.ts';
@@ -89,12 +89,13 @@ export {
   MAX_HISTORY_LIMIT,
   createHistorySubjects,
   deleteSessionSchema,
+  forkSessionSchema,
   parseTombstoneKey,
   sessionHistoryRequestSchema,
   tombstoneKey,
   tombstoneSchema,
 } from './sessions-data.ts';
-export type { DeleteReply, HistorySubjects, SessionHistoryReply, SessionHistoryRequest, Tombstone } from './sessions-data.ts';
+export type { DeleteReply, ForkReply, ForkRequest, HistorySubjects, SessionHistoryReply, SessionHistoryRequest, Tombstone } from './sessions-data.ts';
 export { EMBED_TIMEOUT_HEADER, MAX_EMBED_INPUTS, MAX_EMBED_INPUT_CHARS, embedRequestSchema } from './embed.ts';
 export type { EmbedReply, EmbedRequest } from './embed.ts';
 export { MAX_STATE_VALUE_BYTES, STATE_KEY_PATTERN, StateVerb, createStateSubjects, stateKeySchema, stateSaveSchema } from './state.ts';

@@ -1,6 +1,7 @@
 import type { Codec } from './codec.ts';
 import { approveSchema, cancelSchema, promptSchema, steerSchema } from './schemas.ts';
-import { deleteSessionSchema } from './sessions-data.ts';
+import { deleteSessionSchema, forkSessionSchema } from './sessions-data.ts';
+import type { ForkRequest } from './sessions-data.ts';
 import type { Approve, Cancel, Prompt, Steer } from './schemas.ts';
 
 /** Decodes a prompt body: an object, or a bare JSON string / plain text taken as `{ text }`. */
@@ -33,4 +34,12 @@ export function decodeDelete(codec: Codec, bytes: Uint8Array, contentType?: stri
   const value = codec.decode(bytes, contentType);
   if (value === undefined || value === null || value === '') return {};
   return codec.validate(deleteSessionSchema, value, 'delete') as Record<string, never>;
+}
+
+/** Decodes a fork body: empty, `{}`, or `{ atSeq?, sessionId? }`. */
+export function decodeFork(codec: Codec, bytes: Uint8Array, contentType?: string): ForkRequest {
+  if (bytes.byteLength === 0) return {};
+  const value = codec.decode(bytes, contentType);
+  if (value === undefined || value === null || value === '') return {};
+  return codec.validate(forkSessionSchema, value, 'fork');
 }

@@ -13,6 +13,12 @@ const parentCall = z.object({ sessionId: z.string(), turnId: z.string(), toolCal
 
 const sessionCreated = z.object({ createdBy: z.string(), parent: parentCall.optional() });
 
+const sessionForked = z.object({
+  parentSessionId: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/),
+  parentSeq: z.int().nonnegative(),
+  forkedBy: z.string(),
+});
+
 // What a resumed turn is run with comes from here, so models are checked as a prompt's are.
 const userMessage = z.object({
   text: z.string(),
@@ -126,6 +132,7 @@ const turnEnded = z.object({
  */
 export const logEventSchema = z.discriminatedUnion('type', [
   envelopeSchema(LogEventType.sessionCreated, sessionCreated),
+  envelopeSchema(LogEventType.sessionForked, sessionForked),
   envelopeSchema(LogEventType.userMessage, userMessage),
   envelopeSchema(LogEventType.turnStarted, turnStarted),
   envelopeSchema(LogEventType.assistantMessage, assistantMessage),

@@ -74,6 +74,8 @@ export interface SessionSummary {
   readonly cost: number;
   /** The last answer's text, cut to 200 characters. */
   readonly lastText?: string;
+  /** A fork's parent session and the sequence of the parent's history it inherits through (`session.forked`). */
+  readonly forkedFrom?: { readonly sessionId: string; readonly seq: number };
 }
 
 /** A page of sessions, oldest first; `nextPageToken` when there are more. */

@@ -26,6 +26,22 @@ export interface SessionHistoryReply {
   readonly nextAfterSeq?: number;
 }
 
+/**
+ * The body of `agentbus.<t>.sessions.<sid>.fork`: `atSeq`, the stream sequence of the source's history to fork at
+ * (default: its end); `sessionId`, the new session's id (default: a fresh one). Empty, or `{}`, forks at the end.
+ */
+export const forkSessionSchema = z.strictObject({
+  atSeq: z.int().min(1).optional(),
+  sessionId: z.string().regex(TOKEN_PATTERN, `sessionId must match ${TOKEN_PATTERN.source}`).optional(),
+});
+export type ForkRequest = z.infer<typeof forkSessionSchema>;
+
+/**
+ * The reply to a fork: the new session, and the sequence its inherited history ends at (`atSeq`, or the last whole
+ * point before it: see docs/protocol.md, *Fork*).
+ */
+export type ForkReply = { readonly ok: true; readonly sessionId: string; readonly atSeq: number } | { readonly ok: false; readonly error: ErrorData };
+
 /** The body of `agentbus.<t>.sessions.<sid>.delete`: empty, or `{}`. */
 export const deleteSessionSchema = z.strictObject({});
 

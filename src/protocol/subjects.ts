@@ -29,6 +29,8 @@ export const SessionVerb = {
   approve: 'approve',
   /** Deletes the session: its log, its memory, its lease; its id is refused from then on. */
   delete: 'delete',
+  /** Forks the session at a sequence of its log into a new session (`{ atSeq?, sessionId? }` → `{ sessionId, atSeq }`). */
+  fork: 'fork',
 } as const;
 export type SessionVerb = (typeof SessionVerb)[keyof typeof SessionVerb];
 

@@ -19,7 +19,7 @@ const MESSAGES = 100_000;
 /** One message in this many is sent as a request, and its reply checked. */
 const REQUEST_EVERY = 40;
 
-const VERBS = ['prompt', 'cancel', 'steer', 'approve', 'delete', 'history'] as const;
+const VERBS = ['prompt', 'cancel', 'steer', 'approve', 'delete', 'fork', 'history'] as const;
 const SERVICE_SUBJECTS = ['agentbus.provider.scripted.generate', 'agentbus.provider.scripted.cancel', 'agentbus.tools.read_file.call', 'agentbus.tools.list_dir.call', 'agentbus.tools.read_file.cancel'];
 
 const target = fc.oneof(

@@ -48,8 +48,8 @@ const AGENT_PROMPT = 'agents.prompt.agentbus.acme.desk';
  * JetStream request of a tenant (its account has none).
  */
 const EXPECTED_REFUSALS = {
-  accounts: { refusals: 565, publish: 268, subscribe: 297, byTenants: 206, inboxSubscriptions: 170, consumerCreates: 36 },
-  users: { refusals: 537, publish: 240, subscribe: 297, byTenants: 178, inboxSubscriptions: 170, consumerCreates: 28 },
+  accounts: { refusals: 570, publish: 272, subscribe: 298, byTenants: 209, inboxSubscriptions: 170, consumerCreates: 36 },
+  users: { refusals: 542, publish: 244, subscribe: 298, byTenants: 181, inboxSubscriptions: 170, consumerCreates: 28 },
 } as const;
 /** Refused on purpose by the other tests: the SDK acting for another tenant, and stream info in the accounts layout. */
 const EXPECTED_SDK_REFUSALS = { accounts: 6, users: 3 } as const;
@@ -322,6 +322,17 @@ describe.each([
       expect((JSON.parse((repeat as { output: string }).output) as { revision: number }).revision).toBeGreaterThan(revision);
     });
 
+    it("lets acme fork its own session and prompt the fork, which reads the parent's history; globex's fork of it is refused below", async () => {
+      const forked = await acmeClient.forkSession({ tenant: 'acme', sessionId: acmeSession }, {}, { timeoutMs: 10_000 });
+      // Memory pages a fork's history log by log: the inherited part first, then the fork's own.
+      const inherited = await acmeClient.history({ tenant: 'acme', sessionId: forked.sessionId }, { limit: 500 });
+      expect(inherited.events.some((event) => event.sessionId === acmeSession && event.type === 'user.message')).toBe(true);
+      const own = await acmeClient.history({ tenant: 'acme', sessionId: forked.sessionId }, { limit: 500, afterSeq: inherited.nextAfterSeq! });
+      expect(own.events.map((event) => event.type)).toEqual(['session.created', 'session.forked']);
+      const ended = await acmeClient.ask({ tenant: 'acme', sessionId: forked.sessionId }, { text: 'Remember this for me.' }, { timeoutMs: 20_000 });
+      expect(ended.reason).toBe('yielded');
+    });
+
     it('lets acme read its history, resume its events from the log, list and search its sessions', async () => {
       const history = await acmeClient.history({ tenant: 'acme', sessionId: acmeSession }, { limit: 500 });
       expect(history.events.map((event) => event.type)).toEqual(expect.arrayContaining(['user.message', 'tool.use', 'tool.result', 'turn.ended']));
@@ -397,7 +408,7 @@ describe.each([
       // A tenant reaches nothing of another tenant's: session verbs, history, sessions list, memory, state, events.
       const tenantRefusals = (tenant: 'acme' | 'globex', other: 'acme' | 'globex', otherSession: string) => {
         const session = `agentbus.${other}.sessions.${otherSession}`;
-        publish(tenant, ...['prompt', 'cancel', 'steer', 'approve', 'delete', 'history'].map((verb) => `${session}.${verb}`));
+        publish(tenant, ...['prompt', 'cancel', 'steer', 'approve', 'delete', 'fork', 'history'].map((verb) => `${session}.${verb}`));
         publish(tenant, `agentbus.${other}.sessions.list`, `agentbus.${other}.memory.search`);
         publish(tenant, ...['save', 'load', 'delete'].map((verb) => `agentbus.${other}.state.${verb}`));
         subscribe(tenant, `agentbus.${other}.sessions.>`, `${session}.live.>`, `${session}.log`, 'agentbus.*.sessions.>', 'agentbus.>', '>');
@@ -436,7 +447,7 @@ describe.each([
       // (asked with a §7 query), and nothing more: no cancel, steer or delete, no events written, no memory, state,
       // tools, providers or JetStream, and it cannot hear the runtime's session verbs.
       const desk = 'agentbus.acme.sessions.desk';
-      publish('agents', `${desk}.cancel`, `${desk}.steer`, `${desk}.delete`, `${desk}.history`, `${desk}.log`, `${desk}.live.assistant.delta`);
+      publish('agents', `${desk}.cancel`, `${desk}.steer`, `${desk}.delete`, `${desk}.fork`, `${desk}.history`, `${desk}.log`, `${desk}.live.assistant.delta`);
       publish('agents', 'agentbus.acme.memory.search', 'agentbus.acme.state.load', 'agentbus.tools.remember.call', 'agentbus.provider.scripted.generate');
       publish('agents', '$JS.API.INFO', '$JS.API.STREAM.INFO.AGENTBUS_LOG', '$SRV.INFO', 'agents.status.agentbus.acme.desk');
       subscribe('agents', 'agentbus.*.sessions.*.prompt', `${desk}.approve`, 'agentbus.>', 'agents.hb.>', 'agents.>', '$JS.>');
@@ -456,7 +467,7 @@ describe.each([
       // and it cannot answer for the runtime or memory.
       const own = `agentbus.acme.sessions.${acmeSession}`;
       const theirs = `agentbus.globex.sessions.${globexSession}`;
-      publish('a2a', `${own}.steer`, `${own}.approve`, `${own}.delete`, `${own}.log`, `${own}.live.assistant.delta`);
+      publish('a2a', `${own}.steer`, `${own}.approve`, `${own}.delete`, `${own}.fork`, `${own}.log`, `${own}.live.assistant.delta`);
       publish('a2a', 'agentbus.acme.memory.search', 'agentbus.acme.state.load', 'agentbus.acme.state.save');
       publish('a2a', `${theirs}.prompt`, `${theirs}.cancel`, `${theirs}.history`, 'agentbus.globex.sessions.list');
       publish('a2a', 'agentbus.tools.remember.call', 'agentbus.provider.scripted.generate');
@@ -466,7 +477,7 @@ describe.each([
 
       // Nor may a tenant write events itself, answer for memory, call providers or tools, or touch the streams and buckets.
       publish('acme', `${own}.log`, `${own}.live.assistant.delta`, `agentbus.globex.sessions.${globexSession}.log`);
-      subscribe('acme', 'agentbus.acme.sessions.list', `${own}.history`, `${own}.delete`, 'agentbus.acme.memory.search', 'agentbus.acme.state.save');
+      subscribe('acme', 'agentbus.acme.sessions.list', `${own}.history`, `${own}.delete`, `${own}.fork`, 'agentbus.acme.memory.search', 'agentbus.acme.state.save');
       publish('acme', 'agentbus.provider.scripted.generate', 'agentbus.provider.scripted.embed', 'agentbus.provider.scripted.cancel');
       publish('acme', 'agentbus.tools.remember.call', 'agentbus.tools.remember.cancel', 'agentbus.tools.read_file.call', 'agentbus.memory.rebuild');
       subscribe('acme', 'agentbus.provider.>', 'agentbus.tools.>', '$SRV.>', '$JS.>', '$KV.>');

@@ -169,6 +169,47 @@ describe('the dashboard in headless Chromium, against a real stack', () => {
     expect(failedLoads).toEqual([]);
   }, 40_000);
 
+  it('forks a session from a timeline event through the dashboard server, and opens the fork with its inherited history', async () => {
+    const sessionId = `fork-src-${Date.now()}`;
+    for (const text of ['first question', 'second question']) {
+      const events = collectEvents(stack.client, 'default', sessionId);
+      await requestJson(stack.client, `agentbus.default.sessions.${sessionId}.prompt`, { text });
+      await events.until((all) => all.some((event) => event.type === 'turn.ended'), 20_000);
+      events.stop();
+    }
+    await page.goto(`${dashboard.url}#/session/default/${sessionId}`);
+    const second = page.locator('#timeline .event[data-type="user.message"]', { hasText: 'second question' });
+    await second.waitFor({ timeout: 10_000 });
+    // Regenerate the second answer: fork at its user message (the fork ends just before it).
+    await second.locator('button.fork').click();
+    await page.waitForFunction((source) => /^#\/session\/default\//.test(location.hash) && !location.hash.endsWith(`/${source}`), sessionId, { timeout: 10_000 });
+    const forkId = decodeURIComponent(new URL(page.url()).hash.split('/').at(-1)!);
+    await page.locator('#timeline .event[data-type="session.forked"]', { hasText: `forked from ${sessionId}` }).waitFor({ timeout: 10_000 });
+    await page.locator('#timeline .event[data-type="user.message"]', { hasText: 'first question' }).waitFor();
+    await expect(page.locator('#timeline .event[data-type="user.message"]', { hasText: 'second question' }).count()).resolves.toBe(0);
+    await page.screenshot({ path: join(shots, '8-fork.png'), fullPage: true });
+    await expect(page.locator('#session-meta').textContent()).resolves.not.toContain('null');
+    // The fork takes a prompt like any session.
+    const events = collectEvents(stack.client, 'default', forkId);
+    expect(await requestJson(stack.client, `agentbus.default.sessions.${forkId}.prompt`, { text: 'second question, asked again' })).toMatchObject({ accepted: true });
+    await events.until((all) => all.some((event) => event.type === 'turn.ended'), 20_000);
+    events.stop();
+    await page.locator('#timeline .event[data-type="user.message"]', { hasText: 'asked again' }).waitFor({ timeout: 10_000 });
+    // The server refuses what is not a fork: another method, a body that is not JSON, a sequence the session lacks.
+    const refusals = await page.evaluate(async (path) => {
+      const post = (body: string, type: string) => fetch(path, { method: 'POST', headers: { 'Content-Type': type }, body }).then(async (response) => ({ status: response.status, body: await response.json() }));
+      return {
+        get: (await fetch(path)).status,
+        form: (await post('atSeq=1', 'application/x-www-form-urlencoded')).status,
+        missing: await post(JSON.stringify({ atSeq: 999_999_999 }), 'application/json'),
+      };
+    }, `/api/sessions/default/${sessionId}/fork`);
+    expect(refusals).toMatchObject({ get: 405, form: 415, missing: { status: 400, body: { error: { code: 'invalid_input' } } } });
+    expect(pageErrors).toEqual([]);
+    expect(failedLoads.sort()).toEqual([`400 /api/sessions/default/${sessionId}/fork`, `405 /api/sessions/default/${sessionId}/fork`, `415 /api/sessions/default/${sessionId}/fork`]);
+    failedLoads.length = 0;
+  }, 60_000);
+
   it('stays responsive with 100 sessions streaming: fleet rows are patched in place and updates come coalesced', async () => {
     gate.open(); // (already open when the first test ran; this test must not depend on it)
     const fleetPage = await browser.newPage({ viewport: { width: 1440, height: 1000 } });

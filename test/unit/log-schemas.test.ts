@@ -18,6 +18,7 @@ const readBack = (event: LogEvent) => codec.validate(logEventSchema, codec.decod
 // each call site builds its data.
 const written: Array<[string, LogEvent]> = [
   ['session.created (openSession)', envelopes.create(LogEventType.sessionCreated, session, { createdBy: 'node-1' })],
+  ['session.forked (createSessionForker)', envelopes.create(LogEventType.sessionForked, session, { parentSessionId: 'parent-1', parentSeq: 42, forkedBy: 'node-1' })],
   [
     'user.message of a prompt with every field (HostedSession.prompt)',
     envelopes.create(

@@ -76,6 +76,7 @@ export function describe(event) {
   const data = event.data ?? {};
   switch (event.type) {
     case 'session.created': return `by ${data.createdBy}`;
+    case 'session.forked': return `forked from ${data.parentSessionId} at seq ${data.parentSeq}`;
     case 'user.message': return `${data.steer ? '(steer) ' : ''}${short(data.text)}`;
     case 'assistant.message': {
       const tools = (data.toolCalls ?? []).map((call) => call.name).join(', ');

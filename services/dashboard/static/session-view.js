@@ -36,7 +36,24 @@ export function createSessionView() {
     events: () => events,
     cutoff: () => (position === null ? undefined : path[position]?.ts),
     onSelect: (id) => select(id),
+    onFork: (event) => fork(event),
   });
+
+  /** Forks the session at a logged event (the dashboard server asks the runtime), then opens the new session. */
+  async function fork(event) {
+    const from = target;
+    if (!from) return;
+    const response = await fetch(`/api/sessions/${encodeURIComponent(from.tenant)}/${encodeURIComponent(from.sessionId)}/fork`, {
+      method: 'POST', credentials: 'same-origin', headers: { 'Content-Type': 'application/json', Accept: 'application/json' },
+      body: JSON.stringify({ atSeq: event.seq }),
+    });
+    const body = await response.json().catch(() => ({}));
+    if (!response.ok) {
+      window.alert(`fork refused: ${body?.error?.message ?? response.status}`);
+      return;
+    }
+    location.hash = `#/session/${encodeURIComponent(from.tenant)}/${encodeURIComponent(body.sessionId)}`;
+  }
 
   let target;
   let loading;
@@ -158,14 +175,15 @@ export function createSessionView() {
     // The latest turn's trace (tracing on), linked to the tracing UI when AGENTBUS_TRACE_URL says where.
     const trace = traces.at(-1);
     const traceId = trace ? h('code', { class: 'trace-id', title: `trace of turn ${trace.turnId}` }, trace.traceId) : null;
-    meta.replaceChildren(
+    // replaceChildren would write an absent part (null) as the text "null".
+    meta.replaceChildren(...[
       h('span', {}, h('b', {}, turns), ` turn${turns === 1 ? '' : 's'}`),
       h('span', {}, h('b', {}, events.length), ' events'),
       h('span', {}, h('b', {}, usage), ' tokens'),
       h('span', {}, h('b', {}, money(cost))),
       meta.dataset.node || created ? h('span', {}, 'node ', h('b', {}, meta.dataset.node || created.data.createdBy)) : null,
       trace ? h('span', { class: 'trace' }, 'trace ', traceUrl ? h('a', { href: traceUrl.replaceAll('{traceId}', trace.traceId), target: '_blank', rel: 'noopener' }, traceId) : traceId) : null,
-    );
+    ].filter((part) => part !== null));
     renderAgentTree(agentTree, target, events);
   }
 

@@ -5,15 +5,16 @@ import { clock, describe, h, kindOf } from './format.js';
 const TYPE_GROUPS = [
   ['user.message', true], ['assistant.message', true], ['tool.use', true], ['tool.result', true],
   ['approval.requested', true], ['approval.decided', true], ['summary.created', true], ['turn.ended', true],
-  ['session.created', true], ['state', true], ['progress', false], ['tool.progress', false], ['retry', true], ['error', true],
+  ['session.created', true], ['session.forked', true], ['state', true], ['progress', false], ['tool.progress', false], ['retry', true], ['error', true],
 ];
 const MAX_ROWS = 3000;
 
 /**
  * `events()` gives the session's events in order; `cutoff()` the replay position's time (rows after it are
- * dimmed), undefined when following live; `onSelect(id)` hears a click on a row.
+ * dimmed), undefined when following live; `onSelect(id)` hears a click on a row; `onFork(event)` a click on a logged
+ * event's "fork" button (fork the session at that event's `seq`).
  */
-export function createTimeline({ element, filters, groupSteps, events, cutoff, onSelect }) {
+export function createTimeline({ element, filters, groupSteps, events, cutoff, onSelect, onFork }) {
   const shown = new Map(TYPE_GROUPS);
   let selected;
   let rendered = 0;
@@ -41,7 +42,13 @@ export function createTimeline({ element, filters, groupSteps, events, cutoff, o
     h('span', { class: 'time' }, clock(event.ts)),
     h('span', { class: 'step' }, event.step ? `#${event.step}` : ''),
     h('span', { class: 'type', 'data-kind': kindOf(event.type) }, event.type === 'state' ? `state:${event.data.machine}` : event.type),
-    h('span', { class: 'summary', title: describe(event) }, describe(event)));
+    h('span', { class: 'summary', title: describe(event) }, describe(event)),
+    // Only logged events have a sequence to fork at; live ones (state, progress, deltas) do not.
+    event.seq === undefined || !onFork ? h('span') : h('button', {
+      type: 'button', class: 'fork', 'data-fork-seq': event.seq, title: `fork this session at seq ${event.seq}: a new session whose history ends here`,
+      'aria-label': `fork at seq ${event.seq}`,
+      onclick: (click) => { click.stopPropagation(); onFork(event); },
+    }, 'fork'));
   }
 
   function visible() {

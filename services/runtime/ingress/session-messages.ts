@@ -4,13 +4,14 @@ import { AgentbusError, ErrorCode, LogConflictError, SessionDeletedError, toErro
 import type { Logger } from '../../../src/logging.ts';
 import type { RefusalLog } from '../../../src/refusal-log.ts';
 import { traceContextOfHeaders } from '../../../src/telemetry/index.ts';
-import { SessionVerb, contentTypeOf, decodeApprove, decodeCancel, decodeDelete, decodePrompt, decodeSteer } from '../../../src/protocol/index.ts';
-import type { Codec, CommandReply, DeleteReply, PromptReply, Subjects } from '../../../src/protocol/index.ts';
+import { SessionVerb, contentTypeOf, decodeApprove, decodeCancel, decodeDelete, decodeFork, decodePrompt, decodeSteer } from '../../../src/protocol/index.ts';
+import type { Codec, CommandReply, DeleteReply, ForkReply, PromptReply, Subjects } from '../../../src/protocol/index.ts';
 import type { RuntimeConfig } from '../config.ts';
 import type { SessionLeases } from '../node/leases.ts';
 import type { HostedSessions } from '../sessions/hosted-sessions.ts';
 import type { LivePublisher } from '../sessions/live-publisher.ts';
 import type { SessionDeleter } from '../sessions/session-delete.ts';
+import type { SessionForker } from '../sessions/session-fork.ts';
 import type { CommandResult, SessionHost } from '../sessions/session-host.ts';
 import type { RuntimeTombstones } from '../sessions/tombstones.ts';
 import { promptBytes } from './admission.ts';
@@ -44,6 +45,7 @@ export interface SessionMessageDeps {
   readonly leases: SessionLeases;
   readonly sessions: HostedSessions;
   readonly deleter: SessionDeleter;
+  readonly forker: SessionForker;
   readonly tombstones: RuntimeTombstones;
   readonly log: Pick<SessionLog, 'lastSeq'>;
   readonly live: LivePublisher;
@@ -69,7 +71,7 @@ export function createSessionMessageHandler(deps: SessionMessageDeps): SessionMe
   // Messages of each session being handled now (past the lease claim): a delete waits for none.
   const inFlight = new Map<string, number>();
 
-  function reply(message: SessionMessage, body: PromptReply | CommandReply | DeleteReply) {
+  function reply(message: SessionMessage, body: PromptReply | CommandReply | DeleteReply | ForkReply) {
     if (message.reply) message.respond(codec.encode(body), { headers: msgpackHeaders() });
   }
 
@@ -176,6 +178,14 @@ export function createSessionMessageHandler(deps: SessionMessageDeps): SessionMe
           decodeDelete(codec, message.data, contentType);
           const { purged, alreadyDeleted } = await deleter.delete(tenant, sessionId);
           reply(message, alreadyDeleted ? { ok: true, purged, alreadyDeleted } : { ok: true, purged });
+          break;
+        }
+        case SessionVerb.fork: {
+          // Acted on by the source's lease holder (one node), which only reads the source: it is not hosted for it.
+          const forked = await deps.forker.fork(tenant, sessionId, decodeFork(codec, message.data, contentType));
+          // Released unless this node hosts the source or handles another message of it now (a prompt opening it).
+          if (!sessions.has(tenant, sessionId) && inFlight.get(key) === 1) await leases.release(tenant, sessionId);
+          reply(message, { ok: true, sessionId: forked.sessionId, atSeq: forked.atSeq });
           break;
         }
       }

@@ -1,6 +1,7 @@
 import { createActor } from 'xstate';
 import type { Actor } from 'xstate';
 import type { SessionLog } from '../../../src/bus/session-log.ts';
+import { readSessionHistory } from '../../../src/bus/session-lineage.ts';
 import { AgentbusError } from '../../../src/errors.ts';
 import { ErrorCode, LiveEventType, LogEventType, TurnEndReason } from '../../../src/protocol/index.ts';
 import type { Approve, EnvelopeFactory, ErrorData, EventDataMap, LogEvent, Prompt, TraceContext } from '../../../src/protocol/index.ts';
@@ -81,11 +82,12 @@ const noActiveTurn = (sessionId: string): CommandResult => ({
 
 /**
  * Opens a session on this node: reads its log back and resumes turns the log holds without a `turn.ended`
- * (completed tool calls are not run again). A session with nothing logged yet gets its `session.created`
+ * (completed tool calls are not run again); a fork's history is read through its parents first. A session with nothing logged yet gets its `session.created`
  * with its first prompt, the two appended as one pipelined group (see {@link SessionHost.prompt}).
  */
 export async function openSession(deps: SessionHostDeps, tenant: string, sessionId: string, options: { signal?: AbortSignal; lastSeq?: Promise<number> } = {}): Promise<SessionHost> {
-  const { events, lastSeq } = await deps.log.read(tenant, sessionId, { ...(options.signal ? { signal: options.signal } : {}), ...(options.lastSeq ? { last: options.lastSeq } : {}) });
+  // A fork's history starts with its parents' (read by reference, see `readSessionHistory`); its writer expects its own last sequence.
+  const { events, lastSeq } = await readSessionHistory(deps.log, tenant, sessionId, { ...(options.signal ? { signal: options.signal } : {}), ...(options.lastSeq ? { last: options.lastSeq } : {}) });
   const transcript = createTranscript(events, deps.tokens);
   const guard = deps.writeGuard;
   const writer = createSessionWriter({
