@@ -11,6 +11,18 @@ import type { TestNatsServer } from '../helpers/nats-server.ts';
 import { startServiceProcess } from '../helpers/service-process.ts';
 import type { ServiceProcess } from '../helpers/service-process.ts';
 import { collectEvents, requestJson } from '../helpers/stack.ts';
+import { Kvm } from '@nats-io/kv';
+import { jetstream } from '@nats-io/jetstream';
+import { createSessionLog } from '../../src/bus/session-log.ts';
+import { createCodec, createSubjects } from '../../src/protocol/index.ts';
+
+const codec = createCodec();
+
+/** A session's whole log, read back from the stream. */
+async function readLog(sessionId: string): Promise<AgentEvent[]> {
+  const log = createSessionLog({ nc: client, js: jetstream(client), subjects: createSubjects('agentbus'), codec, stream: 'AGENTBUS_LOG' });
+  return (await log.read('acme', sessionId)).events as AgentEvent[];
+}
 
 // Agents calling agents with every part a real process: a real nats-server, two runtime nodes and the scripted
 // provider, whose script gives each model its own answers (`models`): the calling sessions run as `scripted:boss…`,
@@ -21,6 +33,7 @@ const PROFILES = {
   profiles: [
     { tenant: 'acme', name: 'researcher', description: 'Finds facts.', systemPrompt: 'You research.', model: 'scripted:researcher', tools: [], maxSteps: 5, maxCost: 1 },
     { tenant: 'acme', name: 'slow', description: 'Takes its time.', model: 'scripted:slow', tools: [] },
+    { tenant: 'acme', name: 'slowfail', description: 'Outlives its caller.', model: 'scripted:slowfail', tools: [] },
     { tenant: 'acme', name: 'writer', description: 'Writes the answer.', systemPrompt: 'You write.', model: 'scripted:writer', tools: [] },
   ],
 };
@@ -33,6 +46,8 @@ const SCRIPT = {
     bossslow: [{ toolCalls: [{ name: 'agent__slow', args: { task: 'Take your time.' } }] }, { text: 'never reached' }],
     slow: [{ text: 'one two three four five six seven eight nine ten eleven twelve', chunkSize: 4, delayMs: 1500 }],
     bossbudget: [{ toolCalls: [{ name: 'agent__researcher', args: { task: 'Costly research.' } }], cost: 0.04 }, { text: 'never reached' }],
+    bossfail: [{ toolCalls: [{ name: 'agent__slowfail', args: { task: 'Outlive your caller.' } }] }, { text: 'Collected after the failover.' }],
+    slowfail: [{ text: 'a b c d e f g h i j k l m n o p', chunkSize: 2, delayMs: 700 }],
     front: [{ toolCalls: [{ name: 'handoff__writer', args: { reason: 'writing is its job' } }] }, { text: 'front again' }],
     writer: [{ text: 'The writer answers.' }],
   },
@@ -42,6 +57,7 @@ let server: TestNatsServer;
 let client: NatsConnection;
 let dir: string;
 const processes: ServiceProcess[] = [];
+const nodesById = new Map<string, ServiceProcess>();
 
 type Collected = ReturnType<typeof collectEvents>;
 const of = (events: readonly AgentEvent[], sessionId: string, type: string) => events.filter((event) => event.sessionId === sessionId && event.type === type);
@@ -60,9 +76,17 @@ beforeAll(async () => {
   const provider = startServiceProcess('services/provider/main.ts', { NATS_URL: server.url, AGENTBUS_SCRIPT: script });
   processes.push(provider);
   await provider.waitFor('provider service started', 90_000);
-  const nodes = ['agents-a', 'agents-b'].map((node) =>
-    startServiceProcess('services/runtime/main.ts', { NATS_URL: server.url, AGENTBUS_NODE_ID: node, AGENTBUS_MODEL: 'scripted:default', AGENTBUS_PROFILES: JSON.stringify(PROFILES) }),
-  );
+  const nodes = ['agents-a', 'agents-b'].map((node) => {
+    const started = startServiceProcess('services/runtime/main.ts', {
+      NATS_URL: server.url,
+      AGENTBUS_NODE_ID: node,
+      AGENTBUS_MODEL: 'scripted:default',
+      AGENTBUS_PROFILES: JSON.stringify(PROFILES),
+      AGENTBUS_LEASE_TTL_MS: '3000',
+    });
+    nodesById.set(node, started);
+    return started;
+  });
   processes.push(...nodes);
   await Promise.all(nodes.map((node) => node.waitFor('runtime started', 90_000)));
 }, 200_000);
@@ -163,4 +187,28 @@ describe('agents calling agents (two runtime nodes, the scripted provider)', () 
       events.stop();
     }
   });
+
+  // Last: it kills a node.
+  it("survives the caller's node dying: the child runs on, and the caller, resumed on the other node, collects the child's answer instead of starting a second child", async () => {
+    const events = watchAcme();
+    try {
+      expect(await requestJson(client, 'agentbus.acme.sessions.boss-fail.prompt', { text: 'Call a slow agent.', model: 'scripted:bossfail' }, 15_000)).toMatchObject({ accepted: true });
+      await events.until((seen) => seen.some((event) => event.type === 'assistant.delta' && event.sessionId !== 'boss-fail'), 30_000);
+      const child = childSessionId((of(events.events, 'boss-fail', 'tool.use')[0]!.data as { effectId: string }).effectId);
+      const lease = await (await new Kvm(client).open('AGENTBUS_LEASES')).get('acme.boss-fail');
+      const holder = (codec.decode(lease!.value) as { node: string }).node;
+      await nodesById.get(holder)!.stop('SIGKILL');
+      await events.until((seen) => of(seen, 'boss-fail', 'turn.ended').length > 0, 60_000);
+      expect(of(events.events, 'boss-fail', 'turn.ended')[0]!.data).toMatchObject({ reason: 'yielded', text: 'Collected after the failover.' });
+      const results = of(events.events, 'boss-fail', 'tool.result');
+      expect(results).toHaveLength(1);
+      expect(results[0]!.data).toMatchObject({ name: 'agent__slowfail', isError: false, child: { sessionId: child } });
+      // One child turn, prompted once: the resumed caller found it by its effectId.
+      const childLog = await readLog(child);
+      expect(childLog.filter((event) => event.type === 'user.message')).toHaveLength(1);
+      expect(childLog.filter((event) => event.type === 'turn.ended')).toHaveLength(1);
+    } finally {
+      events.stop();
+    }
+  }, 90_000);
 });
