@@ -188,6 +188,23 @@ describe('agents calling agents (two runtime nodes, the scripted provider)', () 
     }
   });
 
+  it("prepares a profile's turn with its system prompt, model and tools allow-list, and offers a plain session the tenant's agent tools", async () => {
+    const events = watchAcme();
+    try {
+      expect(await requestJson(client, 'agentbus.acme.sessions.dry-1.prompt', { text: 'Plan it.', profile: 'researcher', dryRun: true }, 15_000)).toMatchObject({ accepted: true });
+      expect(await requestJson(client, 'agentbus.acme.sessions.dry-2.prompt', { text: 'Plan it.', dryRun: true }, 15_000)).toMatchObject({ accepted: true });
+      await events.until((seen) => of(seen, 'dry-1', 'request.prepared').length > 0 && of(seen, 'dry-2', 'request.prepared').length > 0, 20_000);
+      const asProfile = of(events.events, 'dry-1', 'request.prepared')[0]!.data as { model: string; messages: Array<{ role: string; content: string }>; tools: Array<{ name: string }>; maxSteps: number };
+      expect(asProfile).toMatchObject({ model: 'scripted:researcher', maxSteps: 5, tools: [] });
+      expect(asProfile.messages[0]).toEqual({ role: 'system', content: 'You research.' });
+      const plain = of(events.events, 'dry-2', 'request.prepared')[0]!.data as { tools: Array<{ name: string; parameters: unknown }> };
+      expect(plain.tools.map((tool) => tool.name)).toEqual(expect.arrayContaining(['agent__researcher', 'handoff__researcher', 'agent__writer', 'handoff__writer']));
+      expect(plain.tools.find((tool) => tool.name === 'agent__researcher')?.parameters).toMatchObject({ required: ['task'] });
+    } finally {
+      events.stop();
+    }
+  });
+
   // Last: it kills a node.
   it("survives the caller's node dying: the child runs on, and the caller, resumed on the other node, collects the child's answer instead of starting a second child", async () => {
     const events = watchAcme();
