@@ -47,6 +47,7 @@ const SCRIPT = {
     slow: [{ text: 'one two three four five six seven eight nine ten eleven twelve', chunkSize: 4, delayMs: 1500 }],
     bossbudget: [{ toolCalls: [{ name: 'agent__researcher', args: { task: 'Costly research.' } }], cost: 0.04 }, { text: 'never reached' }],
     bossfail: [{ toolCalls: [{ name: 'agent__slowfail', args: { task: 'Outlive your caller.' } }] }, { text: 'Collected after the failover.' }],
+    bossdrain: [{ toolCalls: [{ name: 'agent__slowfail', args: { task: 'Outlive a drain.' } }] }, { text: 'Collected after the drain.' }],
     slowfail: [{ text: 'a b c d e f g h i j k l m n o p', chunkSize: 2, delayMs: 700 }],
     front: [{ toolCalls: [{ name: 'handoff__writer', args: { reason: 'writing is its job' } }] }, { text: 'front again' }],
     writer: [{ text: 'The writer answers.' }],
@@ -76,7 +77,7 @@ beforeAll(async () => {
   const provider = startServiceProcess('services/provider/main.ts', { NATS_URL: server.url, AGENTBUS_SCRIPT: script });
   processes.push(provider);
   await provider.waitFor('provider service started', 90_000);
-  const nodes = ['agents-a', 'agents-b'].map((node) => {
+  const nodes = ['agents-a', 'agents-b', 'agents-c'].map((node) => {
     const started = startServiceProcess('services/runtime/main.ts', {
       NATS_URL: server.url,
       AGENTBUS_NODE_ID: node,
@@ -194,10 +195,10 @@ describe('agents calling agents (two runtime nodes, the scripted provider)', () 
       expect(await requestJson(client, 'agentbus.acme.sessions.dry-1.prompt', { text: 'Plan it.', profile: 'researcher', dryRun: true }, 15_000)).toMatchObject({ accepted: true });
       expect(await requestJson(client, 'agentbus.acme.sessions.dry-2.prompt', { text: 'Plan it.', dryRun: true }, 15_000)).toMatchObject({ accepted: true });
       await events.until((seen) => of(seen, 'dry-1', 'request.prepared').length > 0 && of(seen, 'dry-2', 'request.prepared').length > 0, 20_000);
-      const asProfile = of(events.events, 'dry-1', 'request.prepared')[0]!.data as { model: string; messages: Array<{ role: string; content: string }>; tools: Array<{ name: string }>; maxSteps: number };
+      const asProfile = of(events.events, 'dry-1', 'request.prepared')[0]!.data as unknown as { model: string; messages: Array<{ role: string; content: string }>; tools: Array<{ name: string }>; maxSteps: number };
       expect(asProfile).toMatchObject({ model: 'scripted:researcher', maxSteps: 5, tools: [] });
       expect(asProfile.messages[0]).toEqual({ role: 'system', content: 'You research.' });
-      const plain = of(events.events, 'dry-2', 'request.prepared')[0]!.data as { tools: Array<{ name: string; parameters: unknown }> };
+      const plain = of(events.events, 'dry-2', 'request.prepared')[0]!.data as unknown as { tools: Array<{ name: string; parameters: unknown }> };
       expect(plain.tools.map((tool) => tool.name)).toEqual(expect.arrayContaining(['agent__researcher', 'handoff__researcher', 'agent__writer', 'handoff__writer']));
       expect(plain.tools.find((tool) => tool.name === 'agent__researcher')?.parameters).toMatchObject({ required: ['task'] });
     } finally {
@@ -205,7 +206,28 @@ describe('agents calling agents (two runtime nodes, the scripted provider)', () 
     }
   });
 
-  // Last: it kills a node.
+  // The last two stop a node each.
+  it("survives the caller's node draining (SIGTERM): the child is not cancelled, and the caller resumed elsewhere collects its answer", async () => {
+    const events = watchAcme();
+    try {
+      expect(await requestJson(client, 'agentbus.acme.sessions.boss-drain.prompt', { text: 'Call a slow agent.', model: 'scripted:bossdrain' }, 15_000)).toMatchObject({ accepted: true });
+      await events.until((seen) => seen.some((event) => event.type === 'assistant.delta' && event.sessionId !== 'boss-drain'), 30_000);
+      const child = childSessionId((of(events.events, 'boss-drain', 'tool.use')[0]!.data as { effectId: string }).effectId);
+      const lease = await (await new Kvm(client).open('AGENTBUS_LEASES')).get('acme.boss-drain');
+      const holder = (codec.decode(lease!.value) as { node: string }).node;
+      await nodesById.get(holder)!.stop('SIGTERM');
+      nodesById.delete(holder);
+      await events.until((seen) => of(seen, 'boss-drain', 'turn.ended').length > 0, 60_000);
+      expect(of(events.events, 'boss-drain', 'turn.ended')[0]!.data).toMatchObject({ reason: 'yielded', text: 'Collected after the drain.' });
+      expect(of(events.events, 'boss-drain', 'tool.result')[0]!.data).toMatchObject({ isError: false, child: { sessionId: child } });
+      const childLog = await readLog(child);
+      expect(childLog.filter((event) => event.type === 'user.message')).toHaveLength(1);
+      expect(childLog.filter((event) => event.type === 'turn.ended').map((event) => (event.data as { reason: string }).reason)).toEqual(['yielded']);
+    } finally {
+      events.stop();
+    }
+  }, 90_000);
+
   it("survives the caller's node dying: the child runs on, and the caller, resumed on the other node, collects the child's answer instead of starting a second child", async () => {
     const events = watchAcme();
     try {

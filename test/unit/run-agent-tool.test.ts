@@ -5,6 +5,7 @@ import { DEFAULT_RUNTIME_CONFIG } from '../../services/runtime/index.ts';
 import type { AgentCallRequest, AgentCaller } from '../../services/runtime/agents/agent-calls.ts';
 import { parseProfiles } from '../../services/runtime/agents/profiles.ts';
 import { MAX_AGENT_DEPTH, runAgentTool } from '../../services/runtime/agents/run-agent-tool.ts';
+import { cancelOpenAgentCalls } from '../../services/runtime/agents/step-profile.ts';
 import type { SessionServices } from '../../services/runtime/turn/session-services.ts';
 
 // runAgentTool with in-process fakes that record what they are asked: a caller that answers at once, a writer that
@@ -22,23 +23,29 @@ const at = { tenant: 'acme', sessionId: 'boss', turnId: 't1', step: 1 };
 
 function fakes(events: readonly LogEvent[]) {
   const calls: AgentCallRequest[] = [];
+  const cancelled: string[] = [];
   const appended: Array<{ type: string; data: unknown }> = [];
   const caller: AgentCaller = {
     call: async (request) => {
       calls.push(request);
       return { output: 'child answer', child: { sessionId: 'sub-x', turnId: 'ct' }, usage: ZERO_USAGE, cost: 0.1 };
     },
+    cancel: (_tenant, effectId) => void cancelled.push(effectId),
   };
   const services = {
     tenant: 'acme',
     sessionId: 'boss',
     agents: { profiles, caller },
-    transcript: { events, turnEvents: (turnId: string) => events.filter((event) => event.turnId === turnId) },
+    transcript: {
+      events,
+      turnEvents: (turnId: string) => events.filter((event) => event.turnId === turnId),
+      openCalls: (turnId: string) => events.filter((event) => event.turnId === turnId && event.type === LogEventType.toolUse).map((event) => ({ id: (event.data as { toolCallId: string }).toolCallId, name: (event.data as { name: string }).name, args: {} })),
+    },
     writer: { append: async (type: string, _scope: unknown, data: unknown) => void appended.push({ type, data }) },
     config: DEFAULT_RUNTIME_CONFIG,
     now: () => 10_000,
   } as unknown as SessionServices;
-  return { services, calls, appended };
+  return { services, calls, appended, cancelled };
 }
 
 const started = (maxCost?: number) =>
@@ -79,5 +86,17 @@ describe('runAgentTool', () => {
     expect(result.error).toBeUndefined();
     expect(appended).toEqual([{ type: 'turn.handoff', data: { toolCallId: 'call_0', to: 'researcher' } }]);
     expect(calls).toEqual([]);
+  });
+});
+
+describe('cancelOpenAgentCalls', () => {
+  it("cancels the child of each agent call the ending turn leaves open, by its effectId, and nothing else", () => {
+    const use = (toolCallId: string, name: string, effectId: string) => ({ ...envelopes.create(LogEventType.toolUse, at, { toolCallId, effectId, name, args: {}, tier: 'side_effecting' }), seq: 5 }) as LogEvent;
+    const { services, cancelled } = fakes([created(), started(), use('c1', 'agent__researcher', 'eff-1'), use('c2', 'read_file', 'eff-2')]);
+    cancelOpenAgentCalls(services, 't1', 'the calling turn ended cancelled');
+    expect(cancelled).toEqual(['eff-1']);
+    const none = fakes([created(), started()]);
+    cancelOpenAgentCalls(none.services, 't1', 'x');
+    expect(none.cancelled).toEqual([]);
   });
 });

@@ -65,6 +65,7 @@ export async function runAgentTool(services: SessionServices, call: AgentToolCal
     );
   } catch (err) {
     if (signal.aborted || !timeout.aborted) throw err;
+    agents.caller.cancel(tenant, call.effectId, `the calling turn gave up on it after ${waitMs} ms`);
     return failure(ErrorCode.timeout, `the agent "${profile.name}" did not end its turn within ${waitMs} ms`);
   }
 }
