@@ -52,7 +52,7 @@ const started = (maxCost?: number) =>
   ({ ...envelopes.create(LogEventType.turnStarted, at, { model: 'scripted:boss', maxSteps: 8, ...(maxCost === undefined ? {} : { maxCost }), deadline: 900_000, finalAnswer: true }), seq: 2 }) as LogEvent;
 const created = (depth?: number) =>
   ({ ...envelopes.create(LogEventType.sessionCreated, { tenant: 'acme', sessionId: 'boss' }, { createdBy: 'n', ...(depth === undefined ? {} : { parent: { sessionId: 'up', turnId: 'u', toolCallId: 'c', effectId: 'e', depth } }) }), seq: 1 }) as LogEvent;
-const call = { turnId: 't1', step: 1, toolCallId: 'call_0', effectId: 'boss:t1:1:call_0', args: { task: 'look' }, timeoutMs: 60_000 };
+const call = { turnId: 't1', step: 1, toolCallId: 'call_0', effectId: 'boss:t1:1:call_0', args: { task: 'look' } };
 const signal = new AbortController().signal;
 
 describe('runAgentTool', () => {

@@ -16,8 +16,6 @@ export interface AgentToolCall {
   readonly toolCallId: string;
   readonly effectId: string;
   readonly args: unknown;
-  /** How long the caller waits past the child's own deadline before it gives up on it. */
-  readonly timeoutMs: number;
 }
 
 /** How deep agent calls nest: a child of a child of … at most this many sessions below the first caller. */

@@ -52,10 +52,10 @@ async function runTool(services: SessionServices, input: ExecuteToolsInput, call
   let settled: HookedResult;
   let scrubbedBy: 'worker' | undefined;
   let agentCall: AgentToolResult | undefined;
-  const agentTool = info && !hooked.blocked && !(decision && !decision.approved) ? agentToolOf(call.name) : undefined;
-  if (agentTool && info) {
+  const agentTool = info !== undefined && !hooked.blocked && !(decision && !decision.approved) ? agentToolOf(call.name) : undefined;
+  if (agentTool) {
     // An agent profile's tool: a child session (agent__) or a handoff, run by the runtime itself.
-    agentCall = await runAgentTool(services, { ...input, toolCallId: call.id, effectId, args: hooked.args, timeoutMs: info.timeoutMs }, agentTool, signal);
+    agentCall = await runAgentTool(services, { turnId: input.turnId, step: input.step, toolCallId: call.id, effectId, args: hooked.args }, agentTool, signal);
     settled = agentCall.error ? { output: agentCall.output, error: agentCall.error } : { output: agentCall.output };
   } else if (decision && !decision.approved) {
     settled = failed({ code: ErrorCode.denied, message: `approval denied${decision.reason ? `: ${decision.reason}` : ''}`, retryable: false });
