@@ -70,6 +70,7 @@ const toolUse = z.object({
   blockedBy: z.string().optional(),
   argsFinal: z.boolean().optional(),
   argsRedacted: z.boolean().optional(),
+  childSessionId: z.string().optional(),
 });
 
 const toolResult = z.object({

@@ -107,6 +107,7 @@ describe('agents calling agents (two runtime nodes, the scripted provider)', () 
       await events.until((seen) => of(seen, 'boss-1', 'turn.ended').length > 0, 30_000);
       const use = of(events.events, 'boss-1', 'tool.use')[0]!;
       const child = childSessionId((use.data as { effectId: string }).effectId);
+      expect(use.data).toMatchObject({ name: 'agent__researcher', childSessionId: child });
       const result = of(events.events, 'boss-1', 'tool.result')[0]!;
       expect(result.data).toMatchObject({ name: 'agent__researcher', output: 'The answer is 42.', isError: false, child: { sessionId: child }, cost: 0.02 });
       const created = of(events.events, child, 'session.created')[0]!;
