@@ -181,6 +181,8 @@ export interface EventDataMap {
     readonly argsFinal?: boolean;
     /** True when `args` held a secret and are logged scrubbed; the worker got the real ones. Absent otherwise. */
     readonly argsRedacted?: boolean;
+    /** An agent call (`agent__<name>`): the child session it runs in (derived from `effectId`). */
+    readonly childSessionId?: string;
   };
   'tool.result': {
     readonly toolCallId: string;

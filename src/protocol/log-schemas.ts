@@ -9,7 +9,7 @@ import { traceContextSchema } from './trace-context.ts';
 // still reads. Every bound here must also hold for what the runtime itself writes: ids inside `data` come
 // from providers and may be any string, `durationMs` comes from a wall clock that may step back.
 
-const parentCall = z.object({ sessionId: z.string(), turnId: z.string(), toolCallId: z.string(), effectId: z.string() });
+const parentCall = z.object({ sessionId: z.string(), turnId: z.string(), toolCallId: z.string(), effectId: z.string(), depth: z.int().positive().optional() });
 
 const sessionCreated = z.object({ createdBy: z.string(), parent: parentCall.optional() });
 
@@ -79,6 +79,7 @@ const toolUse = z.object({
   blockedBy: z.string().optional(),
   argsFinal: z.boolean().optional(),
   argsRedacted: z.boolean().optional(),
+  childSessionId: z.string().optional(),
 });
 
 const toolResult = z.object({

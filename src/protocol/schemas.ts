@@ -51,6 +51,8 @@ export const parentCallSchema = z.strictObject({
   turnId: z.string().min(1).max(256),
   toolCallId: z.string().min(1).max(256),
   effectId: z.string().min(1).max(1024),
+  /** How deep the child is: 1 for a child of a session no agent call started, and so on. */
+  depth: z.int().min(1).max(64).optional(),
 });
 /** The call that started a child session. */
 export type ParentCall = z.infer<typeof parentCallSchema>;

@@ -11,6 +11,18 @@ import type { TestNatsServer } from '../helpers/nats-server.ts';
 import { startServiceProcess } from '../helpers/service-process.ts';
 import type { ServiceProcess } from '../helpers/service-process.ts';
 import { collectEvents, requestJson } from '../helpers/stack.ts';
+import { Kvm } from '@nats-io/kv';
+import { jetstream } from '@nats-io/jetstream';
+import { createSessionLog } from '../../src/bus/session-log.ts';
+import { createCodec, createSubjects } from '../../src/protocol/index.ts';
+
+const codec = createCodec();
+
+/** A session's whole log, read back from the stream. */
+async function readLog(sessionId: string): Promise<AgentEvent[]> {
+  const log = createSessionLog({ nc: client, js: jetstream(client), subjects: createSubjects('agentbus'), codec, stream: 'AGENTBUS_LOG' });
+  return (await log.read('acme', sessionId)).events as AgentEvent[];
+}
 
 // Agents calling agents with every part a real process: a real nats-server, two runtime nodes and the scripted
 // provider, whose script gives each model its own answers (`models`): the calling sessions run as `scripted:boss…`,
@@ -21,6 +33,7 @@ const PROFILES = {
   profiles: [
     { tenant: 'acme', name: 'researcher', description: 'Finds facts.', systemPrompt: 'You research.', model: 'scripted:researcher', tools: [], maxSteps: 5, maxCost: 1 },
     { tenant: 'acme', name: 'slow', description: 'Takes its time.', model: 'scripted:slow', tools: [] },
+    { tenant: 'acme', name: 'slowfail', description: 'Outlives its caller.', model: 'scripted:slowfail', tools: [] },
     { tenant: 'acme', name: 'writer', description: 'Writes the answer.', systemPrompt: 'You write.', model: 'scripted:writer', tools: [] },
   ],
 };
@@ -33,6 +46,9 @@ const SCRIPT = {
     bossslow: [{ toolCalls: [{ name: 'agent__slow', args: { task: 'Take your time.' } }] }, { text: 'never reached' }],
     slow: [{ text: 'one two three four five six seven eight nine ten eleven twelve', chunkSize: 4, delayMs: 1500 }],
     bossbudget: [{ toolCalls: [{ name: 'agent__researcher', args: { task: 'Costly research.' } }], cost: 0.04 }, { text: 'never reached' }],
+    bossfail: [{ toolCalls: [{ name: 'agent__slowfail', args: { task: 'Outlive your caller.' } }] }, { text: 'Collected after the failover.' }],
+    bossdrain: [{ toolCalls: [{ name: 'agent__slowfail', args: { task: 'Outlive a drain.' } }] }, { text: 'Collected after the drain.' }],
+    slowfail: [{ text: 'a b c d e f g h i j k l m n o p', chunkSize: 2, delayMs: 700 }],
     front: [{ toolCalls: [{ name: 'handoff__writer', args: { reason: 'writing is its job' } }] }, { text: 'front again' }],
     writer: [{ text: 'The writer answers.' }],
   },
@@ -42,6 +58,7 @@ let server: TestNatsServer;
 let client: NatsConnection;
 let dir: string;
 const processes: ServiceProcess[] = [];
+const nodesById = new Map<string, ServiceProcess>();
 
 type Collected = ReturnType<typeof collectEvents>;
 const of = (events: readonly AgentEvent[], sessionId: string, type: string) => events.filter((event) => event.sessionId === sessionId && event.type === type);
@@ -60,9 +77,17 @@ beforeAll(async () => {
   const provider = startServiceProcess('services/provider/main.ts', { NATS_URL: server.url, AGENTBUS_SCRIPT: script });
   processes.push(provider);
   await provider.waitFor('provider service started', 90_000);
-  const nodes = ['agents-a', 'agents-b'].map((node) =>
-    startServiceProcess('services/runtime/main.ts', { NATS_URL: server.url, AGENTBUS_NODE_ID: node, AGENTBUS_MODEL: 'scripted:default', AGENTBUS_PROFILES: JSON.stringify(PROFILES) }),
-  );
+  const nodes = ['agents-a', 'agents-b', 'agents-c'].map((node) => {
+    const started = startServiceProcess('services/runtime/main.ts', {
+      NATS_URL: server.url,
+      AGENTBUS_NODE_ID: node,
+      AGENTBUS_MODEL: 'scripted:default',
+      AGENTBUS_PROFILES: JSON.stringify(PROFILES),
+      AGENTBUS_LEASE_TTL_MS: '3000',
+    });
+    nodesById.set(node, started);
+    return started;
+  });
   processes.push(...nodes);
   await Promise.all(nodes.map((node) => node.waitFor('runtime started', 90_000)));
 }, 200_000);
@@ -82,6 +107,7 @@ describe('agents calling agents (two runtime nodes, the scripted provider)', () 
       await events.until((seen) => of(seen, 'boss-1', 'turn.ended').length > 0, 30_000);
       const use = of(events.events, 'boss-1', 'tool.use')[0]!;
       const child = childSessionId((use.data as { effectId: string }).effectId);
+      expect(use.data).toMatchObject({ name: 'agent__researcher', childSessionId: child });
       const result = of(events.events, 'boss-1', 'tool.result')[0]!;
       expect(result.data).toMatchObject({ name: 'agent__researcher', output: 'The answer is 42.', isError: false, child: { sessionId: child }, cost: 0.02 });
       const created = of(events.events, child, 'session.created')[0]!;
@@ -163,4 +189,66 @@ describe('agents calling agents (two runtime nodes, the scripted provider)', () 
       events.stop();
     }
   });
+
+  it("prepares a profile's turn with its system prompt, model and tools allow-list, and offers a plain session the tenant's agent tools", async () => {
+    const events = watchAcme();
+    try {
+      expect(await requestJson(client, 'agentbus.acme.sessions.dry-1.prompt', { text: 'Plan it.', profile: 'researcher', dryRun: true }, 15_000)).toMatchObject({ accepted: true });
+      expect(await requestJson(client, 'agentbus.acme.sessions.dry-2.prompt', { text: 'Plan it.', dryRun: true }, 15_000)).toMatchObject({ accepted: true });
+      await events.until((seen) => of(seen, 'dry-1', 'request.prepared').length > 0 && of(seen, 'dry-2', 'request.prepared').length > 0, 20_000);
+      const asProfile = of(events.events, 'dry-1', 'request.prepared')[0]!.data as unknown as { model: string; messages: Array<{ role: string; content: string }>; tools: Array<{ name: string }>; maxSteps: number };
+      expect(asProfile).toMatchObject({ model: 'scripted:researcher', maxSteps: 5, tools: [] });
+      expect(asProfile.messages[0]).toEqual({ role: 'system', content: 'You research.' });
+      const plain = of(events.events, 'dry-2', 'request.prepared')[0]!.data as unknown as { tools: Array<{ name: string; parameters: unknown }> };
+      expect(plain.tools.map((tool) => tool.name)).toEqual(expect.arrayContaining(['agent__researcher', 'handoff__researcher', 'agent__writer', 'handoff__writer']));
+      expect(plain.tools.find((tool) => tool.name === 'agent__researcher')?.parameters).toMatchObject({ required: ['task'] });
+    } finally {
+      events.stop();
+    }
+  });
+
+  // The last two stop a node each.
+  it("survives the caller's node draining (SIGTERM): the child is not cancelled, and the caller resumed elsewhere collects its answer", async () => {
+    const events = watchAcme();
+    try {
+      expect(await requestJson(client, 'agentbus.acme.sessions.boss-drain.prompt', { text: 'Call a slow agent.', model: 'scripted:bossdrain' }, 15_000)).toMatchObject({ accepted: true });
+      await events.until((seen) => seen.some((event) => event.type === 'assistant.delta' && event.sessionId !== 'boss-drain'), 30_000);
+      const child = childSessionId((of(events.events, 'boss-drain', 'tool.use')[0]!.data as { effectId: string }).effectId);
+      const lease = await (await new Kvm(client).open('AGENTBUS_LEASES')).get('acme.boss-drain');
+      const holder = (codec.decode(lease!.value) as { node: string }).node;
+      await nodesById.get(holder)!.stop('SIGTERM');
+      nodesById.delete(holder);
+      await events.until((seen) => of(seen, 'boss-drain', 'turn.ended').length > 0, 60_000);
+      expect(of(events.events, 'boss-drain', 'turn.ended')[0]!.data).toMatchObject({ reason: 'yielded', text: 'Collected after the drain.' });
+      expect(of(events.events, 'boss-drain', 'tool.result')[0]!.data).toMatchObject({ isError: false, child: { sessionId: child } });
+      const childLog = await readLog(child);
+      expect(childLog.filter((event) => event.type === 'user.message')).toHaveLength(1);
+      expect(childLog.filter((event) => event.type === 'turn.ended').map((event) => (event.data as { reason: string }).reason)).toEqual(['yielded']);
+    } finally {
+      events.stop();
+    }
+  }, 90_000);
+
+  it("survives the caller's node dying: the child runs on, and the caller, resumed on the other node, collects the child's answer instead of starting a second child", async () => {
+    const events = watchAcme();
+    try {
+      expect(await requestJson(client, 'agentbus.acme.sessions.boss-fail.prompt', { text: 'Call a slow agent.', model: 'scripted:bossfail' }, 15_000)).toMatchObject({ accepted: true });
+      await events.until((seen) => seen.some((event) => event.type === 'assistant.delta' && event.sessionId !== 'boss-fail'), 30_000);
+      const child = childSessionId((of(events.events, 'boss-fail', 'tool.use')[0]!.data as { effectId: string }).effectId);
+      const lease = await (await new Kvm(client).open('AGENTBUS_LEASES')).get('acme.boss-fail');
+      const holder = (codec.decode(lease!.value) as { node: string }).node;
+      await nodesById.get(holder)!.stop('SIGKILL');
+      await events.until((seen) => of(seen, 'boss-fail', 'turn.ended').length > 0, 60_000);
+      expect(of(events.events, 'boss-fail', 'turn.ended')[0]!.data).toMatchObject({ reason: 'yielded', text: 'Collected after the failover.' });
+      const results = of(events.events, 'boss-fail', 'tool.result');
+      expect(results).toHaveLength(1);
+      expect(results[0]!.data).toMatchObject({ name: 'agent__slowfail', isError: false, child: { sessionId: child } });
+      // One child turn, prompted once: the resumed caller found it by its effectId.
+      const childLog = await readLog(child);
+      expect(childLog.filter((event) => event.type === 'user.message')).toHaveLength(1);
+      expect(childLog.filter((event) => event.type === 'turn.ended')).toHaveLength(1);
+    } finally {
+      events.stop();
+    }
+  }, 90_000);
 });

@@ -20,7 +20,7 @@ beforeAll(async () => {
       responses: [{ text: 'default' }],
       models: {
         boss: [{ toolCalls: [{ name: 'agent__researcher', args: { task: 'Look it up.' } }] }, { text: 'Relayed.' }],
-        researcher: [{ text: 'Found it.' }],
+        researcher: [{ text: 'Found it after a while of looking around.', chunkSize: 8, delayMs: 400 }],
       },
     },
     profiles: parseProfiles({ profiles: [{ tenant: 'acme', name: 'researcher', description: 'Finds facts.', model: 'scripted:researcher', tools: [] }] }),
@@ -43,11 +43,17 @@ describe('the agent tree on the session page', () => {
     await expect(page.locator('#agent-tree').isHidden()).resolves.toBe(true);
     const events = collectEvents(stack.client, 'acme', 'boss-tree');
     expect(await requestJson(stack.client, 'agentbus.acme.sessions.boss-tree.prompt', { text: 'Ask the researcher.', model: 'scripted:boss' })).toMatchObject({ accepted: true });
+    // While the child runs, the call is listed running and already linked to the child its tool.use names.
+    await events.until((seen) => seen.some((event) => event.type === 'tool.use'), 20_000);
+    const use = events.events.find((event) => event.type === 'tool.use');
+    const running = use?.type === 'tool.use' ? use.data.childSessionId : undefined;
+    expect(running).toMatch(/^sub-/);
+    await page.locator(`#agent-tree .agent-children li[data-outcome="running"] a[data-session="${running}"]`).waitFor({ timeout: 10_000 });
     await events.until((seen) => seen.some((event) => event.type === 'turn.ended'), 20_000);
     events.stop();
     const result = events.events.find((event) => event.type === 'tool.result');
     const child = result?.type === 'tool.result' ? result.data.child?.sessionId : undefined;
-    expect(child).toMatch(/^sub-/);
+    expect(child).toBe(running);
     const childLink = page.locator(`#agent-tree .agent-children li[data-outcome="answered"] a[data-session="${child}"]`);
     await childLink.waitFor({ timeout: 10_000 });
     await expect(childLink.getAttribute('href')).resolves.toBe(`#/session/acme/${child}`);

@@ -129,6 +129,7 @@ const written: Array<[string, LogEvent]> = [
   ['session.created of a child session (an agent call)', envelopes.create(LogEventType.sessionCreated, session, { createdBy: 'node-1', parent: { sessionId: 'boss', turnId: 't1', toolCallId: 'call_0', effectId: 'boss:t1:1:call_0' } })],
   ['user.message of a child session, run as a profile', envelopes.create(LogEventType.userMessage, step, { text: 'task', profile: 'researcher', parent: { sessionId: 'boss', turnId: 't1', toolCallId: 'call_0', effectId: 'e' } })],
   ['tool.result of an agent call (runAgentTool)', envelopes.create(LogEventType.toolResult, step, { toolCallId: 'call_0', name: 'agent__researcher', output: '42', isError: false, durationMs: 5, child: { sessionId: 'sub-x', turnId: 't9' }, usage, cost: 0.02 })],
+  ['tool.use of an agent call, naming its child (runTool)', envelopes.create(LogEventType.toolUse, step, { toolCallId: 'call_0', effectId: 'e', name: 'agent__researcher', args: { task: 't' }, tier: 'side_effecting', childSessionId: 'sub-x', argsFinal: true })],
   ['turn.handoff (runAgentTool)', envelopes.create(LogEventType.turnHandoff, step, { toolCallId: 'call_1', to: 'writer', from: 'front' })],
 ];
 

@@ -1,6 +1,6 @@
 // The agent tree of a session (agents calling agents): the call that started it, when it is a child session
-// (`session.created.data.parent`), and the child sessions its own agent calls started (`agent__<name>` calls: a
-// `tool.result` names its child; a call still running shows without a link until then). Handoffs are listed too.
+// (`session.created.data.parent`), and the child sessions its own agent calls started (`agent__<name>` calls: the
+// `tool.use` names the child as the call starts, so a running child is linked too). Handoffs are listed too.
 import { h } from './format.js';
 
 const sessionLink = (tenant, sessionId, text) => h('a', { href: `#/session/${tenant}/${sessionId}`, 'data-session': sessionId }, text ?? sessionId);
@@ -15,11 +15,11 @@ export function renderAgentTree(element, target, events) {
   const children = [];
   for (const event of events) {
     if (event.type === 'tool.use' && typeof event.data.name === 'string' && event.data.name.startsWith('agent__')) {
-      children.push({ toolCallId: event.data.toolCallId, turnId: event.turnId, profile: event.data.name.slice('agent__'.length), child: undefined, outcome: 'running' });
+      children.push({ toolCallId: event.data.toolCallId, turnId: event.turnId, profile: event.data.name.slice('agent__'.length), child: event.data.childSessionId, outcome: 'running' });
     } else if (event.type === 'tool.result' && typeof event.data.name === 'string' && event.data.name.startsWith('agent__')) {
       const call = children.findLast((known) => known.toolCallId === event.data.toolCallId && known.turnId === event.turnId);
       if (call) {
-        call.child = event.data.child?.sessionId;
+        call.child = event.data.child?.sessionId ?? call.child;
         call.outcome = event.data.isError ? (event.data.error?.code ?? 'error') : 'answered';
       }
     }

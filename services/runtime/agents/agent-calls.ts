@@ -36,9 +36,14 @@ export interface AgentCaller {
   /**
    * Starts (or, for a call already started, finds) the child session of the call and waits for its turn to end.
    * The child is prompted on its `prompt` subject, so whichever node ingress places it on runs it. An abort of
-   * `signal` sends the child's turn a `cancel` and rejects with the signal's reason.
+   * `signal` rejects with the signal's reason and leaves the child running (see `cancel`).
    */
   call(request: AgentCallRequest, options: { signal: AbortSignal }): Promise<AgentCallResult>;
+  /**
+   * Sends the child session of the call `effectId` a `cancel`. Not done on an abort of `call`: a caller's node that
+   * stops (a drain, a crash) leaves its child running, for the caller resumed elsewhere to collect.
+   */
+  cancel(tenant: string, effectId: string, reason: string): void;
 }
 
 const promptReplySchema = z.object({
@@ -141,15 +146,13 @@ export function createAgentCaller(options: AgentCallerOptions): AgentCaller {
     async call(call, { signal }) {
       const sessionId = childSessionId(call.parent.effectId);
       let turnId: string | undefined;
-      let prompted = false;
-      try {
+      {
         const found = await findStarted(call.tenant, sessionId, call.parent.effectId, signal);
         let lastSeq = found.lastSeq;
         let events: readonly LogEvent[] = found.events;
         if (found.turnId) turnId = found.turnId;
         else {
           try {
-            prompted = true;
             turnId = await prompt(call, sessionId, signal);
           } catch (err) {
             if (signal.aborted) throw err;
@@ -164,10 +167,8 @@ export function createAgentCaller(options: AgentCallerOptions): AgentCaller {
           events = read.events;
           lastSeq = read.lastSeq;
         }
-      } catch (err) {
-        if (signal.aborted && (prompted || turnId !== undefined)) cancelChild(call.tenant, sessionId, 'the calling turn was cancelled');
-        throw err;
       }
     },
+    cancel: (tenant, effectId, reason) => cancelChild(tenant, childSessionId(effectId), reason),
   };
 }

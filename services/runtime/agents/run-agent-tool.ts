@@ -16,9 +16,10 @@ export interface AgentToolCall {
   readonly toolCallId: string;
   readonly effectId: string;
   readonly args: unknown;
-  /** How long the caller waits past the child's own deadline before it gives up on it. */
-  readonly timeoutMs: number;
 }
+
+/** How deep agent calls nest: a child of a child of … at most this many sessions below the first caller. */
+export const MAX_AGENT_DEPTH = 4;
 
 /** Slack past the child's deadline: the child ends itself then, and its `turn.ended` has to be read back. */
 const DEADLINE_SLACK_MS = 30_000;
@@ -46,17 +47,23 @@ export async function runAgentTool(services: SessionServices, call: AgentToolCal
   }
   const task = typeof call.args === 'object' && call.args !== null ? (call.args as { task?: unknown }).task : undefined;
   if (typeof task !== 'string' || task.trim() === '') return failure(ErrorCode.invalidArguments, 'task: a non-empty string is required');
+  // Agents calling agents calling agents… end somewhere: a profile is never offered to itself, and a chain is at most
+  // MAX_AGENT_DEPTH sessions below the first caller.
+  const created = services.transcript.events.find((event) => event.type === LogEventType.sessionCreated);
+  const ownDepth = created?.type === LogEventType.sessionCreated && created.data.parent ? (created.data.parent.depth ?? 1) : 0;
+  if (ownDepth + 1 > MAX_AGENT_DEPTH) return failure(ErrorCode.budgetExceeded, `agent calls nest at most ${MAX_AGENT_DEPTH} deep; this session is ${ownDepth} deep`);
   const budget = childBudget(profile, turnBudget(turnEvents, call.step), services.now(), services.config.maxSteps, services.config.turnTimeoutMs);
   if (!budget) return failure(ErrorCode.budgetExceeded, 'the calling turn has no cost or time left to give an agent');
   const waitMs = budget.deadlineMs + DEADLINE_SLACK_MS;
   const timeout = AbortSignal.timeout(waitMs);
   try {
     return await agents.caller.call(
-      { tenant, profile, task, budget, parent: { sessionId, turnId: call.turnId, toolCallId: call.toolCallId, effectId: call.effectId } },
+      { tenant, profile, task, budget, parent: { sessionId, turnId: call.turnId, toolCallId: call.toolCallId, effectId: call.effectId, depth: ownDepth + 1 } },
       { signal: AbortSignal.any([signal, timeout]) },
     );
   } catch (err) {
     if (signal.aborted || !timeout.aborted) throw err;
+    agents.caller.cancel(tenant, call.effectId, `the calling turn gave up on it after ${waitMs} ms`);
     return failure(ErrorCode.timeout, `the agent "${profile.name}" did not end its turn within ${waitMs} ms`);
   }
 }

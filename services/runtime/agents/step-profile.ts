@@ -1,6 +1,7 @@
 import type { ToolInfo } from '../ports.ts';
 import type { SessionServices } from '../turn/session-services.ts';
-import { activeProfileName, agentTools, allowedBy } from './agent-tools.ts';
+import { LogEventType } from '../../../src/protocol/index.ts';
+import { activeProfileName, agentToolOf, agentTools, allowedBy } from './agent-tools.ts';
 import type { AgentCaller } from './agent-calls.ts';
 import type { AgentProfile, AgentProfiles } from './profiles.ts';
 
@@ -25,4 +26,21 @@ export function stepToolList(services: Pick<SessionServices, 'agents' | 'transcr
   if (!services.agents || turnId === undefined) return workerTools;
   const active = activeProfile(services, turnId);
   return [...workerTools.filter((tool) => allowedBy(active, tool.name)), ...agentTools(services.agents.profiles, services.tenant, active)];
+}
+
+/**
+ * Cancels the child sessions of the turn's agent calls still open as it ends (cancelled, past its deadline, failed):
+ * cancel flows from caller to child. A turn that merely stops on this node (a drain, a crash) does not end here, and
+ * its children run on for the caller resumed elsewhere.
+ */
+export function cancelOpenAgentCalls(services: Pick<SessionServices, 'agents' | 'transcript' | 'tenant' | 'logger'>, turnId: string, reason: string): void {
+  const { agents } = services;
+  if (!agents) return;
+  const open = new Set(services.transcript.openCalls(turnId).filter((call) => agentToolOf(call.name)?.kind === 'agent').map((call) => call.id));
+  if (open.size === 0) return;
+  for (const event of services.transcript.turnEvents(turnId)) {
+    if (event.type === LogEventType.toolUse && open.has(event.data.toolCallId) && event.data.blockedBy === undefined) {
+      agents.caller.cancel(services.tenant, event.data.effectId, reason);
+    }
+  }
 }

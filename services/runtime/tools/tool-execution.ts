@@ -2,7 +2,7 @@ import { fromPromise } from 'xstate';
 import { ErrorCode, LogEventType, SafetyTier, ZERO_USAGE, addUsage } from '../../../src/protocol/index.ts';
 import type { ErrorData } from '../../../src/protocol/index.ts';
 import type { ExecuteToolsInput, ExecuteToolsOutput, PlannedCall, RequestApprovalInput } from '../../../machines/index.ts';
-import { agentToolOf } from '../agents/agent-tools.ts';
+import { agentToolOf, childSessionId } from '../agents/agent-tools.ts';
 import { runAgentTool } from '../agents/run-agent-tool.ts';
 import type { AgentToolResult } from '../agents/run-agent-tool.ts';
 import type { ToolInfo } from '../ports.ts';
@@ -49,17 +49,19 @@ async function runTool(services: SessionServices, input: ExecuteToolsInput, call
   const hooked = await runBeforeHooks(services, { input, call, effectId, byName }, signal);
   // A blocked call is logged as such, so that a turn resumed from the log knows it never went out.
   const blockedBy = hooked.blockedBy === undefined ? {} : { blockedBy: hooked.blockedBy };
-  const use = { toolCallId: call.id, effectId, name: call.name, args: hooked.args, tier: call.tier, ...hooked.logged, ...blockedBy, argsFinal: true };
+  // An agent call names its child session up front (its id derives from the effectId), so watchers can follow it.
+  const child = agentToolOf(call.name)?.kind === 'agent' ? { childSessionId: childSessionId(effectId) } : {};
+  const use = { toolCallId: call.id, effectId, name: call.name, args: hooked.args, tier: call.tier, ...hooked.logged, ...blockedBy, ...child, argsFinal: true };
   await writer.append(LogEventType.toolUse, scope, use);
   const decision = input.decisions[call.id];
   const info = toolOf(services, call, byName);
   let settled: HookedResult;
   let scrubbedBy: 'worker' | undefined;
   let agentCall: AgentToolResult | undefined;
-  const agentTool = info && !hooked.blocked && !(decision && !decision.approved) ? agentToolOf(call.name) : undefined;
-  if (agentTool && info) {
+  const agentTool = info !== undefined && !hooked.blocked && !(decision && !decision.approved) ? agentToolOf(call.name) : undefined;
+  if (agentTool) {
     // An agent profile's tool: a child session (agent__) or a handoff, run by the runtime itself.
-    agentCall = await runAgentTool(services, { ...input, toolCallId: call.id, effectId, args: hooked.args, timeoutMs: info.timeoutMs }, agentTool, signal);
+    agentCall = await runAgentTool(services, { turnId: input.turnId, step: input.step, toolCallId: call.id, effectId, args: hooked.args }, agentTool, signal);
     settled = agentCall.error ? { output: agentCall.output, error: agentCall.error } : { output: agentCall.output };
   } else if (decision && !decision.approved) {
     settled = failed({ code: ErrorCode.denied, message: `approval denied${decision.reason ? `: ${decision.reason}` : ''}`, retryable: false });
@@ -92,8 +94,8 @@ async function runTool(services: SessionServices, input: ExecuteToolsInput, call
   };
   const { output, error, logged } = await runAfterHooks(services, hooked, settled, signal);
   const spent = agentCall?.cost === undefined ? {} : { cost: agentCall.cost, ...(agentCall.usage ? { usage: agentCall.usage } : {}) };
-  const child = agentCall?.child ? { child: agentCall.child } : {};
-  const result = { toolCallId: call.id, name: call.name, output, isError: error !== undefined, durationMs: services.now() - started, ...logged, ...child, ...spent };
+  const answered = agentCall?.child ? { child: agentCall.child } : {};
+  const result = { toolCallId: call.id, name: call.name, output, isError: error !== undefined, durationMs: services.now() - started, ...logged, ...answered, ...spent };
   // After a cancel, finishTurn closes the call; a late result must not be appended too. Results that
   // finish together are written as one pipelined group.
   await writer.appendUnless(LogEventType.toolResult, scope, error ? { ...result, error } : result, { unless: signal });

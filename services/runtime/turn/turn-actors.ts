@@ -10,6 +10,7 @@ import type { AnyActorSystem, SessionScope, StepActorDeps } from './session-scop
 import type { SessionServices } from './session-services.ts';
 import { createStreamActor } from './step-stream.ts';
 import { createToolActors } from '../tools/tool-execution.ts';
+import { cancelOpenAgentCalls } from '../agents/step-profile.ts';
 
 /** The session machine of a runtime, provided once, and how a session's actor finds its services. */
 export interface SessionLogic {
@@ -146,6 +147,8 @@ function createActors(scopeOf: StepActorDeps['scopeOf']) {
   /** Every tool call asked for and not answered gets a closing `tool.result`, then the turn its `turn.ended`. */
   async function closeTurn(services: SessionServices, { turn, output }: FinishTurnInput): Promise<void> {
     const { writer, transcript } = services;
+    // Agent calls left open: their child sessions are cancelled with the turn.
+    cancelOpenAgentCalls(services, turn.turnId, `the calling turn ended ${output.reason}`);
     await writer.exclusive(async (append) => {
       const closing: ErrorData =
         output.reason === TurnEndReason.cancelled
