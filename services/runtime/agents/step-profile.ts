@@ -5,11 +5,7 @@ import { activeProfileName, agentToolOf, agentTools, allowedBy } from './agent-t
 import type { AgentCaller } from './agent-calls.ts';
 import type { AgentProfile, AgentProfiles } from './profiles.ts';
 
-/** What a runtime knows of agent profiles: the tenants' profiles and how a call of one runs. */
-export interface AgentsPort {
-  readonly profiles: AgentProfiles;
-  readonly caller: AgentCaller;
-}
+export type { AgentsPort } from './agents-port.ts';
 
 /** The profile the turn `turnId` of a session runs as now (its prompt's, or the last handoff's), if any. */
 export function activeProfile(services: Pick<SessionServices, 'agents' | 'transcript' | 'tenant'>, turnId: string): AgentProfile | undefined {

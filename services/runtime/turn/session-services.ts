@@ -9,7 +9,7 @@ import type { MemoryPort } from '../context/recall.ts';
 import type { SessionWriter } from '../sessions/session-writer.ts';
 import type { ToolHooks } from '../tools/tool-hooks.ts';
 import type { Transcript } from '../sessions/transcript.ts';
-import type { AgentsPort } from '../agents/step-profile.ts';
+import type { AgentsPort } from '../agents/agents-port.ts';
 import type { OutputSchemaCompiler } from '../../../src/output-schema.ts';
 
 /** What the runtime shares with every session, and its actors use as they are. */
