@@ -48,6 +48,11 @@ export const ErrorCode = {
    * its provider calls not made until the limit resets. Not retryable before then.
    */
   spendLimitExceeded: 'spend_limit_exceeded',
+  /**
+   * A tool's reply saying the call needs an answer from the user before it can go on (`inputRequest` names the
+   * question): the runtime logs `tool.input_requested`, waits for the answer and makes the call again.
+   */
+  inputRequired: 'input_required',
   internal: 'internal',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];

@@ -33,6 +33,8 @@ export {
   steerSchema,
   cancelSchema,
   approveSchema,
+  inputAnswerSchema,
+  MAX_HUMAN_TEXT_CHARS,
   toolCallRequestSchema,
   toolCallReplySchema,
   cancelRequestSchema,
@@ -44,6 +46,7 @@ export type {
   Steer,
   Cancel,
   Approve,
+  InputAnswer,
   PromptReply,
   CommandReply,
   ToolCallRequest,
@@ -76,7 +79,7 @@ export type { TraceContext } from './trace-context.ts';
 export { liveEventSchema } from './live-schemas.ts';
 export { decodeSessionEvent } from './session-event.ts';
 export type { EventMessage } from './session-event.ts';
-export { decodePrompt, decodeSteer, decodeCancel, decodeApprove, decodeDelete } from './ingress.ts';
+export { decodePrompt, decodeSteer, decodeCancel, decodeApprove, decodeInput, decodeDelete } from './ingress.ts';
 export { ErrorCode, toErrorData, fromErrorData } from '../errors.ts';
 export type { ErrorData } from '../errors.ts';
 export { MemoryEventType, createMemorySubjects, memorySearchRequestSchema, sessionsListRequestSchema } from './memory.ts';

@@ -5,6 +5,8 @@ import type {
   CompactInput,
   CompactOutput,
   ExecuteToolsInput,
+  ExecuteToolsOutput,
+  HumanAnswer,
   PrepareInput,
   PrepareOutput,
   RequestApprovalInput,
@@ -26,8 +28,8 @@ export interface TurnScript {
   readonly prepare?: Implementation<PrepareInput, PrepareOutput>;
   readonly compact?: Implementation<CompactInput, CompactOutput | void>;
   readonly stream?: Implementation<StreamInput, StreamOutput>;
-  readonly executeTools?: Implementation<ExecuteToolsInput, void>;
-  readonly requestApproval?: Implementation<RequestApprovalInput, void>;
+  readonly executeTools?: Implementation<ExecuteToolsInput, ExecuteToolsOutput | void>;
+  readonly requestApproval?: Implementation<RequestApprovalInput, HumanAnswer | void>;
 }
 
 /** The fakes of the five turn actors, each recording its calls. */
@@ -125,15 +127,15 @@ function buildActors(script: TurnScript, calls: TurnFakes['calls'], log: string[
       log.push('stream');
       return script.stream ? script.stream(input, signal) : answer('hello');
     }),
-    executeTools: fromPromise<void, ExecuteToolsInput>(async ({ input, signal }) => {
+    executeTools: fromPromise<ExecuteToolsOutput | void, ExecuteToolsInput>(async ({ input, signal }) => {
       calls.executeTools.push({ input, signal });
       log.push(`executeTools:${input.calls.map((call) => call.id).join(',')}`);
-      if (script.executeTools) await script.executeTools(input, signal);
+      if (script.executeTools) return script.executeTools(input, signal);
     }),
-    requestApproval: fromPromise<void, RequestApprovalInput>(async ({ input, signal }) => {
+    requestApproval: fromPromise<HumanAnswer | void, RequestApprovalInput>(async ({ input, signal }) => {
       calls.requestApproval.push({ input, signal });
       log.push(`requestApproval:${input.call.id}`);
-      if (script.requestApproval) await script.requestApproval(input, signal);
+      if (script.requestApproval) return script.requestApproval(input, signal);
     }),
   };
 }

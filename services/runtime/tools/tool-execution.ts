@@ -1,7 +1,7 @@
 import { fromPromise } from 'xstate';
 import { ErrorCode, LogEventType, SafetyTier } from '../../../src/protocol/index.ts';
 import type { ErrorData } from '../../../src/protocol/index.ts';
-import type { ExecuteToolsInput, PlannedCall, RequestApprovalInput } from '../../../machines/index.ts';
+import type { ExecuteToolsInput, ExecuteToolsOutput, HumanAnswer, PlannedCall, RequestApprovalInput, SuspendedCall } from '../../../machines/index.ts';
 import type { ToolInfo } from '../ports.ts';
 import { stepTools } from '../turn/session-scope.ts';
 import { callToolWithRecovery } from './tool-call-attempts.ts';
@@ -9,6 +9,7 @@ import type { StepActorDeps } from '../turn/session-scope.ts';
 import type { SessionServices } from '../turn/session-services.ts';
 import { fitToolOutput, runAfterHooks, runBeforeHooks } from './tool-call-hooks.ts';
 import type { HookedResult } from './tool-hooks.ts';
+import { awaitHuman } from './human-wait.ts';
 
 /** The result of a call that failed: the error, and the output the model is shown for it. */
 function failed(error: ErrorData): HookedResult {
@@ -31,9 +32,15 @@ function toolOf(services: SessionServices, call: PlannedCall, byName: Map<string
  * Runs one planned call (or answers it with an error: denied, blocked by a before-hook, or a tool nobody serves),
  * with the deployment's tool hooks around it, and appends its `tool.use` and `tool.result`.
  */
-async function runTool(services: SessionServices, input: ExecuteToolsInput, call: PlannedCall, byName: Map<string, ToolInfo>, signal: AbortSignal): Promise<void> {
+async function runTool(services: SessionServices, input: ExecuteToolsInput, planned: PlannedCall, byName: Map<string, ToolInfo>, signal: AbortSignal): Promise<SuspendedCall | undefined> {
   const { config, writer, tenant, sessionId } = services;
   const scope = { turnId: input.turnId, step: input.step };
+  const decision = input.decisions[planned.id];
+  // Approved with edited arguments: the call is the edited one from here on (the before-hooks see it), unless it
+  // went out already (`sent`: a resumed or re-asked call keeps the arguments it went out with).
+  const call = decision?.args !== undefined && !planned.sent ? { ...planned, args: decision.args } : planned;
+  // A call made again after the user answered its question: its `tool.use` is in the log already.
+  const again = (call.inputs?.length ?? 0) > 0 || call.inputTimedOut !== undefined;
   // The step is part of it: models that reuse ids (`call_0` in every response) give two steps' calls one id, and a
   // repeat of one must not be answered with the other's recorded outcome. A resumed call that went out keeps the id
   // it went out under, which an older runtime built without the step.
@@ -43,12 +50,17 @@ async function runTool(services: SessionServices, input: ExecuteToolsInput, call
   // A blocked call is logged as such, so that a turn resumed from the log knows it never went out.
   const blockedBy = hooked.blockedBy === undefined ? {} : { blockedBy: hooked.blockedBy };
   const use = { toolCallId: call.id, effectId, name: call.name, args: hooked.args, tier: call.tier, ...hooked.logged, ...blockedBy, argsFinal: true };
-  await writer.append(LogEventType.toolUse, scope, use);
-  const decision = input.decisions[call.id];
+  if (!again) await writer.append(LogEventType.toolUse, scope, use);
   const info = toolOf(services, call, byName);
   let settled: HookedResult;
   let scrubbedBy: 'worker' | undefined;
-  if (decision && !decision.approved) {
+  if (decision?.respond !== undefined) {
+    // Answered in the tool's place: the text is the call's result, and the tool does not run.
+    settled = { output: decision.respond };
+  } else if (call.inputTimedOut) {
+    const message = `nobody answered the question of ${call.name} (${call.inputTimedOut.requestId}) before its deadline; the call did not go on`;
+    settled = failed({ code: ErrorCode.timeout, message, retryable: false });
+  } else if (decision && !decision.approved) {
     settled = failed({ code: ErrorCode.denied, message: `approval denied${decision.reason ? `: ${decision.reason}` : ''}`, retryable: false });
   } else if (!info) {
     const available = [...byName.keys()].sort().join(', ') || 'none';
@@ -59,11 +71,24 @@ async function runTool(services: SessionServices, input: ExecuteToolsInput, call
     const timeoutMs = info.timeoutMs ?? config.toolTimeoutMs;
     const reply = await callToolWithRecovery(
       services,
-      { v: 1, effectId, name: call.name, args: hooked.args, tenant, sessionId, turnId: input.turnId, deadline: services.now() + timeoutMs },
+      {
+        v: 1,
+        effectId,
+        name: call.name,
+        args: hooked.args,
+        tenant,
+        sessionId,
+        turnId: input.turnId,
+        deadline: services.now() + timeoutMs,
+        ...(call.inputs?.length ? { inputs: call.inputs } : {}),
+      },
       info,
       { turnId: input.turnId, step: input.step, toolCallId: call.id, ...(call.resumed ? { firstAttempt: 2 } : {}) },
       { signal, timeoutMs },
     );
+    if (!reply.ok && reply.error.code === ErrorCode.inputRequired && reply.inputRequest && !signal.aborted) {
+      return suspend(services, { call, effectId, args: hooked.args, logged: hooked.logged, question: reply.inputRequest }, scope);
+    }
     settled = reply.ok ? { output: typeof reply.output === 'string' ? reply.output : JSON.stringify(reply.output ?? null) } : failed(reply.error);
     if (reply.outputScrubbed) scrubbedBy = 'worker';
   }
@@ -77,6 +102,26 @@ async function runTool(services: SessionServices, input: ExecuteToolsInput, call
   // After a cancel, finishTurn closes the call; a late result must not be appended too. Results that
   // finish together are written as one pipelined group.
   await writer.appendUnless(LogEventType.toolResult, scope, error ? { ...result, error } : result, { unless: signal });
+  return undefined;
+}
+
+/**
+ * A call whose worker asked the user something (`input_required`): logs `tool.input_requested` (its question scrubbed
+ * and cut like tool output, with its deadline) and leaves the call open, suspended; the turn waits for the answer in
+ * AwaitingApproval and then makes the call again with it, under the same effectId.
+ */
+async function suspend(
+  services: SessionServices,
+  target: { call: PlannedCall; effectId: string; args: unknown; logged: { readonly argsRewrittenBy?: readonly string[] }; question: { question: string; schema?: Record<string, unknown> } },
+  scope: { turnId: string; step: number },
+): Promise<SuspendedCall> {
+  const { call, effectId, args, logged, question } = target;
+  const requestId = `${call.id}:${(call.inputs?.length ?? 0) + 1}`;
+  const text = await fitToolOutput(services, question.question);
+  const asking = { requestId, question: text, ...(question.schema ? { schema: question.schema } : {}) };
+  const deadline = services.now() + services.config.approvalTimeoutMs;
+  await services.writer.append(LogEventType.toolInputRequested, scope, { toolCallId: call.id, name: call.name, ...asking, deadline });
+  return { id: call.id, asking, effectId, sent: logged.argsRewrittenBy ? { args, argsRewrittenBy: logged.argsRewrittenBy } : { args } };
 }
 
 /**
@@ -84,23 +129,19 @@ async function runTool(services: SessionServices, input: ExecuteToolsInput, call
  * each call's `tool.use` and `tool.result`; `requestApproval` appends `approval.requested` for a privileged call.
  */
 export function createToolActors({ scopeOf, progress }: Pick<StepActorDeps, 'scopeOf' | 'progress'>) {
-  const executeTools = fromPromise<void, ExecuteToolsInput>(async ({ input, signal, system }) => {
+  const executeTools = fromPromise<ExecuteToolsOutput | void, ExecuteToolsInput>(async ({ input, signal, system }) => {
     const scope = scopeOf(system);
     const { services } = scope;
     const names = input.calls.map((call) => call.name);
     progress(services, input, 'tool_execution', `Executing tools: ${names.join(', ')}`, names);
     const byName = await stepTools(scope, signal);
-    await Promise.all(input.calls.map((call) => runTool(services, input, call, byName, signal)));
+    const ran = await Promise.all(input.calls.map((call) => runTool(services, input, call, byName, signal)));
     signal.throwIfAborted();
+    const suspended = ran.filter((call) => call !== undefined);
+    return suspended.length > 0 ? { suspended } : {};
   });
 
-  const requestApproval = fromPromise<void, RequestApprovalInput>(async ({ input, system }) => {
-    await scopeOf(system).services.writer.append(LogEventType.approvalRequested, { turnId: input.turnId, step: input.step }, {
-      toolCallId: input.call.id,
-      name: input.call.name,
-      args: input.call.args,
-    });
-  });
+  const requestApproval = fromPromise<HumanAnswer | void, RequestApprovalInput>(({ input, signal, system }) => awaitHuman(scopeOf(system).services, input, signal));
 
   return { executeTools, requestApproval };
 }
