@@ -447,12 +447,21 @@ async function resumeQueue(
       }
       const tool = byName.get(call.name);
       const sent = turn.sent[call.id];
+      const asked = turn.questions[call.id];
+      if (asked?.asking && sent) {
+        // Suspended on a question nobody has answered yet: nothing of it runs, so it waits for the answer here, its
+        // request's deadline kept (it is in the log), and is then made again as a first attempt with the answers.
+        const { effectId, args, argsRewrittenBy } = sent;
+        pendingCalls.push({ ...call, tier: tool?.tier ?? 'unknown', effectId, sent: argsRewrittenBy ? { args, argsRewrittenBy } : { args }, asking: asked.asking, ...(asked.given.length > 0 ? { inputs: asked.given } : {}) });
+        continue;
+      }
       const sideEffect = tool?.tier === 'side_effecting' || (tool?.tier === 'privileged' && turn.decisions[call.id]?.approved === true);
       if (sent && sideEffect && !tool.idempotent && tool.ledger !== true) {
         await writer.append(LogEventType.toolResult, { turnId: turn.turnId, step: turn.lastStep }, interruptedResult(call));
         continue;
       }
-      pendingCalls.push({ ...call, tier: tool?.tier ?? 'unknown', ...(sent ? repeatOf(sent) : {}) });
+      // Answered: the call may have gone out again with its answers when the node died, and is repeated with them.
+      pendingCalls.push({ ...call, tier: tool?.tier ?? 'unknown', ...(sent ? repeatOf(sent) : {}), ...(asked && asked.given.length > 0 ? { inputs: asked.given } : {}) });
     }
     if (pendingCalls.length === 0 && turn.lastStep >= base.maxSteps) {
       await writer.append(LogEventType.turnEnded, { turnId: turn.turnId, step: turn.lastStep }, { reason: TurnEndReason.budgetExceeded, ...ending });
