@@ -14,6 +14,27 @@ import { startServiceProcess } from '../helpers/service-process.ts';
 import type { ServiceProcess } from '../helpers/service-process.ts';
 import { checkLogs, readLogs } from '../helpers/log-checker.ts';
 import { collectEvents, requestJson, silentLogger } from '../helpers/stack.ts';
+import { PassThrough } from 'node:stream';
+import { main } from '../../cli/main.ts';
+
+/** Runs the `agentbus` CLI in this process against the test's server: its exit code and output. */
+async function cli(...argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  const stdout = new PassThrough();
+  const stderr = new PassThrough();
+  const out: string[] = [];
+  const err: string[] = [];
+  stdout.on('data', (chunk: Buffer) => out.push(chunk.toString()));
+  stderr.on('data', (chunk: Buffer) => err.push(chunk.toString()));
+  const code = await main([...argv, '--nats', server.url, '--tenant', TENANT], {
+    stdout,
+    stderr,
+    env: { PATH: process.env.PATH ?? '' },
+    cwd: process.cwd(),
+    stateDir: '/nonexistent-agentbus-state',
+    signal: new AbortController().signal,
+  });
+  return { code, stdout: out.join(''), stderr: err.join('') };
+}
 
 // Richer interrupts as a client sees them, with runtime nodes as real processes: an approval that edits the call's
 // arguments or answers in the tool's place, an approval deadline kept across a SIGKILL, and a tool that asks the user
@@ -136,6 +157,10 @@ describe('richer interrupts', () => {
     const bad = await command('edit', 'approve', { toolCallId, approved: true, args: { target: 'moon' } });
     expect(bad).toMatchObject({ ok: false, error: { code: 'invalid_arguments' } });
     expect(String((bad.error as { message: string }).message)).toContain('target');
+    // The CLI says so too, and exits 1; the approval is still open.
+    const badCli = await cli('approve', 'edit', toolCallId, '--args', '{"target":"mars"}');
+    expect(badCli.code).toBe(1);
+    expect(badCli.stderr).toContain('invalid_arguments');
     // Malformed on the wire: args without approved: true.
     expect(await command('edit', 'approve', { toolCallId, approved: false, args: { target: 'staging' } })).toMatchObject({ ok: false, error: { code: 'invalid_input' } });
 
@@ -155,7 +180,11 @@ describe('richer interrupts', () => {
     const before = deployed.length;
     const { events } = await forcedCall('respond', 'deploy', { target: 'prod' }, (seen) => ofType(seen, 'approval.requested').length === 1);
     const toolCallId = ofType(events.events, 'approval.requested')[0]!.data.toolCallId;
-    expect(await command('respond', 'approve', { toolCallId, respond: 'Deployed by hand at 10:00.' })).toMatchObject({ ok: true });
+    // Through the CLI: `agentbus approve <session> <toolCallId> --respond TEXT`.
+    const unknown = await cli('approve', 'respond', 'no-such-call', '--deny');
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toContain('not_found');
+    expect(await cli('approve', 'respond', toolCallId, '--respond', 'Deployed by hand at 10:00.')).toMatchObject({ code: 0, stdout: expect.stringContaining('ok') });
     await events.until((seen) => ofType(seen, 'turn.ended').length === 1, 15_000);
     expect(deployed.length).toBe(before);
     expect(ofType(events.events, 'approval.decided')[0]!.data).toEqual({ toolCallId, approved: false, respond: 'Deployed by hand at 10:00.' });
@@ -203,7 +232,8 @@ describe('richer interrupts', () => {
     await events.until((seen) => ofType(seen, 'tool.input_requested').length === 2, 15_000);
     const second = ofType(events.events, 'tool.input_requested')[1]!;
     expect(second.data).toMatchObject({ requestId: `${toolCallId}:2`, question: 'Any release notes?' });
-    expect(await command('ask', 'input', { toolCallId, answer: 'first cut' })).toMatchObject({ ok: true });
+    // Through the CLI: `agentbus answer <session> <toolCallId> <answer>`.
+    expect(await cli('answer', 'ask', toolCallId, 'first cut', '--request', second.data.requestId)).toMatchObject({ code: 0 });
     await events.until((seen) => ofType(seen, 'turn.ended').length === 1, 15_000);
 
     expect(await holderOf('ask')).not.toBe(holder);
