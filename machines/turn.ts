@@ -423,7 +423,7 @@ export const turnMachine = setup({
     },
     humanAnswered: {
       // Several calls of one batch may have asked: each is answered before the batch runs again.
-      always: [{ guard: 'awaitsApproval', target: RunState.awaitingApproval, reenter: true }, { target: RunState.toolExecution }],
+      always: [{ guard: 'awaitsApproval', target: RunState.awaitingApproval }, { target: RunState.toolExecution }],
     },
     [RunState.yielding]: {
       type: 'final',
