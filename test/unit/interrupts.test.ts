@@ -6,6 +6,7 @@ import { defineTool } from '../../src/tool-sdk/index.ts';
 import { executeToolCall } from '../../src/tool-sdk/execute-tool-call.ts';
 import { isSettled } from '../../src/tool-sdk/recorded-call.ts';
 import { answerInput, decideApproval } from '../../services/runtime/sessions/human-answers.ts';
+import { awaitHuman } from '../../services/runtime/tools/human-wait.ts';
 import type { AppendFn } from '../../services/runtime/sessions/session-writer.ts';
 import type { ToolInfo } from '../../services/runtime/ports.ts';
 import { parseAnswer, parseApprove } from '../../cli/approve.ts';
@@ -144,5 +145,65 @@ describe('the CLI and the dashboard', () => {
     expect(describeEvent({ type: 'approval.decided', data: { toolCallId: 'c1', approved: false, respond: 'by hand' } })).toBe("answered in the tool's place: by hand");
     expect(describeEvent({ type: 'approval.decided', data: { toolCallId: 'c1', approved: false, reason: 'approval timed out', timedOut: true } })).toBe('denied: approval timed out (timed out)');
     expect(describeEvent({ type: 'tool.input_requested', data: { name: 'pick', question: 'Which branch?' } })).toBe('pick asks: Which branch?');
+  });
+});
+
+describe('awaitHuman (the wait of AwaitingApproval)', () => {
+  /** Services with a log held in memory: appends go to `events`, as the session writer's would. */
+  function fakeServices(events: LogEvent[], config: { approvalTimeoutMs: number; approvalTimeoutDecision: 'deny' | 'approve' }, now = () => Date.now()) {
+    const append = (async (type: LogEventType, scope: { turnId?: string; step?: number }, data: EventDataMap[LogEventType]) => {
+      const event = envelopes.create(type, { tenant: 't', sessionId: 's', ...scope }, data) as LogEvent;
+      events.push(event);
+      return event;
+    }) as AppendFn;
+    return {
+      transcript: { turnEvents: () => events.filter((event) => event.turnId === 'turn-1') },
+      writer: { append, exclusive: <R>(job: (append: AppendFn) => Promise<R>) => job(append) },
+      now,
+      config,
+    } as unknown as Parameters<typeof awaitHuman>[0];
+  }
+  const input = (call: Record<string, unknown> = {}) =>
+    ({ turnId: 'turn-1', model: 'scripted:default', step: 1, maxSteps: 8, call: { id: 'c1', name: 'deploy', args: { target: 'prod' }, tier: 'privileged', ...call } }) as Parameters<typeof awaitHuman>[1];
+
+  it('asks once with a deadline and, when it passes, logs and returns the configured default decision', async () => {
+    const events: LogEvent[] = [];
+    const answer = await awaitHuman(fakeServices(events, { approvalTimeoutMs: 5, approvalTimeoutDecision: 'approve' }), input(), new AbortController().signal);
+    expect(answer).toEqual({ kind: 'approval', decision: { approved: true, reason: 'approval timed out', timedOut: true } });
+    expect(events.map((event) => event.type)).toEqual([LogEventType.approvalRequested, LogEventType.approvalDecided]);
+    expect(events[0]!.data).toMatchObject({ toolCallId: 'c1', onTimeout: 'approve', deadline: expect.any(Number) });
+  });
+
+  it('keeps the logged deadline and default of a resumed request instead of asking again', async () => {
+    const events: LogEvent[] = [envelopes.create(LogEventType.approvalRequested, where, { toolCallId: 'c1', name: 'deploy', args: {}, deadline: Date.now() - 1, onTimeout: 'deny' }) as LogEvent];
+    const started = Date.now();
+    const answer = await awaitHuman(fakeServices(events, { approvalTimeoutMs: 60_000, approvalTimeoutDecision: 'approve' }), input(), new AbortController().signal);
+    expect(Date.now() - started).toBeLessThan(1_000);
+    expect(answer).toEqual({ kind: 'approval', decision: { approved: false, reason: 'approval timed out', timedOut: true } });
+    expect(events.filter((event) => event.type === LogEventType.approvalRequested)).toHaveLength(1);
+  });
+
+  it('returns a decision the log already holds, and a logged answer or input_timeout for a question at its deadline', async () => {
+    const decided: LogEvent[] = [
+      envelopes.create(LogEventType.approvalRequested, where, { toolCallId: 'c1', name: 'deploy', args: {}, deadline: Date.now() + 60_000 }) as LogEvent,
+      envelopes.create(LogEventType.approvalDecided, where, { toolCallId: 'c1', approved: true, args: { target: 'staging' } }) as LogEvent,
+    ];
+    expect(await awaitHuman(fakeServices(decided, { approvalTimeoutMs: 60_000, approvalTimeoutDecision: 'deny' }), input(), new AbortController().signal)).toEqual({
+      kind: 'approval',
+      decision: { approved: true, args: { target: 'staging' } },
+    });
+    const asking = { requestId: 'c1:1', question: 'Which?' };
+    const question = envelopes.create(LogEventType.toolInputRequested, where, { toolCallId: 'c1', name: 'pick', ...asking, deadline: Date.now() - 1 }) as LogEvent;
+    const config = { approvalTimeoutMs: 60_000, approvalTimeoutDecision: 'deny' as const };
+    expect(await awaitHuman(fakeServices([question], config), input({ asking }), new AbortController().signal)).toEqual({ kind: 'input_timeout', requestId: 'c1:1' });
+    const answered = envelopes.create(LogEventType.toolInputAnswered, where, { toolCallId: 'c1', requestId: 'c1:1', answer: 'main' }) as LogEvent;
+    expect(await awaitHuman(fakeServices([question, answered], config), input({ asking }), new AbortController().signal)).toEqual({ kind: 'input', requestId: 'c1:1', answer: 'main' });
+  });
+
+  it('stops waiting with the signal\'s reason when the turn leaves AwaitingApproval', async () => {
+    const controller = new AbortController();
+    const waiting = awaitHuman(fakeServices([], { approvalTimeoutMs: 60_000, approvalTimeoutDecision: 'deny' }), input(), controller.signal);
+    setTimeout(() => controller.abort(new Error('decided')), 20);
+    await expect(waiting).rejects.toThrow('decided');
   });
 });
