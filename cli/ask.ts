@@ -238,6 +238,8 @@ async function ask(nc: NatsConnection, options: AskOptions, context: CliContext)
       case 'tool.use':
       case 'tool.result':
       case 'approval.requested':
+      case 'approval.decided':
+      case 'tool.input_requested':
         if (!options.quiet) context.stderr.write(`  ${event.type}: ${describeData(event)}\n`);
         return;
       default:

@@ -13,6 +13,13 @@ export function formatEvent(event: AgentEvent): string {
   return `${time} ${where} ${event.type.padEnd(18)} ${describeData(event)}`.trimEnd();
 }
 
+/** How a decision reads: approved, approved with edited args, answered in the tool's place, or denied; and by timeout. */
+export function decisionWords(data: { readonly approved: boolean; readonly args?: unknown; readonly respond?: string; readonly timedOut?: boolean }): string {
+  const what =
+    data.respond !== undefined ? `answered in the tool's place: ${short(data.respond, 60)}` : data.approved ? (data.args !== undefined ? `approved with args ${short(data.args, 60)}` : 'approved') : 'denied';
+  return data.timedOut ? `${what} (timed out)` : what;
+}
+
 /** The interesting part of an event's data, in a few words. */
 export function describeData(event: AgentEvent): string {
   switch (event.type) {
@@ -35,7 +42,11 @@ export function describeData(event: AgentEvent): string {
     case 'approval.requested':
       return `${event.data.name} ${short(event.data.args, 60)} (toolCallId ${event.data.toolCallId})`;
     case 'approval.decided':
-      return `${event.data.toolCallId} ${event.data.approved ? 'approved' : 'denied'}${event.data.reason ? `: ${event.data.reason}` : ''}`;
+      return `${event.data.toolCallId} ${decisionWords(event.data)}${event.data.reason ? `: ${event.data.reason}` : ''}`;
+    case 'tool.input_requested':
+      return `${event.data.name} asks: ${short(event.data.question, 80)} (toolCallId ${event.data.toolCallId}, request ${event.data.requestId})`;
+    case 'tool.input_answered':
+      return `${event.data.toolCallId} answered ${short(event.data.answer, 60)}`;
     case 'turn.started':
       return `${event.data.model}, ${event.data.maxSteps} steps${event.data.maxCost === undefined ? '' : `, $${event.data.maxCost}`}, deadline ${new Date(event.data.deadline).toISOString()}`;
     case 'summary.created':

@@ -1,4 +1,5 @@
 import { runAsk, ASK_USAGE } from './ask.ts';
+import { ANSWER_USAGE, APPROVE_USAGE, runAnswer, runApprove } from './approve.ts';
 import { UsageError } from './context.ts';
 import type { CliContext } from './context.ts';
 import { NatsServerMissingError } from './embedded-nats.ts';
@@ -24,6 +25,11 @@ Usage:
       Send a prompt (- reads it from stdin; --file attaches text files), stream the answer to stdout and progress to
       stderr (--quiet: the answer only); exit 0 when the turn yielded. --dry-run prints what the first step would send
       and calls no model; --force-tool / --force-finish pin the first step.
+  ${APPROVE_USAGE}
+      Decide on a privileged tool call awaiting approval: approve, --deny, approve with edited --args, or --respond
+      with a text result in the tool's place.
+  ${ANSWER_USAGE}
+      Answer a tool's question (tool.input_requested): the text, or JSON with --json.
   ${TAIL_USAGE}
       Follow the events of every session of a tenant, or of one session.
   ${MEMORY_USAGE}
@@ -65,6 +71,10 @@ export async function main(argv: string[], context: CliContext = processContext(
         return await runUp(rest, context);
       case 'ask':
         return await runAsk(rest, context);
+      case 'approve':
+        return await runApprove(rest, context);
+      case 'answer':
+        return await runAnswer(rest, context);
       case 'tail':
         return await runTail(rest, context);
       case 'sessions':

@@ -4,6 +4,7 @@ import type { LogEvent } from '../src/protocol/index.ts';
 import { UsageError } from './context.ts';
 import type { CliContext } from './context.ts';
 import { describeBusError, tokenArgument, withStackClient } from './stack-client.ts';
+import { decisionWords } from './format.ts';
 
 export const SHOW_USAGE = 'agentbus show <session> [--nats URL] [--tenant T] [--json]';
 
@@ -47,7 +48,11 @@ export function formatHistoryEvent(event: LogEvent): string | undefined {
     case 'approval.requested':
       return `  ? ${event.data.name} awaits approval (tool call ${event.data.toolCallId})`;
     case 'approval.decided':
-      return `  ${event.data.approved ? '✓ approved' : '✗ denied'} ${event.data.toolCallId}${event.data.reason ? `: ${event.data.reason}` : ''}`;
+      return `  ${event.data.approved ? '✓' : '✗'} ${decisionWords(event.data)} ${event.data.toolCallId}${event.data.reason ? `: ${event.data.reason}` : ''}`;
+    case 'tool.input_requested':
+      return `  ? ${event.data.name} asks: ${event.data.question} (tool call ${event.data.toolCallId}, request ${event.data.requestId})`;
+    case 'tool.input_answered':
+      return `  ↳ answered ${event.data.toolCallId}: ${typeof event.data.answer === 'string' ? event.data.answer : JSON.stringify(event.data.answer)}`;
     case 'summary.created':
       return `(summary through seq ${event.data.throughSeq}: ${oneLine(event.data.text)})`;
     case 'turn.ended':

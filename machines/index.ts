@@ -13,6 +13,7 @@ export type {
   ExecuteToolsInput,
   ExecuteToolsOutput,
   RequestApprovalInput,
+  HumanAnswer,
   TurnResume,
   TurnInput,
   TurnOutput,
@@ -20,7 +21,7 @@ export type {
 } from './turn.ts';
 export { sessionMachine } from './session.ts';
 export type { QueuedTurn, StartTurnOutput, FinishTurnInput, SessionEvent, SessionInput, SessionState } from './session.ts';
-export { nextBatch, needsApproval } from './tool-batch.ts';
-export type { PlannedCall, ApprovalDecision } from './tool-batch.ts';
+export { nextBatch, needsApproval, askingCall, afterBatch } from './tool-batch.ts';
+export type { PlannedCall, ApprovalDecision, InputRequest, GivenInput, SuspendedCall } from './tool-batch.ts';
 export { closeTranscript } from './transcript.ts';
 export type { OpenToolCall } from './transcript.ts';

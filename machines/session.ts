@@ -1,7 +1,7 @@
 import { assign, fromPromise, sendTo, setup } from 'xstate';
 import { TurnEndReason, ZERO_USAGE, toErrorData } from '../src/protocol/index.ts';
 import { turnMachine } from './turn.ts';
-import type { TurnInput, TurnOutput } from './turn.ts';
+import type { TurnEvent, TurnInput, TurnOutput } from './turn.ts';
 import type { ErrorData } from '../src/protocol/index.ts';
 
 /** A prompt accepted into the session, durable in the log as its `user.message`: the input of its turn. */
@@ -23,7 +23,7 @@ export interface FinishTurnInput {
 export type SessionEvent =
   | { type: 'PROMPT'; turn: QueuedTurn }
   | { type: 'CANCEL'; reason?: string }
-  | { type: 'APPROVAL'; toolCallId: string; approved: boolean; reason?: string };
+  | Extract<TurnEvent, { type: 'APPROVAL' | 'INPUT' }>;
 
 /** The session machine's states. */
 export type SessionState = 'idle' | 'starting' | 'running' | 'finishing' | 'unwritable';
@@ -124,6 +124,7 @@ export const sessionMachine = setup({
       on: {
         CANCEL: { actions: sendTo('turn', ({ event }) => event) },
         APPROVAL: { actions: sendTo('turn', ({ event }) => event) },
+        INPUT: { actions: sendTo('turn', ({ event }) => event) },
       },
     },
     finishing: {

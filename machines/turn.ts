@@ -1,8 +1,8 @@
 import { assign, fromPromise, setup } from 'xstate';
 import { ErrorCode, RunState, TurnEndReason, ZERO_USAGE, addUsage, toErrorData } from '../src/protocol/index.ts';
 import type { ChatMessage, ErrorData, ToolSpec, Usage } from '../src/protocol/index.ts';
-import { needsApproval, nextBatch } from './tool-batch.ts';
-import type { ApprovalDecision, PlannedCall } from './tool-batch.ts';
+import { afterBatch, askingCall, needsApproval, nextBatch } from './tool-batch.ts';
+import type { ApprovalDecision, PlannedCall, SuspendedCall } from './tool-batch.ts';
 
 /** What a provider call is given: built in Preparing. */
 export interface PreparedRequest {
@@ -68,18 +68,36 @@ export interface StreamOutput {
   /** A final answer of a turn with an `outputSchema` that did not match it, after its retry: the turn fails with this. */
   readonly outputError?: ErrorData;
 }
-/** What a batch of calls cost beyond the tools themselves (an agent call's child turn): counted in the turn's. */
-export interface ExecuteToolsOutput {
-  readonly usage: Usage;
-  readonly cost: number;
-}
 export interface ExecuteToolsInput extends StepScope {
   readonly calls: readonly PlannedCall[];
   readonly decisions: Readonly<Record<string, ApprovalDecision>>;
 }
+/**
+ * What a batch of calls did beyond their results: what they cost beyond the tools themselves (an agent call's child
+ * turn, counted in the turn's `usage` and `cost`), and the calls that asked the user something
+ * (`tool.input_requested`) and wait for the answer.
+ */
+export interface ExecuteToolsOutput {
+  readonly usage?: Usage;
+  readonly cost?: number;
+  readonly suspended?: readonly SuspendedCall[];
+}
+/**
+ * The call AwaitingApproval waits on: a privileged call to approve, or (`call.asking` set) a call suspended on a
+ * question to the user.
+ */
 export interface RequestApprovalInput extends StepScope {
   readonly call: PlannedCall;
 }
+/**
+ * How the wait of AwaitingApproval ended without a client's APPROVAL or INPUT event: its deadline passed and the
+ * request's default decision was logged (`approval`), or nobody answered a question (`input_timeout`); or the
+ * answer was already in the log (a resumed turn). Undefined: the actor only asked, and the turn waits for the event.
+ */
+export type HumanAnswer =
+  | { readonly kind: 'approval'; readonly decision: ApprovalDecision }
+  | { readonly kind: 'input'; readonly requestId: string; readonly answer: unknown }
+  | { readonly kind: 'input_timeout'; readonly requestId: string };
 
 /** Where a resumed turn picks up, rebuilt from the log. */
 export interface TurnResume {
@@ -121,7 +139,8 @@ export interface TurnOutput {
 
 export type TurnEvent =
   | { type: 'CANCEL'; reason?: string }
-  | { type: 'APPROVAL'; toolCallId: string; approved: boolean; reason?: string };
+  | ({ type: 'APPROVAL'; toolCallId: string } & ApprovalDecision)
+  | { type: 'INPUT'; toolCallId: string; requestId: string; answer: unknown };
 
 interface TurnContext {
   readonly turnId: string;
@@ -184,13 +203,20 @@ export const turnMachine = setup({
     compact: fromPromise<CompactOutput, CompactInput>(notProvided('compact')),
     stream: fromPromise<StreamOutput, StreamInput>(notProvided('stream')),
     executeTools: fromPromise<ExecuteToolsOutput | void, ExecuteToolsInput>(notProvided('executeTools')),
-    requestApproval: fromPromise<void, RequestApprovalInput>(notProvided('requestApproval')),
+    requestApproval: fromPromise<HumanAnswer | void, RequestApprovalInput>(notProvided('requestApproval')),
   },
   guards: {
     running: ({ context }) => context.outcome === undefined,
     needsCompaction: ({ context }, params: { needsCompaction: boolean }) => params.needsCompaction && !context.compacted,
     overCost: ({ context }) => context.maxCost !== undefined && context.cost > context.maxCost,
-    awaitsApproval: ({ context }) => needsApproval(context.pending, context.decisions),
+    // A human is waited for: a call asks the user something, or a privileged call awaits its decision.
+    awaitsApproval: ({ context }) => askingCall(context.pending) !== undefined || needsApproval(context.pending, context.decisions),
+    awaitedCall: ({ context }, params: { toolCallId: string }) => !askingCall(context.pending) && context.pending[0]?.id === params.toolCallId,
+    askingCall: ({ context }, params: { toolCallId: string; requestId: string }) => {
+      const call = askingCall(context.pending);
+      return call?.id === params.toolCallId && call.asking?.requestId === params.requestId;
+    },
+    humanAnswered: (_, params: { answer: HumanAnswer | void }) => params.answer !== undefined,
     hasPending: ({ context }) => context.pending.length > 0,
     outOfSteps: ({ context }) => context.step >= context.maxSteps,
     answersAtLast: ({ context }) => context.finalAnswer && !context.final && context.step >= context.maxSteps,
@@ -214,9 +240,25 @@ export const turnMachine = setup({
       const error: ErrorData = { code: ErrorCode.deadlineExceeded, message: `the turn passed its deadline${at}; what was in flight was cancelled`, retryable: false };
       return { outcome: TurnEndReason.deadlineExceeded, error };
     }),
+    /** Records a decision on the awaited privileged call, or the answer (or its absence) to a suspended call's question. */
+    answer: assign(({ context }, params: { answer: HumanAnswer | void; toolCallId?: string }) => {
+      const { answer } = params;
+      if (!answer) return {};
+      if (answer.kind === 'approval') {
+        const id = params.toolCallId ?? context.pending[0]?.id;
+        return id === undefined ? {} : { decisions: { ...context.decisions, [id]: answer.decision } };
+      }
+      const asked = askingCall(context.pending);
+      if (!asked?.asking || asked.asking.requestId !== answer.requestId) return {};
+      const { asking, ...call } = asked;
+      const next: PlannedCall =
+        answer.kind === 'input'
+          ? { ...call, inputs: [...(call.inputs ?? []), { requestId: asking.requestId, question: asking.question, answer: answer.answer }] }
+          : { ...call, inputTimedOut: asking };
+      return { pending: context.pending.map((candidate) => (candidate === asked ? next : candidate)) };
+    }),
   },
   delays: {
-    approvalTimeout: 10 * 60_000,
     turnDeadline: ({ context }) => Math.min(Math.max(0, context.timeLeftMs ?? NO_DEADLINE_MS), NO_DEADLINE_MS),
   },
 }).createMachine({
@@ -339,9 +381,11 @@ export const turnMachine = setup({
         input: ({ context }) => ({ ...scope(context), calls: nextBatch(context.pending), decisions: context.decisions }),
         onDone: {
           target: 'toolsRan',
+          // Calls that asked the user something stay pending, at the front, until answered; an agent call's child
+          // turn counts in this turn's usage and cost.
           actions: assign(({ context, event }) => ({
-            pending: context.pending.slice(nextBatch(context.pending).length),
-            ...(event.output ? { usage: addUsage(context.usage, event.output.usage), cost: context.cost + event.output.cost } : {}),
+            pending: afterBatch(context.pending, event.output?.suspended),
+            ...(event.output?.usage ? { usage: addUsage(context.usage, event.output.usage), cost: context.cost + (event.output.cost ?? 0) } : {}),
           })),
         },
         onError: { target: RunState.failed, actions: { type: 'fail', params: ({ event }) => ({ error: event.error }) } },
@@ -365,40 +409,48 @@ export const turnMachine = setup({
         },
       ],
     },
+    // Waits for a human: a decision on a privileged call (APPROVAL: approve, deny, edit its args, or respond in the
+    // tool's place), or the answer to a question a suspended call asked (INPUT). The request's durable deadline is
+    // kept by `requestApproval`, which resolves with the default decision (or `input_timeout`) when it passes.
     [RunState.awaitingApproval]: {
       entry: { type: 'stateEntered', params: { value: RunState.awaitingApproval } },
       invoke: {
         id: 'requestApproval',
         src: 'requestApproval',
         input: ({ context }) => {
-          const call = context.pending[0];
+          const call = askingCall(context.pending) ?? context.pending[0];
           if (!call) throw new Error('AwaitingApproval entered without a pending call');
           return { ...scope(context), call };
+        },
+        onDone: {
+          guard: { type: 'humanAnswered', params: ({ event }) => ({ answer: event.output }) },
+          target: 'humanAnswered',
+          actions: { type: 'answer', params: ({ event }) => ({ answer: event.output }) },
         },
         onError: { target: RunState.failed, actions: { type: 'fail', params: ({ event }) => ({ error: event.error }) } },
       },
       on: {
         APPROVAL: {
-          guard: ({ context, event }) => context.pending[0]?.id === event.toolCallId,
-          target: RunState.toolExecution,
-          actions: assign(({ context, event }) => ({
-            decisions: {
-              ...context.decisions,
-              [event.toolCallId]: event.reason === undefined ? { approved: event.approved } : { approved: event.approved, reason: event.reason },
+          guard: { type: 'awaitedCall', params: ({ event }) => ({ toolCallId: event.toolCallId }) },
+          target: 'humanAnswered',
+          actions: {
+            type: 'answer',
+            params: ({ event }) => {
+              const { type: _type, toolCallId, ...decision } = event;
+              return { toolCallId, answer: { kind: 'approval' as const, decision } };
             },
-          })),
+          },
+        },
+        INPUT: {
+          guard: { type: 'askingCall', params: ({ event }) => ({ toolCallId: event.toolCallId, requestId: event.requestId }) },
+          target: 'humanAnswered',
+          actions: { type: 'answer', params: ({ event }) => ({ answer: { kind: 'input' as const, requestId: event.requestId, answer: event.answer } }) },
         },
       },
-      after: {
-        approvalTimeout: {
-          target: RunState.toolExecution,
-          actions: assign(({ context }) => {
-            const call = context.pending[0];
-            if (!call) return {};
-            return { decisions: { ...context.decisions, [call.id]: { approved: false, reason: 'approval timed out' } } };
-          }),
-        },
-      },
+    },
+    humanAnswered: {
+      // Several calls of one batch may have asked: each is answered before the batch runs again.
+      always: [{ guard: 'awaitsApproval', target: RunState.awaitingApproval }, { target: RunState.toolExecution }],
     },
     [RunState.yielding]: {
       type: 'final',

@@ -53,6 +53,11 @@ export const ErrorCode = {
    * the validation error: the turn ends `failed` with this code, its text kept.
    */
   outputInvalid: 'output_invalid',
+  /**
+   * A tool's reply saying the call needs an answer from the user before it can go on (`inputRequest` names the
+   * question): the runtime logs `tool.input_requested`, waits for the answer and makes the call again.
+   */
+  inputRequired: 'input_required',
   internal: 'internal',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];

@@ -62,7 +62,17 @@ export interface RuntimeConfig {
    */
   readonly ledgerMaxBytes?: number;
   readonly maxToolOutputChars: number;
+  /**
+   * How long a privileged call's approval, or a tool's question to the user, is waited for
+   * (`AGENTBUS_APPROVAL_TIMEOUT_MS`, default 10 min). The deadline is logged with the request
+   * (`approval.requested.deadline`, `tool.input_requested.deadline`), so a node that takes the session over keeps it.
+   */
   readonly approvalTimeoutMs: number;
+  /**
+   * The decision an approval gets when nobody decides before its deadline (`AGENTBUS_APPROVAL_TIMEOUT_DECISION`,
+   * `deny` or `approve`; default `deny`), logged with the request as `onTimeout`.
+   */
+  readonly approvalTimeoutDecision: 'deny' | 'approve';
   /**
    * A turn's deadline when its prompt names none (`AGENTBUS_TURN_TIMEOUT_MS`, default 15 min), counted from the
    * prompt's acceptance: past it the turn ends `deadline_exceeded`, its provider and tool calls cancelled.
@@ -134,6 +144,7 @@ export const DEFAULT_RUNTIME_CONFIG: Omit<RuntimeConfig, 'nodeId'> = {
   ledgerTtlMs: 24 * 60 * 60_000,
   maxToolOutputChars: 100_000,
   approvalTimeoutMs: 10 * 60_000,
+  approvalTimeoutDecision: 'deny',
   turnTimeoutMs: 15 * 60_000,
   leaseTtlMs: 2_000,
   idleMs: 5 * 60_000,

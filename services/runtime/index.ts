@@ -160,7 +160,7 @@ export function runtimeConfigFromEnv(env: NodeJS.ProcessEnv, logger?: { warn(fie
   }
   const replicas = replicasFromEnv(env);
   if (replicas !== undefined) config.replicas = replicas;
-  const numbers: Array<[string, 'maxSteps' | 'toolTimeoutMs' | 'waitForServiceMs' | 'toolHeartbeatLapseMs' | 'ledgerTtlMs' | 'ledgerMaxBytes' | 'providerTimeoutMs' | 'leaseTtlMs' | 'idleMs' | 'turnTimeoutMs']> = [
+  const numbers: Array<[string, 'maxSteps' | 'toolTimeoutMs' | 'waitForServiceMs' | 'toolHeartbeatLapseMs' | 'ledgerTtlMs' | 'ledgerMaxBytes' | 'providerTimeoutMs' | 'leaseTtlMs' | 'idleMs' | 'turnTimeoutMs' | 'approvalTimeoutMs']> = [
     ['AGENTBUS_MAX_STEPS', 'maxSteps'],
     ['AGENTBUS_TOOL_TIMEOUT_MS', 'toolTimeoutMs'],
     ['AGENTBUS_WAIT_FOR_SERVICE_MS', 'waitForServiceMs'],
@@ -171,6 +171,7 @@ export function runtimeConfigFromEnv(env: NodeJS.ProcessEnv, logger?: { warn(fie
     ['AGENTBUS_LEASE_TTL_MS', 'leaseTtlMs'],
     ['AGENTBUS_IDLE_MS', 'idleMs'],
     ['AGENTBUS_TURN_TIMEOUT_MS', 'turnTimeoutMs'],
+    ['AGENTBUS_APPROVAL_TIMEOUT_MS', 'approvalTimeoutMs'],
   ];
   for (const [name, key] of numbers) {
     const raw = env[name];
@@ -178,6 +179,11 @@ export function runtimeConfigFromEnv(env: NodeJS.ProcessEnv, logger?: { warn(fie
     const value = Number(raw);
     if (!Number.isInteger(value) || value <= 0) throw new Error(`${name} must be a positive integer, got ${JSON.stringify(raw)}`);
     config[key] = value;
+  }
+  const onTimeout = env.AGENTBUS_APPROVAL_TIMEOUT_DECISION?.trim();
+  if (onTimeout) {
+    if (onTimeout !== 'deny' && onTimeout !== 'approve') throw new Error(`AGENTBUS_APPROVAL_TIMEOUT_DECISION must be deny or approve, got ${JSON.stringify(onTimeout)}`);
+    config.approvalTimeoutDecision = onTimeout;
   }
   if (env.AGENTBUS_INGRESS) {
     const mode = env.AGENTBUS_INGRESS;

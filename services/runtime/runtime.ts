@@ -130,7 +130,7 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
   const refusals = createRefusalLog({ logger });
   const replies = createReplyGuard({ policy: deps.replyPolicy ?? replyPolicyOf(nc), refusals });
   const hostDeps: SessionHostDeps = {
-    logic: createSessionLogic({ approvalTimeoutMs: config.approvalTimeoutMs }),
+    logic: createSessionLogic(),
     log,
     envelopes,
     live: createLivePublisher({ nc, subjects, codec, envelopes }),

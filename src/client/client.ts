@@ -9,6 +9,7 @@ import { AgentbusError, ErrorCode, NoRespondersError } from '../errors.ts';
 import { contentTypeOf, MAX_DEADLINE_MS, MAX_HISTORY_LIMIT, SessionVerb, TraceHeader, assertToken, createCodec, createSubjects, fromErrorData } from '../protocol/index.ts';
 import type {
   Approve,
+  InputAnswer,
   Codec,
   CommandReply,
   DeleteReply,
@@ -101,7 +102,13 @@ export interface AgentbusClient {
   prompt(target: SessionTarget, prompt: Prompt, options?: { signal?: AbortSignal; timeoutMs?: number; trace?: TraceContext }): Promise<{ turnId: string }>;
   cancel(target: SessionTarget, reason?: string, options?: { signal?: AbortSignal; timeoutMs?: number }): Promise<CommandReply>;
   steer(target: SessionTarget, text: string, options?: { signal?: AbortSignal; timeoutMs?: number }): Promise<CommandReply>;
+  /**
+   * Decides on a privileged call awaiting approval: `{ toolCallId, approved, reason? }`, `{ toolCallId, approved: true,
+   * args }` (edited arguments) or `{ toolCallId, respond }` (a text result in the tool's place).
+   */
   approve(target: SessionTarget, decision: Approve, options?: { signal?: AbortSignal; timeoutMs?: number }): Promise<CommandReply>;
+  /** Answers the open question (`tool.input_requested`) of a suspended tool call: `{ toolCallId, requestId?, answer }`. */
+  input(target: SessionTarget, answer: InputAnswer, options?: { signal?: AbortSignal; timeoutMs?: number }): Promise<CommandReply>;
   /**
    * Follows a session's events (`sessionId: '*'` for a whole tenant); resumable with `from`. Messages that
    * are not valid events of the session are skipped (`onInvalid` hears them). Through JetStream where the
@@ -232,6 +239,7 @@ export function createAgentbusClient(options: { nc: NatsConnection; prefix?: str
     cancel: (target, reason, callOptions) => send(target, SessionVerb.cancel, reason === undefined ? {} : { reason }, callOptions),
     steer: (target, text, callOptions) => send(target, SessionVerb.steer, { text }, callOptions),
     approve: (target, decision, callOptions) => send(target, SessionVerb.approve, decision, callOptions),
+    input: (target, answer, callOptions) => send(target, SessionVerb.input, answer, callOptions),
     watch: async (target, watchOptions) => {
       assertToken(target.tenant, 'tenant');
       if (target.sessionId !== '*') assertToken(target.sessionId, 'sessionId');

@@ -49,6 +49,9 @@ export const LogEventType = {
   toolResult: 'tool.result',
   approvalRequested: 'approval.requested',
   approvalDecided: 'approval.decided',
+  /** A running call asked the user a question and is suspended until the answer (`tool.input_answered`). */
+  toolInputRequested: 'tool.input_requested',
+  toolInputAnswered: 'tool.input_answered',
   summaryCreated: 'summary.created',
   summaryFailed: 'summary.failed',
   turnEnded: 'turn.ended',
@@ -209,8 +212,39 @@ export interface EventDataMap {
     readonly args: unknown;
     /** True when `args` held a secret and are shown scrubbed; the call, once approved, goes out with the real ones. */
     readonly argsRedacted?: boolean;
+    /** Epoch ms after which nobody's decision is taken and `onTimeout` is logged instead (absent in older logs). */
+    readonly deadline?: number;
+    /** The decision logged when the deadline passes (`approval.decided` with `timedOut: true`). */
+    readonly onTimeout?: 'deny' | 'approve';
   };
-  'approval.decided': { readonly toolCallId: string; readonly approved: boolean; readonly reason?: string };
+  /**
+   * A decision on a privileged call. `args`: approved with these arguments instead of the model's (which stay in
+   * `assistant.message` and `approval.requested`). `respond`: the call's result, given in the tool's place (the tool
+   * does not run; `approved` is false). `timedOut`: nobody decided before the deadline; this is the default.
+   */
+  'approval.decided': {
+    readonly toolCallId: string;
+    readonly approved: boolean;
+    readonly reason?: string;
+    readonly args?: unknown;
+    readonly respond?: string;
+    readonly timedOut?: boolean;
+  };
+  /**
+   * A running call asked the user something (its worker replied `input_required`). `requestId` is
+   * `<toolCallId>:<n>`; `schema`, when set, is the JSON Schema the answer must match; past `deadline` (epoch ms) the
+   * call ends with a `timeout` error result.
+   */
+  'tool.input_requested': {
+    readonly toolCallId: string;
+    readonly name: string;
+    readonly requestId: string;
+    readonly question: string;
+    readonly schema?: Readonly<Record<string, unknown>>;
+    readonly deadline: number;
+  };
+  /** The user's answer to a `tool.input_requested`; the call is then made again with it (same `effectId`). */
+  'tool.input_answered': { readonly toolCallId: string; readonly requestId: string; readonly answer: unknown };
   'summary.created': {
     readonly text: string;
     readonly throughSeq: number;

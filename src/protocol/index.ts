@@ -35,6 +35,8 @@ export {
   steerSchema,
   cancelSchema,
   approveSchema,
+  inputAnswerSchema,
+  MAX_HUMAN_TEXT_CHARS,
   toolCallRequestSchema,
   toolCallReplySchema,
   cancelRequestSchema,
@@ -47,6 +49,7 @@ export type {
   Steer,
   Cancel,
   Approve,
+  InputAnswer,
   PromptReply,
   CommandReply,
   ToolCallRequest,
@@ -79,7 +82,7 @@ export type { TraceContext } from './trace-context.ts';
 export { liveEventSchema } from './live-schemas.ts';
 export { decodeSessionEvent } from './session-event.ts';
 export type { EventMessage } from './session-event.ts';
-export { decodePrompt, decodeSteer, decodeCancel, decodeApprove, decodeDelete, decodeFork } from './ingress.ts';
+export { decodePrompt, decodeSteer, decodeCancel, decodeApprove, decodeInput, decodeDelete, decodeFork } from './ingress.ts';
 export { ErrorCode, toErrorData, fromErrorData } from '../errors.ts';
 export type { ErrorData } from '../errors.ts';
 export { MemoryEventType, createMemorySubjects, memorySearchRequestSchema, sessionsListRequestSchema } from './memory.ts';

@@ -1,8 +1,8 @@
 import type { Codec } from './codec.ts';
-import { approveSchema, cancelSchema, promptSchema, steerSchema } from './schemas.ts';
+import { approveSchema, cancelSchema, inputAnswerSchema, promptSchema, steerSchema } from './schemas.ts';
 import { deleteSessionSchema, forkSessionSchema } from './sessions-data.ts';
 import type { ForkRequest } from './sessions-data.ts';
-import type { Approve, Cancel, Prompt, Steer } from './schemas.ts';
+import type { Approve, Cancel, InputAnswer, Prompt, Steer } from './schemas.ts';
 
 /** Decodes a prompt body: an object, or a bare JSON string / plain text taken as `{ text }`. */
 export function decodePrompt(codec: Codec, bytes: Uint8Array, contentType?: string): Prompt {
@@ -26,6 +26,11 @@ export function decodeCancel(codec: Codec, bytes: Uint8Array, contentType?: stri
 /** Decodes an approval decision. */
 export function decodeApprove(codec: Codec, bytes: Uint8Array, contentType?: string): Approve {
   return codec.validate(approveSchema, codec.decode(bytes, contentType), 'approval');
+}
+
+/** Decodes an answer to a tool's question. */
+export function decodeInput(codec: Codec, bytes: Uint8Array, contentType?: string): InputAnswer {
+  return codec.validate(inputAnswerSchema, codec.decode(bytes, contentType), 'input');
 }
 
 /** Decodes a delete body: empty, or `{}`. */

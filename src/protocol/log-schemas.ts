@@ -98,9 +98,34 @@ const toolResult = z.object({
 
 const turnHandoff = z.object({ toolCallId: z.string(), to: z.string(), from: z.string().optional() });
 
-const approvalRequested = z.object({ toolCallId: z.string(), name: z.string(), args: z.unknown(), argsRedacted: z.boolean().optional() });
+const approvalRequested = z.object({
+  toolCallId: z.string(),
+  name: z.string(),
+  args: z.unknown(),
+  argsRedacted: z.boolean().optional(),
+  deadline: z.number().optional(),
+  onTimeout: z.enum(['deny', 'approve']).optional(),
+});
 
-const approvalDecided = z.object({ toolCallId: z.string(), approved: z.boolean(), reason: z.string().optional() });
+const approvalDecided = z.object({
+  toolCallId: z.string(),
+  approved: z.boolean(),
+  reason: z.string().optional(),
+  args: z.unknown().optional(),
+  respond: z.string().optional(),
+  timedOut: z.boolean().optional(),
+});
+
+const toolInputRequested = z.object({
+  toolCallId: z.string(),
+  name: z.string(),
+  requestId: z.string(),
+  question: z.string(),
+  schema: z.record(z.string(), z.unknown()).optional(),
+  deadline: z.number(),
+});
+
+const toolInputAnswered = z.object({ toolCallId: z.string(), requestId: z.string(), answer: z.unknown() });
 
 const summaryCreated = z.object({
   text: z.string(),
@@ -141,6 +166,8 @@ export const logEventSchema = z.discriminatedUnion('type', [
   envelopeSchema(LogEventType.toolResult, toolResult),
   envelopeSchema(LogEventType.approvalRequested, approvalRequested),
   envelopeSchema(LogEventType.approvalDecided, approvalDecided),
+  envelopeSchema(LogEventType.toolInputRequested, toolInputRequested),
+  envelopeSchema(LogEventType.toolInputAnswered, toolInputAnswered),
   envelopeSchema(LogEventType.summaryCreated, summaryCreated),
   envelopeSchema(LogEventType.summaryFailed, summaryFailed),
   envelopeSchema(LogEventType.turnEnded, turnEnded),

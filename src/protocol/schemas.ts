@@ -120,13 +120,41 @@ export type Steer = z.infer<typeof steerSchema>;
 export const cancelSchema = z.strictObject({ reason: z.string().max(1000).optional() });
 export type Cancel = z.infer<typeof cancelSchema>;
 
-/** The body of an approval decision. */
-export const approveSchema = z.strictObject({
-  toolCallId: z.string().min(1).max(200),
-  approved: z.boolean(),
-  reason: z.string().max(10_000).optional(),
-});
+/** The most characters of a text result given in a tool's place (`respond`) or of an answer to a tool's question. */
+export const MAX_HUMAN_TEXT_CHARS = 100_000;
+
+/**
+ * The body of an approval decision: approve or deny (`approved`, `reason?`), approve with edited arguments
+ * (`approved: true` and `args`, checked against the tool's JSON Schema `parameters`), or answer in the tool's place
+ * (`respond`: the text becomes the call's `tool.result`, the tool does not run; `approved` then absent or false).
+ */
+export const approveSchema = z
+  .strictObject({
+    toolCallId: z.string().min(1).max(200),
+    approved: z.boolean().optional(),
+    reason: z.string().max(10_000).optional(),
+    args: z.record(z.string(), z.unknown()).optional(),
+    respond: z.string().max(MAX_HUMAN_TEXT_CHARS).optional(),
+  })
+  .refine((decision) => decision.approved !== undefined || decision.respond !== undefined, { message: 'approved or respond is required', path: ['approved'] })
+  .refine((decision) => decision.args === undefined || decision.approved === true, { message: 'args (edited arguments) need approved: true', path: ['args'] })
+  .refine((decision) => decision.respond === undefined || (decision.approved !== true && decision.args === undefined), {
+    message: 'respond answers in the tool\'s place: it excludes approved: true and args',
+    path: ['respond'],
+  });
 export type Approve = z.infer<typeof approveSchema>;
+
+/**
+ * The body of an answer to a tool's question (`tool.input_requested`), on `agentbus.<t>.sessions.<sid>.input`:
+ * `answer` is any JSON value (checked against the request's `schema` when it has one); `requestId`, when given,
+ * must name the open request.
+ */
+export const inputAnswerSchema = z.strictObject({
+  toolCallId: z.string().min(1).max(200),
+  requestId: z.string().min(1).max(300).optional(),
+  answer: z.unknown().refine((value) => value !== undefined, 'answer is required'),
+});
+export type InputAnswer = z.infer<typeof inputAnswerSchema>;
 
 /** The reply to a prompt request. */
 export interface PromptReply {
@@ -177,13 +205,25 @@ export const toolCallRequestSchema = z.object({
   turnId: z.string(),
   /** Epoch milliseconds after which the caller has given up. */
   deadline: z.number(),
+  /**
+   * The answers to the questions this call asked so far (`input_required` replies), oldest first: the call is made
+   * again with the same `effectId` after each answer (see docs/protocol.md, "A tool asks the user").
+   */
+  inputs: z.array(z.object({ requestId: z.string(), question: z.string(), answer: z.unknown() })).readonly().optional(),
 });
 export type ToolCallRequest = z.infer<typeof toolCallRequestSchema>;
 
 /** The reply of a tool worker. */
 export const toolCallReplySchema = z.discriminatedUnion('ok', [
   z.object({ v: z.literal(1), callId: z.string(), ok: z.literal(true), output: z.unknown() }),
-  z.object({ v: z.literal(1), callId: z.string(), ok: z.literal(false), error: errorData }),
+  z.object({
+    v: z.literal(1),
+    callId: z.string(),
+    ok: z.literal(false),
+    error: errorData,
+    /** With `error.code` `input_required`: the call is suspended until the user answers this question. */
+    inputRequest: z.object({ question: z.string().min(1).max(10_000), schema: z.record(z.string(), z.unknown()).optional() }).optional(),
+  }),
 ]);
 export type ToolCallReply = z.infer<typeof toolCallReplySchema>;
 

@@ -27,6 +27,8 @@ export const SessionVerb = {
   cancel: 'cancel',
   steer: 'steer',
   approve: 'approve',
+  /** Answers a tool's question (`tool.input_requested`). */
+  input: 'input',
   /** Deletes the session: its log, its memory, its lease; its id is refused from then on. */
   delete: 'delete',
   /** Forks the session at a sequence of its log into a new session (`{ atSeq?, sessionId? }` → `{ sessionId, atSeq }`). */

@@ -29,6 +29,17 @@ export interface ToolContext {
    * Cheap and never throws; updates come faster than the caller wants are merged.
    */
   progress(update: ToolProgress): void;
+  /**
+   * Asks the user a question and resolves with the answer. The first time a call reaches a question it has no answer
+   * to, the call is suspended: the worker replies `input_required` and the runtime logs `tool.input_requested`, waits
+   * for the answer (durably: another runtime node may take over meanwhile), then calls the tool again, same
+   * `effectId`, with every answer so far. So `execute` runs again from the start and must ask its questions in the
+   * same order, and keep side effects after the questions (or key them on `effectId`).
+   *
+   * @example
+   * const branch = await context.ask('Which branch should I deploy?', { schema: { type: 'string', enum: ['main', 'next'] } });
+   */
+  ask(question: string, options?: { readonly schema?: Readonly<Record<string, unknown>> }): Promise<unknown>;
 }
 
 /** One progress report of a running call. */

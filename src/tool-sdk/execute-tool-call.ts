@@ -33,6 +33,31 @@ function stateWithSignal(client: StateClient, signal: AbortSignal): StateClient 
   };
 }
 
+/** Thrown by `context.ask` for a question the request holds no answer to: the call is suspended on it. */
+class InputRequired extends Error {
+  constructor(
+    readonly question: string,
+    readonly schema: Readonly<Record<string, unknown>> | undefined,
+  ) {
+    super(`the call asks the user: ${question}`);
+    this.name = 'InputRequired';
+  }
+}
+
+/**
+ * `context.ask` of one run: the n-th question is answered by the request's n-th input; one past them suspends the
+ * call (rejects with {@link InputRequired}, which a tool that catches errors must let through).
+ */
+function askerOf(request: ToolCallRequest) {
+  let asked = 0;
+  return (question: string, options: { readonly schema?: Readonly<Record<string, unknown>> } = {}): Promise<unknown> => {
+    const given = request.inputs?.[asked];
+    asked += 1;
+    if (given) return Promise.resolve(given.answer);
+    return Promise.reject(new InputRequired(question, options.schema));
+  };
+}
+
 /** A failed reply of a call. */
 export function errorReply(callId: string, error: ErrorData): ToolCallReply {
   return { v: 1, callId, ok: false, error: { code: error.code, message: error.message, retryable: error.retryable } };
@@ -117,6 +142,7 @@ export async function executeToolCall(options: ExecuteToolCallOptions): Promise<
     controller.abort(new TimeoutError(`${tool.name} ran past ${which}`, limit));
   }, limit);
   const { promise: aborted, cleanup } = abortPromise(signal);
+  const ask = askerOf(request);
   try {
     options.onStarted?.();
     const output = await Promise.race([
@@ -132,6 +158,7 @@ export async function executeToolCall(options: ExecuteToolCallOptions): Promise<
           get logger() {
             return log();
           },
+          ask,
           progress(update) {
             try {
               options.onProgress?.(update);
@@ -150,6 +177,10 @@ export async function executeToolCall(options: ExecuteToolCallOptions): Promise<
     return { v: 1, callId, ok: true, output: output ?? null };
   } catch (error) {
     if (signal.aborted) return errorReply(callId, toErrorData(abortReason(signal)));
+    if (error instanceof InputRequired) {
+      const inputRequest = { question: error.question, ...(error.schema ? { schema: { ...error.schema } } : {}) };
+      return { v: 1, callId, ok: false, error: { code: ErrorCode.inputRequired, message: `the call needs an answer from the user: ${error.question}`, retryable: false }, inputRequest };
+    }
     log().debug({ err: error }, 'tool failed');
     return errorReply(callId, failure(error));
   } finally {

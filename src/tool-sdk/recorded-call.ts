@@ -34,8 +34,11 @@ export async function answerRepeat(
   return errorReply(request.callId, { code: ErrorCode.interrupted, message, retryable: false });
 }
 
-/** Codes of runs the tool did not settle itself: cut off, or what it fronts was down (an MCP server restarting). */
-const NOT_SETTLED: ReadonlySet<string> = new Set([ErrorCode.cancelled, ErrorCode.timeout, ErrorCode.unavailable]);
+/**
+ * Codes of runs the tool did not settle itself: cut off, what it fronts was down (an MCP server restarting), or
+ * suspended on a question to the user (the call is made again with the answer: that run settles it).
+ */
+const NOT_SETTLED: ReadonlySet<string> = new Set([ErrorCode.cancelled, ErrorCode.timeout, ErrorCode.unavailable, ErrorCode.inputRequired]);
 
 /** True when a reply is an outcome the tool settled itself, one the ledger keeps. */
 export function isSettled(reply: ToolCallReply): boolean {

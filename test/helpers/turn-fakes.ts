@@ -6,6 +6,7 @@ import type {
   CompactOutput,
   ExecuteToolsInput,
   ExecuteToolsOutput,
+  HumanAnswer,
   PrepareInput,
   PrepareOutput,
   RequestApprovalInput,
@@ -28,7 +29,7 @@ export interface TurnScript {
   readonly compact?: Implementation<CompactInput, CompactOutput | void>;
   readonly stream?: Implementation<StreamInput, StreamOutput>;
   readonly executeTools?: Implementation<ExecuteToolsInput, ExecuteToolsOutput | void>;
-  readonly requestApproval?: Implementation<RequestApprovalInput, void>;
+  readonly requestApproval?: Implementation<RequestApprovalInput, HumanAnswer | void>;
 }
 
 /** The fakes of the five turn actors, each recording its calls. */
@@ -131,10 +132,10 @@ function buildActors(script: TurnScript, calls: TurnFakes['calls'], log: string[
       log.push(`executeTools:${input.calls.map((call) => call.id).join(',')}`);
       if (script.executeTools) return script.executeTools(input, signal);
     }),
-    requestApproval: fromPromise<void, RequestApprovalInput>(async ({ input, signal }) => {
+    requestApproval: fromPromise<HumanAnswer | void, RequestApprovalInput>(async ({ input, signal }) => {
       calls.requestApproval.push({ input, signal });
       log.push(`requestApproval:${input.call.id}`);
-      if (script.requestApproval) await script.requestApproval(input, signal);
+      if (script.requestApproval) return script.requestApproval(input, signal);
     }),
   };
 }

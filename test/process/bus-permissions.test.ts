@@ -48,8 +48,8 @@ const AGENT_PROMPT = 'agents.prompt.agentbus.acme.desk';
  * JetStream request of a tenant (its account has none).
  */
 const EXPECTED_REFUSALS = {
-  accounts: { refusals: 570, publish: 272, subscribe: 298, byTenants: 209, inboxSubscriptions: 170, consumerCreates: 36 },
-  users: { refusals: 542, publish: 244, subscribe: 298, byTenants: 181, inboxSubscriptions: 170, consumerCreates: 28 },
+  accounts: { refusals: 572, publish: 274, subscribe: 298, byTenants: 211, inboxSubscriptions: 170, consumerCreates: 36 },
+  users: { refusals: 544, publish: 246, subscribe: 298, byTenants: 183, inboxSubscriptions: 170, consumerCreates: 28 },
 } as const;
 /** Refused on purpose by the other tests: the SDK acting for another tenant, and stream info in the accounts layout. */
 const EXPECTED_SDK_REFUSALS = { accounts: 6, users: 3 } as const;
@@ -231,6 +231,10 @@ describe.each([
       expect(await acmeClient.state('acme').load(STATE_KEY)).toMatchObject({ revision });
       // The call went through the tool hook, logged in as `hooks`, before and after: the runtime asked, the hook answered.
       expect(audited).toEqual([`before acme/${acmeSession} remember`, `after acme/${acmeSession} remember isError=false`]);
+      // acme may answer a tool's question in its own session: the runtime hears `input` and answers acme's inbox
+      // (no turn runs now, so the answer is refused as data, not by the server).
+      const answered = await acmeClient.input({ tenant: 'acme', sessionId: acmeSession }, { toolCallId: 'none', answer: 'main' }, { timeoutMs: 10_000 });
+      expect(answered).toMatchObject({ ok: false, error: { code: 'not_found' } });
     });
 
     it('lets a tool worker discover every service, as agentbus mcp does to warn of a tool served twice, and each answers it', async () => {
@@ -408,7 +412,7 @@ describe.each([
       // A tenant reaches nothing of another tenant's: session verbs, history, sessions list, memory, state, events.
       const tenantRefusals = (tenant: 'acme' | 'globex', other: 'acme' | 'globex', otherSession: string) => {
         const session = `agentbus.${other}.sessions.${otherSession}`;
-        publish(tenant, ...['prompt', 'cancel', 'steer', 'approve', 'delete', 'fork', 'history'].map((verb) => `${session}.${verb}`));
+        publish(tenant, ...['prompt', 'cancel', 'steer', 'approve', 'input', 'delete', 'fork', 'history'].map((verb) => `${session}.${verb}`));
         publish(tenant, `agentbus.${other}.sessions.list`, `agentbus.${other}.memory.search`);
         publish(tenant, ...['save', 'load', 'delete'].map((verb) => `agentbus.${other}.state.${verb}`));
         subscribe(tenant, `agentbus.${other}.sessions.>`, `${session}.live.>`, `${session}.log`, 'agentbus.*.sessions.>', 'agentbus.>', '>');

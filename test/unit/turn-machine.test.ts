@@ -20,15 +20,11 @@ import type { TurnFakes } from '../helpers/turn-fakes.ts';
 
 interface StartOptions {
   readonly clock?: SimulatedClock;
-  readonly approvalTimeout?: number;
 }
 
 /** Starts a turn on the fakes and records every run state it rests in, in order. */
 function startTurn(fakes: TurnFakes, input: Partial<TurnInput> = {}, options: StartOptions = {}) {
-  const machine = turnMachine.provide({
-    actors: fakes.actors,
-    ...(options.approvalTimeout === undefined ? {} : { delays: { approvalTimeout: options.approvalTimeout } }),
-  });
+  const machine = turnMachine.provide({ actors: fakes.actors });
   const actor = createActor(machine, {
     input: { turnId: 'turn-1', model: 'scripted:default', maxSteps: 8, ...input },
     ...(options.clock ? { clock: options.clock } : {}),
@@ -161,34 +157,128 @@ describe('turn machine: approval of privileged calls', () => {
     expect(fakes.calls.executeTools[0]?.input.decisions).toEqual({ p1: { approved: false, reason: 'not on a Friday' } });
   });
 
-  it('denies a privileged call with reason "approval timed out" when nobody answers within approvalTimeout', async () => {
-    const clock = new SimulatedClock();
-    const fakes = createTurnFakes({ stream: streamOf(answer('', [privileged('p1')]), answer('done')) });
-    const { actor, done } = startTurn(fakes, {}, { clock });
-
-    await inState(actor, RunState.awaitingApproval);
-    clock.increment(10 * 60_000 - 1);
-    expect(actor.getSnapshot().value).toBe(RunState.awaitingApproval);
-    clock.increment(1);
+  it('takes the default decision requestApproval resolves with when the approval deadline passes', async () => {
+    const timedOut = { approved: false, reason: 'approval timed out', timedOut: true };
+    const fakes = createTurnFakes({
+      stream: streamOf(answer('', [privileged('p1')]), answer('done')),
+      requestApproval: () => ({ kind: 'approval', decision: timedOut }),
+    });
+    const { done } = startTurn(fakes);
     const output = await done;
 
     expect(output.reason).toBe(TurnEndReason.yielded);
-    expect(fakes.calls.executeTools[0]?.input).toMatchObject({
-      calls: [privileged('p1')],
-      decisions: { p1: { approved: false, reason: 'approval timed out' } },
+    expect(fakes.calls.executeTools[0]?.input).toMatchObject({ calls: [privileged('p1')], decisions: { p1: timedOut } });
+  });
+
+  it('keeps waiting when requestApproval only asked (resolved without a decision)', async () => {
+    const fakes = createTurnFakes({ stream: streamOf(answer('', [privileged('p1')]), answer('done')) });
+    const { actor, done } = startTurn(fakes);
+
+    await inState(actor, RunState.awaitingApproval);
+    await settle();
+    expect(actor.getSnapshot().value).toBe(RunState.awaitingApproval);
+    actor.send({ type: 'APPROVAL', toolCallId: 'p1', approved: true });
+    await done;
+    expect(fakes.log).toContain('executeTools:p1');
+  });
+
+  it('passes edited args and a respond decision to executeTools as the decision of each call', async () => {
+    const fakes = createTurnFakes({ stream: streamOf(answer('', [privileged('p1'), privileged('p2')]), answer('done')) });
+    const { actor, done } = startTurn(fakes);
+
+    await inState(actor, RunState.awaitingApproval);
+    actor.send({ type: 'APPROVAL', toolCallId: 'p1', approved: true, args: { target: 'staging' } });
+    await inState(actor, RunState.awaitingApproval);
+    await settle();
+    actor.send({ type: 'APPROVAL', toolCallId: 'p2', approved: false, respond: 'done by hand' });
+    await done;
+
+    expect(fakes.calls.executeTools.at(-1)?.input.decisions).toEqual({
+      p1: { approved: true, args: { target: 'staging' } },
+      p2: { approved: false, respond: 'done by hand' },
     });
   });
 
-  it('takes its approval timeout from the provided delays', async () => {
-    const clock = new SimulatedClock();
-    const fakes = createTurnFakes({ stream: streamOf(answer('', [privileged('p1')]), answer('done')) });
-    const { actor, done } = startTurn(fakes, {}, { clock, approvalTimeout: 1000 });
+  it('suspends a call that asked the user something in AwaitingApproval, then runs it again with the answer', async () => {
+    const asking = { requestId: 'w1:1', question: 'Which branch?' };
+    let runs = 0;
+    const fakes = createTurnFakes({
+      stream: streamOf(answer('', [write('w1')]), answer('done')),
+      executeTools: () => {
+        runs += 1;
+        return runs === 1 ? { suspended: [{ id: 'w1', asking, effectId: 'e-w1', sent: { args: {} } }] } : undefined;
+      },
+    });
+    const { actor, done, states } = startTurn(fakes);
 
     await inState(actor, RunState.awaitingApproval);
-    clock.increment(1000);
+    expect(fakes.calls.requestApproval[0]?.input.call).toMatchObject({ id: 'w1', asking });
+    actor.send({ type: 'INPUT', toolCallId: 'w1', requestId: 'w1:2', answer: 'wrong request' });
+    await settle();
+    expect(actor.getSnapshot().value).toBe(RunState.awaitingApproval);
+    actor.send({ type: 'INPUT', toolCallId: 'w1', requestId: 'w1:1', answer: 'main' });
+    const output = await done;
+
+    expect(output.reason).toBe(TurnEndReason.yielded);
+    expect(states).toEqual([RunState.preparing, RunState.streaming, RunState.toolExecution, RunState.awaitingApproval, RunState.toolExecution, RunState.preparing, RunState.streaming, RunState.yielding]);
+    const again = fakes.calls.executeTools[1]?.input.calls[0];
+    expect(again).toMatchObject({ id: 'w1', effectId: 'e-w1', sent: { args: {} }, inputs: [{ requestId: 'w1:1', question: 'Which branch?', answer: 'main' }] });
+    expect(again?.asking).toBeUndefined();
+  });
+
+  it('asks for each suspended call of a batch before the batch runs again', async () => {
+    const fakes = createTurnFakes({
+      stream: streamOf(answer('', [read('r1'), read('r2')]), answer('done')),
+      executeTools: (input) =>
+        input.calls.some((call) => call.inputs)
+          ? undefined
+          : { suspended: input.calls.map((call) => ({ id: call.id, asking: { requestId: `${call.id}:1`, question: `${call.id}?` }, effectId: `e-${call.id}`, sent: { args: {} } })) },
+    });
+    const { actor, done } = startTurn(fakes);
+
+    await inState(actor, RunState.awaitingApproval);
+    actor.send({ type: 'INPUT', toolCallId: 'r1', requestId: 'r1:1', answer: 1 });
+    await settle();
+    expect(fakes.calls.requestApproval.map((call) => call.input.call.id)).toEqual(['r1', 'r2']);
+    expect(fakes.calls.executeTools).toHaveLength(1);
+    actor.send({ type: 'INPUT', toolCallId: 'r2', requestId: 'r2:1', answer: 2 });
     await done;
 
-    expect(fakes.calls.executeTools[0]?.input.decisions).toEqual({ p1: { approved: false, reason: 'approval timed out' } });
+    expect(fakes.calls.executeTools[1]?.input.calls.map((call) => [call.id, call.inputs?.[0]?.answer])).toEqual([
+      ['r1', 1],
+      ['r2', 2],
+    ]);
+  });
+
+  it('runs a call whose question timed out once more, marked inputTimedOut, so that it gets its error result', async () => {
+    let runs = 0;
+    const fakes = createTurnFakes({
+      stream: streamOf(answer('', [write('w1')]), answer('done')),
+      executeTools: () => {
+        runs += 1;
+        return runs === 1 ? { suspended: [{ id: 'w1', asking: { requestId: 'w1:1', question: 'Sure?' }, effectId: 'e-w1', sent: { args: {} } }] } : undefined;
+      },
+      requestApproval: () => ({ kind: 'input_timeout', requestId: 'w1:1' }),
+    });
+    await startTurn(fakes).done;
+
+    expect(fakes.calls.executeTools[1]?.input.calls[0]).toMatchObject({ id: 'w1', inputTimedOut: { requestId: 'w1:1', question: 'Sure?' } });
+  });
+
+  it('cancels a turn waiting for an answer, aborting the wait', async () => {
+    const fakes = createTurnFakes({
+      stream: streamOf(answer('', [write('w1')])),
+      executeTools: () => ({ suspended: [{ id: 'w1', asking: { requestId: 'w1:1', question: 'Sure?' }, effectId: 'e-w1', sent: { args: {} } }] }),
+      requestApproval: (_input, signal) => untilAborted(signal),
+    });
+    const { actor, done } = startTurn(fakes);
+
+    await inState(actor, RunState.awaitingApproval);
+    actor.send({ type: 'CANCEL' });
+    const output = await done;
+
+    expect(output.reason).toBe(TurnEndReason.cancelled);
+    expect(fakes.calls.requestApproval[0]?.signal.aborted).toBe(true);
   });
 
   it('ignores an APPROVAL for another toolCallId and keeps waiting', async () => {

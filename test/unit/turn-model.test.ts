@@ -38,7 +38,6 @@ interface ModelEvent {
 }
 
 const MAX_COST = 1;
-const APPROVAL_TIMEOUT_EVENT = 'xstate.after.approvalTimeout.turn.AwaitingApproval';
 const TERMINAL: ReadonlySet<string> = new Set([RunState.yielding, RunState.cancelled, RunState.budgetExceeded, RunState.failed]);
 const END_REASON: Readonly<Record<string, readonly string[]>> = {
   [RunState.yielding]: [TurnEndReason.yielded],
@@ -83,7 +82,7 @@ function eventsFor(snapshot: TurnSnapshot): ModelEvent[] {
     { type: 'APPROVAL', variant: 'approve', toolCallId: next, approved: true },
     { type: 'APPROVAL', variant: 'deny', toolCallId: next, approved: false, reason: 'no' },
     { type: 'APPROVAL', variant: 'approve another call', toolCallId: 'somebody-else', approved: true },
-    { type: APPROVAL_TIMEOUT_EVENT, variant: 'approval timed out' },
+    done('requestApproval', 'approval timed out', { kind: 'approval', decision: { approved: false, reason: 'approval timed out', timedOut: true } }),
     { type: 'CANCEL', variant: 'cancel' },
   ];
 }
@@ -375,8 +374,6 @@ async function replay(path: TurnPath, input: TurnInput, initiallyAsked: readonly
       open.delete(id ?? '');
       if (kind === 'done') pending.resolve(event.output);
       else pending.reject(event.error);
-    } else if (event.type === APPROVAL_TIMEOUT_EVENT) {
-      clock.increment(10 * 60_000);
     } else {
       actor.send(turnEvent);
     }

@@ -71,6 +71,13 @@ export function kindOf(type) {
   return 'other';
 }
 
+/** How a decision reads: approved, approved with edited args, answered in the tool's place, or denied. */
+function decision(data) {
+  if (data.respond !== undefined) return `answered in the tool's place: ${short(data.respond, 60)}`;
+  if (!data.approved) return 'denied';
+  return data.args === undefined ? 'approved' : `approved with edited args ${short(data.args, 60)}`;
+}
+
 /** One line about an event, as `agentbus tail` prints it. */
 export function describe(event) {
   const data = event.data ?? {};
@@ -84,8 +91,10 @@ export function describe(event) {
     }
     case 'tool.use': return `${data.name} ${short(data.args, 70)}`;
     case 'tool.result': return `${data.name} ${data.isError ? 'ERROR ' : ''}${short(data.output, 60)} · ${duration(data.durationMs)}`;
-    case 'approval.requested': return `${data.name} waits for approval`;
-    case 'approval.decided': return `${data.approved ? 'approved' : 'denied'}${data.reason ? `: ${data.reason}` : ''}`;
+    case 'approval.requested': return `${data.name} waits for approval${data.deadline ? ` until ${clock(data.deadline)} (then ${data.onTimeout ?? 'deny'})` : ''}`;
+    case 'approval.decided': return `${decision(data)}${data.reason ? `: ${data.reason}` : ''}${data.timedOut ? ' (timed out)' : ''}`;
+    case 'tool.input_requested': return `${data.name} asks: ${short(data.question, 70)}`;
+    case 'tool.input_answered': return `answered: ${short(data.answer, 70)}`;
     case 'summary.created': return `${data.tokens} tokens through seq ${data.throughSeq}`;
     case 'turn.ended': return `${data.reason}${data.error ? ` (${data.error.code}: ${data.error.message})` : ''} after ${data.steps} step(s) · ${money(data.cost)}`;
     case 'assistant.delta': return JSON.stringify(data.text);

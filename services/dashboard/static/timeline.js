@@ -4,7 +4,8 @@ import { clock, describe, h, kindOf } from './format.js';
 
 const TYPE_GROUPS = [
   ['user.message', true], ['assistant.message', true], ['tool.use', true], ['tool.result', true],
-  ['approval.requested', true], ['approval.decided', true], ['summary.created', true], ['turn.ended', true],
+  ['approval.requested', true], ['approval.decided', true], ['tool.input_requested', true], ['tool.input_answered', true],
+  ['summary.created', true], ['turn.ended', true],
   ['session.created', true], ['session.forked', true], ['state', true], ['progress', false], ['tool.progress', false], ['retry', true], ['error', true],
 ];
 const MAX_ROWS = 3000;

@@ -4,7 +4,7 @@ import { AgentbusError, ErrorCode, LogConflictError, SessionDeletedError, toErro
 import type { Logger } from '../../../src/logging.ts';
 import type { RefusalLog } from '../../../src/refusal-log.ts';
 import { traceContextOfHeaders } from '../../../src/telemetry/index.ts';
-import { SessionVerb, contentTypeOf, decodeApprove, decodeCancel, decodeDelete, decodeFork, decodePrompt, decodeSteer } from '../../../src/protocol/index.ts';
+import { SessionVerb, contentTypeOf, decodeApprove, decodeCancel, decodeDelete, decodeFork, decodeInput, decodePrompt, decodeSteer } from '../../../src/protocol/index.ts';
 import type { Codec, CommandReply, DeleteReply, ForkReply, PromptReply, Subjects } from '../../../src/protocol/index.ts';
 import type { RuntimeConfig } from '../config.ts';
 import type { SessionLeases } from '../node/leases.ts';
@@ -172,6 +172,11 @@ export function createSessionMessageHandler(deps: SessionMessageDeps): SessionMe
         case SessionVerb.approve: {
           const decision = decodeApprove(codec, message.data, contentType);
           replyCommand(message, await (await existingHost(tenant, sessionId)).approve(decision));
+          break;
+        }
+        case SessionVerb.input: {
+          const answer = decodeInput(codec, message.data, contentType);
+          replyCommand(message, await (await existingHost(tenant, sessionId)).input(answer));
           break;
         }
         case SessionVerb.delete: {

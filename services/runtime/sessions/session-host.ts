@@ -4,7 +4,7 @@ import type { SessionLog } from '../../../src/bus/session-log.ts';
 import { readSessionHistory } from '../../../src/bus/session-lineage.ts';
 import { AgentbusError } from '../../../src/errors.ts';
 import { ErrorCode, LiveEventType, LogEventType, TurnEndReason } from '../../../src/protocol/index.ts';
-import type { Approve, EnvelopeFactory, ErrorData, EventDataMap, LogEvent, Prompt, TraceContext } from '../../../src/protocol/index.ts';
+import type { Approve, InputAnswer, EnvelopeFactory, ErrorData, EventDataMap, LogEvent, Prompt, TraceContext } from '../../../src/protocol/index.ts';
 import type { Logger } from '../../../src/logging.ts';
 import type { PlannedCall, QueuedTurn } from '../../../machines/index.ts';
 import type { RuntimeConfig } from '../config.ts';
@@ -12,6 +12,7 @@ import { turnModels } from '../models/model-chain.ts';
 import type { PromptModels } from '../models/model-chain.ts';
 import { checkForcedCall, loggedPrompt } from './prompt-input.ts';
 import { withProfile } from '../agents/profile-prompt.ts';
+import { answerInput, decideApproval } from './human-answers.ts';
 import { createSessionWriter } from './session-writer.ts';
 import type { SessionWriter } from './session-writer.ts';
 import { createTranscript } from './transcript.ts';
@@ -44,7 +45,10 @@ export interface SessionHost {
   cancel(reason?: string): CommandResult;
   /** Injects `text` at the running turn's next step; `requestId` and `dedupe` as for {@link prompt}. */
   steer(text: string, options?: RequestOptions): CommandResult;
+  /** Decides on an awaited approval: approve, deny, approve with edited `args`, or `respond` in the tool's place. */
   approve(decision: Approve): Promise<CommandResult>;
+  /** Answers the open question of a suspended tool call (`tool.input_requested`). */
+  input(answer: InputAnswer): Promise<CommandResult>;
   /** True while a turn runs or waits. */
   busy(): boolean;
   /** Resolves `true` when no turn runs or waits, `false` when the session stops first. */
@@ -354,25 +358,21 @@ class HostedSession implements SessionHost {
   async approve(decision: Approve): Promise<CommandResult> {
     const turnId = this.currentTurnId();
     if (!this.running() || !turnId) return noActiveTurn(this.sessionId);
+    const toolOf = async (name: string) =>
+      this.deps.tools.announced?.(name) ?? (await this.deps.tools.listTools({ signal: AbortSignal.timeout(ASK_TOOLS_TIMEOUT_MS) })).find((tool) => tool.name === name);
     // The check runs after appends in flight: a client may see `approval.requested` before its ack is back here.
-    const refused = await this.writer.exclusive(async (append): Promise<CommandResult | undefined> => {
-      const turnEvents = this.transcript.turnEvents(turnId);
-      const ofCall = (event: LogEvent, type: LogEventType) => event.type === type && 'toolCallId' in event.data && event.data.toolCallId === decision.toolCallId;
-      // The newest request of this id: models that reuse ids (`call_0` in every step) have one approved per step.
-      const at = turnEvents.findLastIndex((event) => ofCall(event, LogEventType.approvalRequested));
-      const requested = at >= 0 ? turnEvents[at] : undefined;
-      const decided = turnEvents.slice(at + 1).some((event) => ofCall(event, LogEventType.approvalDecided));
-      if (!requested || decided) {
-        return {
-          ok: false,
-          error: { code: ErrorCode.notFound, message: `no approval is awaited for tool call ${decision.toolCallId}`, retryable: false },
-        };
-      }
-      await append(LogEventType.approvalDecided, requested.step === undefined ? { turnId } : { turnId, step: requested.step }, decision);
-      return undefined;
-    });
-    if (refused) return refused;
-    this.actor?.send({ type: 'APPROVAL', ...decision });
+    const outcome = await this.writer.exclusive((append) => decideApproval(this.transcript.turnEvents(turnId), decision, toolOf, append, turnId));
+    if ('refused' in outcome) return { ok: false, error: outcome.refused };
+    this.actor?.send({ type: 'APPROVAL', toolCallId: decision.toolCallId, ...outcome.accepted });
+    return { ok: true, turnId };
+  }
+
+  async input(answer: InputAnswer): Promise<CommandResult> {
+    const turnId = this.currentTurnId();
+    if (!this.running() || !turnId) return noActiveTurn(this.sessionId);
+    const outcome = await this.writer.exclusive((append) => answerInput(this.transcript.turnEvents(turnId), answer, this.deps.now(), append, turnId));
+    if ('refused' in outcome) return { ok: false, error: outcome.refused };
+    this.actor?.send({ type: 'INPUT', toolCallId: answer.toolCallId, requestId: outcome.accepted.requestId, answer: answer.answer });
     return { ok: true, turnId };
   }
 
@@ -457,12 +457,21 @@ async function resumeQueue(
       }
       const tool = byName.get(call.name);
       const sent = turn.sent[call.id];
+      const asked = turn.questions[call.id];
+      if (asked?.asking && sent) {
+        // Suspended on a question nobody has answered yet: nothing of it runs, so it waits for the answer here, its
+        // request's deadline kept (it is in the log), and is then made again as a first attempt with the answers.
+        const { effectId, args, argsRewrittenBy } = sent;
+        pendingCalls.push({ ...call, tier: tool?.tier ?? 'unknown', effectId, sent: argsRewrittenBy ? { args, argsRewrittenBy } : { args }, asking: asked.asking, ...(asked.given.length > 0 ? { inputs: asked.given } : {}) });
+        continue;
+      }
       const sideEffect = tool?.tier === 'side_effecting' || (tool?.tier === 'privileged' && turn.decisions[call.id]?.approved === true);
       if (sent && sideEffect && !tool.idempotent && tool.ledger !== true) {
         await writer.append(LogEventType.toolResult, { turnId: turn.turnId, step: turn.lastStep }, interruptedResult(call));
         continue;
       }
-      pendingCalls.push({ ...call, tier: tool?.tier ?? 'unknown', ...(sent ? repeatOf(sent) : {}) });
+      // Answered: the call may have gone out again with its answers when the node died, and is repeated with them.
+      pendingCalls.push({ ...call, tier: tool?.tier ?? 'unknown', ...(sent ? repeatOf(sent) : {}), ...(asked && asked.given.length > 0 ? { inputs: asked.given } : {}) });
     }
     if (pendingCalls.length === 0 && turn.lastStep >= base.maxSteps) {
       await writer.append(LogEventType.turnEnded, { turnId: turn.turnId, step: turn.lastStep }, { reason: TurnEndReason.budgetExceeded, ...ending });

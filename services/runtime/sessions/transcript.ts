@@ -2,7 +2,7 @@ import { LogEventType } from '../../../src/protocol/index.ts';
 import type { LogEvent, ToolCall, Usage } from '../../../src/protocol/index.ts';
 import { ZERO_USAGE, addUsage } from '../../../src/protocol/index.ts';
 import type { TokenCounter } from '../../../src/tokens.ts';
-import type { ApprovalDecision } from '../../../machines/index.ts';
+import type { ApprovalDecision, GivenInput, InputRequest } from '../../../machines/index.ts';
 import { TRIM_BELOW, createConversationIndex } from '../context/conversation.ts';
 import type { ConversationIndex, ConversationView } from '../context/conversation.ts';
 
@@ -46,6 +46,11 @@ export interface UnfinishedTurn {
   readonly usage: Usage;
   readonly cost: number;
   readonly decisions: Readonly<Record<string, ApprovalDecision>>;
+  /**
+   * Of the open calls, those that asked the user something (`tool.input_requested`): the answers given so far, and
+   * the question still open (`asking`), if any.
+   */
+  readonly questions: Readonly<Record<string, { readonly given: readonly GivenInput[]; readonly asking?: InputRequest }>>;
 }
 
 /** The in-memory view of one session's log. */
@@ -180,6 +185,7 @@ function summarizeTurn(events: readonly LogEvent[], turnId: string, prompt: Unfi
   let sent: Record<string, SentCall> = {};
   let sentRedacted = new Set<string>();
   let askedRedacted: ReadonlySet<string> = new Set();
+  let questions: Record<string, { given: GivenInput[]; asking?: InputRequest }> = {};
   for (const event of events) {
     if (event.turnId !== turnId) continue;
     // An agent call's child turn is counted in its caller's, whichever step it was.
@@ -198,6 +204,7 @@ function summarizeTurn(events: readonly LogEvent[], turnId: string, prompt: Unfi
       decisions = {};
       sent = {};
       sentRedacted = new Set();
+      questions = {};
       lastStep = event.step ?? lastStep + 1;
       lastCalls = event.data.toolCalls;
       atLast = event.data.finalAnswer === true;
@@ -216,8 +223,18 @@ function summarizeTurn(events: readonly LogEvent[], turnId: string, prompt: Unfi
       sent[event.data.toolCallId] = argsRewrittenBy === undefined ? { args, final, effectId } : { args, argsRewrittenBy, final, effectId };
       if (event.data.argsRedacted === true) sentRedacted.add(event.data.toolCallId);
     } else if (event.type === LogEventType.approvalDecided) {
-      decisions[event.data.toolCallId] =
-        event.data.reason === undefined ? { approved: event.data.approved } : { approved: event.data.approved, reason: event.data.reason };
+      const { toolCallId: _id, ...decision } = event.data;
+      decisions[event.data.toolCallId] = decision;
+    } else if (event.type === LogEventType.toolInputRequested) {
+      const { requestId, question, schema } = event.data;
+      const asked = (questions[event.data.toolCallId] ??= { given: [] });
+      asked.asking = schema === undefined ? { requestId, question } : { requestId, question, schema };
+    } else if (event.type === LogEventType.toolInputAnswered) {
+      const asked = questions[event.data.toolCallId];
+      if (asked?.asking?.requestId === event.data.requestId) {
+        asked.given.push({ requestId: event.data.requestId, question: asked.asking.question, answer: event.data.answer });
+        delete asked.asking;
+      }
     }
   }
   const open = lastCalls.filter((call) => !answered.has(call.id));
@@ -238,5 +255,6 @@ function summarizeTurn(events: readonly LogEvent[], turnId: string, prompt: Unfi
     usage,
     cost,
     decisions,
+    questions: Object.fromEntries(open.filter((call) => questions[call.id] !== undefined).map((call) => [call.id, questions[call.id]!])),
   };
 }

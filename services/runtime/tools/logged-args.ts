@@ -19,6 +19,10 @@ export function argsForLog<T extends LogEventType>(scrubber: Pick<Scrubber, 'scr
     case LogEventType.toolUse:
     case LogEventType.approvalRequested:
       return scrubCall(scrubber, data as EventDataMap['tool.use'] | EventDataMap['approval.requested']) as Promise<EventDataMap[T]>;
+    case LogEventType.approvalDecided: {
+      const decided = data as EventDataMap['approval.decided'];
+      return decided.args === undefined ? undefined : (scrubCall(scrubber, decided as EventDataMap['approval.decided'] & { args: unknown }) as Promise<EventDataMap[T]>);
+    }
     case LogEventType.assistantMessage: {
       const message = data as EventDataMap['assistant.message'];
       return message.toolCalls.length === 0 ? undefined : (scrubMessage(scrubber, message) as Promise<EventDataMap[T]>);
@@ -31,10 +35,11 @@ export function argsForLog<T extends LogEventType>(scrubber: Pick<Scrubber, 'scr
 /** True for an event whose data holds tool-call arguments that {@link argsForLog} scrubs. */
 export function carriesArgs<T extends LogEventType>(type: T, data: EventDataMap[T]): boolean {
   if (type === LogEventType.toolUse || type === LogEventType.approvalRequested) return true;
+  if (type === LogEventType.approvalDecided) return (data as EventDataMap['approval.decided']).args !== undefined;
   return type === LogEventType.assistantMessage && (data as EventDataMap['assistant.message']).toolCalls.length > 0;
 }
 
-async function scrubCall<D extends EventDataMap['tool.use'] | EventDataMap['approval.requested']>(scrubber: Pick<Scrubber, 'scrubValue'>, data: D): Promise<D> {
+async function scrubCall<D extends { readonly args: unknown; readonly argsRedacted?: boolean }>(scrubber: Pick<Scrubber, 'scrubValue'>, data: D): Promise<D> {
   const { value, redacted } = await scrubber.scrubValue(data.args);
   return redacted ? { ...data, args: value, argsRedacted: true } : data;
 }

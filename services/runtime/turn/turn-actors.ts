@@ -28,7 +28,7 @@ export interface SessionLogic {
   prepareDryRun(services: SessionServices, input: PrepareInput, signal: AbortSignal): Promise<PrepareOutput>;
 }
 
-function provideMachines(actors: ReturnType<typeof createActors>, approvalTimeoutMs: number, scopeOf: StepActorDeps['scopeOf']) {
+function provideMachines(actors: ReturnType<typeof createActors>, scopeOf: StepActorDeps['scopeOf']) {
   const { prepare, compact, stream, executeTools, requestApproval, startTurn, finishTurn } = actors;
   return sessionMachine.provide({
     actors: {
@@ -37,7 +37,6 @@ function provideMachines(actors: ReturnType<typeof createActors>, approvalTimeou
         actions: {
           stateEntered: ({ context, event, system }, { value }) => scopeOf(system).services.stateEntered?.('turn', value, event.type, context.turnId),
         },
-        delays: { approvalTimeout: approvalTimeoutMs },
       }),
       startTurn,
       finishTurn,
@@ -54,7 +53,7 @@ function provideMachines(actors: ReturnType<typeof createActors>, approvalTimeou
  * actor finds its session's services through its actor system (see {@link SessionLogic.bind}), so a session
  * holds only its actor, transcript and writer, not a machine definition of its own.
  */
-export function createSessionLogic(options: { approvalTimeoutMs: number }): SessionLogic {
+export function createSessionLogic(): SessionLogic {
   const scopes = new WeakMap<AnyActorSystem, SessionScope>();
   const scopeOf = (system: AnyActorSystem): SessionScope => {
     const scope = scopes.get(system);
@@ -63,7 +62,7 @@ export function createSessionLogic(options: { approvalTimeoutMs: number }): Sess
   };
   const actors = createActors(scopeOf);
   return {
-    machine: provideMachines(actors, options.approvalTimeoutMs, scopeOf),
+    machine: provideMachines(actors, scopeOf),
     bind(system, services) {
       scopes.set(system, { services, compactThroughSeq: 0, escalations: undefined, tools: undefined, recalled: undefined });
     },
