@@ -109,7 +109,7 @@ describe('a tool call whose arguments hold secrets', () => {
   it('is logged redacted in assistant.message, approval.requested and tool.use, while each tool gets the real arguments', async () => {
     const sessionId = 'secret-args';
     const request = await runApproved(sessionId);
-    expect(request.data).toEqual({ toolCallId: expect.any(String), name: 'deploy', args: { target: 'prod', token: '[REDACTED:github]' }, argsRedacted: true });
+    expect(request.data).toEqual({ toolCallId: expect.any(String), name: 'deploy', args: { target: 'prod', token: '[REDACTED:github]' }, argsRedacted: true, deadline: expect.any(Number), onTimeout: 'deny' });
 
     // The tools ran with what the model asked for.
     expect(received.get(sessionId)).toEqual(expect.arrayContaining([{ cmd: curl }, { target: 'prod', token: githubToken }]));
