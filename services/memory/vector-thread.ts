@@ -54,8 +54,6 @@ export interface VectorThreadOptions {
 
 /** Vectors inserted into a graph at once in the thread: between two inserts a search that came meanwhile is answered. */
 export const INSERT_SLICE = 8;
-/** Vectors waiting in the thread past which it inserts on two usearch threads (slices of twice {@link INSERT_SLICE}). */
-export const INSERT_BACKLOG = 1_024;
 
 // Plain JavaScript run by the thread (as services/tools/line-scanner.ts does, so the compiled dist/ needs no file
 // beside it): per tenant a usearch graph (HNSW) as in vector-index.ts, the id ↔ key maps, and the vectors for the
@@ -65,7 +63,6 @@ const THREAD = `
 const { parentPort, workerData } = require('node:worker_threads');
 const { Index, MetricKind, ScalarKind } = require(workerData.usearch);
 const SLICE = workerData.slice;
-const BACKLOG = workerData.backlog;
 const FILTER_OVERSAMPLE = 8;
 const tenants = new Map();
 const queue = [];
@@ -95,19 +92,10 @@ function removeOne(space, id) {
   space.vectorOf.delete(id);
   space.typeOf.delete(id);
 }
-// Vectors queued and not inserted yet.
-function backlog() {
-  let waiting = 0;
-  for (const job of queue) waiting += job.ids.length - job.next;
-  return waiting;
-}
 function insertSlice() {
   const job = queue[0];
   const space = graphOf(job.tenant, job.dimensions);
-  // A backlog (vectors arrive faster than one thread inserts them) takes a second usearch thread, and a slice twice
-  // as long, which two threads insert in about the time one inserts a slice: a search still waits about as long.
-  const threads = backlog() > BACKLOG ? 2 : 1;
-  const end = Math.min(job.ids.length, job.next + SLICE * threads);
+  const end = Math.min(job.ids.length, job.next + SLICE);
   const kept = [];
   for (let at = job.next; at < end; at++) if (!job.gone || !job.gone.has(at)) kept.push(at);
   if (kept.length > 0) {
@@ -125,8 +113,8 @@ function insertSlice() {
       space.typeOf.set(id, job.types[at]);
       if (vectors.buffer !== job.flat.buffer) vectors.set(vector, index * job.dimensions);
     }
-    // One thread unless there is a backlog: the service's own loop needs the other core, and a small slice keeps a search's wait short.
-    space.graph.add(keys, vectors, threads);
+    // One thread: the service's own loop needs the other core, and a small slice keeps a search's wait short.
+    space.graph.add(keys, vectors, 1);
   }
   done += end - job.next;
   job.next = end;
@@ -235,7 +223,7 @@ export function createVectorThread(options: VectorThreadOptions): VectorSpace {
   const { logger } = options;
   const worker = new Worker(THREAD, {
     eval: true,
-    workerData: { usearch: createRequire(import.meta.url).resolve('usearch'), slice: INSERT_SLICE, backlog: INSERT_BACKLOG },
+    workerData: { usearch: createRequire(import.meta.url).resolve('usearch'), slice: INSERT_SLICE },
     ...(options.resourceLimits ? { resourceLimits: options.resourceLimits } : {}),
   });
   worker.unref();
