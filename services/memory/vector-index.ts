@@ -29,8 +29,11 @@ export interface VectorIndex {
 
 /** HNSW graph degree: 16 links per node, as hnswlib and usearch recommend for recall ≥ 0.95 at moderate cost. */
 const CONNECTIVITY = 16;
-/** Candidates kept while inserting (ef_construction). */
-const EXPANSION_ADD = 64;
+/**
+ * Candidates kept while inserting (ef_construction): 32 inserts in half the time of 64 at the same measured recall
+ * (test/unit/memory-ann.test.ts; 20,000 hashed-feature vectors of 256 dimensions: 0.899 recall@10 either way).
+ */
+const EXPANSION_ADD = 32;
 /** Candidates kept while searching (ef): above the deepest ranking fusion asks for (4 × 50). */
 const EXPANSION_SEARCH = 256;
 /** How many more neighbours a filtered search asks the graph for, before falling back to an exact scan. */

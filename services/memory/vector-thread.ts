@@ -76,7 +76,7 @@ function graphOf(tenant, dimensions) {
   if (!found) {
     found = {
       dimensions,
-      graph: new Index({ dimensions, metric: MetricKind.Cos, quantization: ScalarKind.F32, connectivity: 16, expansion_add: 64, expansion_search: 256, multi: false }),
+      graph: new Index({ dimensions, metric: MetricKind.Cos, quantization: ScalarKind.F32, connectivity: 16, expansion_add: 32, expansion_search: 256, multi: false }),
       keyOf: new Map(), idOf: new Map(), vectorOf: new Map(), typeOf: new Map(), nextKey: 1n,
     };
     tenants.set(tenant, found);

@@ -55,7 +55,7 @@ export interface VectorizerOptions {
 }
 
 /** Embedding batches in flight at once, by default. */
-export const DEFAULT_CONCURRENCY = 4;
+export const DEFAULT_CONCURRENCY = 2;
 const QUERY_CACHE_SIZE = 256;
 /** Vectors stored between two turns of the event loop: a batch of 256 inserts must not hold a search for long. */
 const YIELD_EVERY = 16;
