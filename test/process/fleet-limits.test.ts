@@ -67,10 +67,16 @@ beforeAll(async () => {
   const providers = [0, 1].map(() => startServiceProcess('services/provider/main.ts', { NATS_URL: server.url, AGENTBUS_SCRIPT: script }));
   processes.push(...providers);
   await Promise.all(providers.map((provider) => provider.waitFor('provider service started', 90_000)));
-  const limits = { AGENTBUS_RATE_LIMITS: `${RATED}=${LIMIT}rpm`, AGENTBUS_SPEND_LIMITS: 'acme=1/day', AGENTBUS_MODEL: 'scripted:default' };
-  const nodes = NODES.map((node) => startServiceProcess('services/runtime/main.ts', { NATS_URL: server.url, AGENTBUS_NODE_ID: node, ...limits }));
+  // The rate window slides (the previous minute's count weighed by its share still inside the last minute), so room
+  // for a fourth call can be up to two minutes away: the wait's bound is set past that, or the call would fail
+  // rate_limited at once instead of waiting, depending on where in the minute the test runs.
+  const limits = { AGENTBUS_RATE_LIMITS: `${RATED}=${LIMIT}rpm`, AGENTBUS_RATE_MAX_WAIT_MS: '180000', AGENTBUS_SPEND_LIMITS: 'acme=1/day', AGENTBUS_MODEL: 'scripted:default' };
+  const nodes = NODES.map((node) => startServiceProcess('services/runtime/main.ts', { NATS_URL: server.url, AGENTBUS_NODE_ID: node, AGENTBUS_LEASE_TTL_MS: '1000', ...limits }));
   processes.push(...nodes);
   await Promise.all(nodes.map((node) => node.waitFor('runtime started', 90_000)));
+  // Settled: a whole lease TTL since the last node said it takes messages, so a new session goes to its rendezvous
+  // node (which sessionsAcrossNodes picks) rather than to whichever node claims it first.
+  await new Promise((resolve) => setTimeout(resolve, 2_500));
 }, 200_000);
 
 afterAll(async () => {
