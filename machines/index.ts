@@ -10,6 +10,7 @@ export type {
   CompactOutput,
   StreamInput,
   StreamOutput,
+  OutputRetry,
   ExecuteToolsInput,
   ExecuteToolsOutput,
   RequestApprovalInput,

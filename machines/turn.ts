@@ -1,4 +1,4 @@
-import { assign, fromPromise, setup } from 'xstate';
+import { and, assign, fromPromise, setup } from 'xstate';
 import { ErrorCode, RunState, TurnEndReason, ZERO_USAGE, addUsage, toErrorData } from '../src/protocol/index.ts';
 import type { ChatMessage, ErrorData, ToolSpec, Usage } from '../src/protocol/index.ts';
 import { afterBatch, askingCall, needsApproval, nextBatch } from './tool-batch.ts';
@@ -57,6 +57,15 @@ export interface StreamInput extends StepScope {
   readonly request: PreparedRequest;
   /** The last call at `maxSteps`: whatever tool calls it asks for are dropped, its text is the answer. */
   readonly final?: boolean;
+  /** This call is the turn's one retry of a final answer that did not match its `outputSchema`: why it did not. */
+  readonly outputRetry?: string;
+}
+/** A final answer that did not match the turn's `outputSchema`, not yet retried: the call the turn may make again. */
+export interface OutputRetry {
+  /** Why the answer did not match (the validation errors), as the model is told. */
+  readonly reason: string;
+  /** The step's request with the answer and the correction asked for appended. */
+  readonly request: PreparedRequest;
 }
 export interface StreamOutput {
   readonly text: string;
@@ -67,6 +76,11 @@ export interface StreamOutput {
   readonly output?: unknown;
   /** A final answer of a turn with an `outputSchema` that did not match it, after its retry: the turn fails with this. */
   readonly outputError?: ErrorData;
+  /**
+   * A first final answer that did not match the turn's `outputSchema`: the machine makes the call again (same step)
+   * unless the turn has no cost left, and then ends `budget_exceeded`.
+   */
+  readonly outputRetry?: OutputRetry;
 }
 export interface ExecuteToolsInput extends StepScope {
   readonly calls: readonly PlannedCall[];
@@ -164,6 +178,9 @@ interface TurnContext {
   /** The typed final answer, or why it did not match (see {@link StreamOutput}). */
   readonly output?: { readonly value: unknown } | undefined;
   readonly outputError?: ErrorData | undefined;
+  /** A final answer to retry (from Streaming), then, while the retry streams, why (see {@link StreamInput}). */
+  readonly outputRetry?: OutputRetry | undefined;
+  readonly retrying?: string | undefined;
   readonly outcome: TurnOutput['reason'] | undefined;
   readonly error: ErrorData | undefined;
 }
@@ -209,6 +226,9 @@ export const turnMachine = setup({
     running: ({ context }) => context.outcome === undefined,
     needsCompaction: ({ context }, params: { needsCompaction: boolean }) => params.needsCompaction && !context.compacted,
     overCost: ({ context }) => context.maxCost !== undefined && context.cost > context.maxCost,
+    // Another provider call would spend past `maxCost`: nothing of it is left.
+    costSpent: ({ context }) => context.maxCost !== undefined && context.cost >= context.maxCost,
+    retriesOutput: ({ context }) => context.outputRetry !== undefined,
     // A human is waited for: a call asks the user something, or a privileged call awaits its decision.
     awaitsApproval: ({ context }) => askingCall(context.pending) !== undefined || needsApproval(context.pending, context.decisions),
     awaitedCall: ({ context }, params: { toolCallId: string }) => !askingCall(context.pending) && context.pending[0]?.id === params.toolCallId,
@@ -283,6 +303,8 @@ export const turnMachine = setup({
     text: '',
     output: undefined,
     outputError: undefined,
+    outputRetry: undefined,
+    retrying: undefined,
     outcome: undefined,
     error: undefined,
   }),
@@ -346,7 +368,12 @@ export const turnMachine = setup({
         src: 'stream',
         input: ({ context }) => {
           if (!context.request) throw new Error('Streaming entered without a prepared request');
-          return { ...scope(context), request: context.request, ...(context.final ? { final: true } : {}) };
+          return {
+            ...scope(context),
+            request: context.request,
+            ...(context.final ? { final: true } : {}),
+            ...(context.retrying === undefined ? {} : { outputRetry: context.retrying }),
+          };
         },
         onDone: {
           target: 'streamed',
@@ -356,6 +383,8 @@ export const turnMachine = setup({
             text: event.output.text,
             output: 'output' in event.output ? { value: event.output.output } : undefined,
             outputError: event.output.outputError,
+            outputRetry: event.output.outputRetry,
+            retrying: undefined,
             pending: event.output.toolCalls,
             request: undefined,
           })),
@@ -366,6 +395,14 @@ export const turnMachine = setup({
     streamed: {
       always: [
         { guard: 'overCost', target: RunState.budgetExceeded },
+        // A typed final answer that did not match is asked for once more in the same step (the last call at maxSteps
+        // too), but not by a turn with no cost left: the retry is a provider call like any other.
+        { guard: and(['retriesOutput', 'costSpent']), target: RunState.budgetExceeded },
+        {
+          guard: 'retriesOutput',
+          target: RunState.streaming,
+          actions: assign(({ context }) => ({ request: context.outputRetry?.request, retrying: context.outputRetry?.reason, outputRetry: undefined })),
+        },
         { guard: 'finalStep', target: RunState.budgetExceeded, actions: assign({ pending: [] }) },
         { guard: 'awaitsApproval', target: RunState.awaitingApproval },
         { guard: 'hasPending', target: RunState.toolExecution },

@@ -139,6 +139,23 @@ describe('a typed prompt whose answer never matches', () => {
   });
 });
 
+describe('a typed prompt whose mismatched answer spent its maxCost', () => {
+  let stack: TestStack;
+  beforeAll(async () => {
+    stack = await startStack({ script: { responses: [{ text: 'not json at all', cost: 0.02 }, { text: '{"files": 3, "summary": "too late"}', cost: 0.02 }] } });
+  });
+  afterAll(() => stack?.stop());
+
+  it('ends budget_exceeded without the retry: no correction logged, no second provider call', async () => {
+    const events = await runTurn(stack, 'typed-cost', { text: 'count the files', outputSchema: schema, maxCost: 0.02 });
+    expect(ofType(events, 'assistant.message')).toHaveLength(1);
+    expect(ofType(events, 'user.message').filter((event) => event.data.outputRetry === true)).toHaveLength(0);
+    const ended = ofType(events, 'turn.ended')[0]!;
+    expect(ended.data).toMatchObject({ reason: 'budget_exceeded', text: 'not json at all', cost: 0.02 });
+    expect(ended.data.output).toBeUndefined();
+  });
+});
+
 describe('a typed turn found answered in the log of a node that died before its turn.ended', () => {
   let stack: TestStack;
   beforeAll(async () => {

@@ -130,6 +130,13 @@ describe('a turn\'s output schema from its log', () => {
   });
 });
 
+function runWith(fakes: ReturnType<typeof createTurnFakes>, input: { maxCost?: number }): Promise<TurnOutput> {
+  const actor = createActor(turnMachine.provide({ actors: fakes.actors }), { input: { turnId: 'turn-1', model: 'scripted:default', maxSteps: 8, ...input } });
+  const done = toPromise(actor);
+  actor.start();
+  return done;
+}
+
 function runTurn(stream: ReturnType<typeof streamOf>): Promise<TurnOutput> {
   const fakes = createTurnFakes({ stream });
   const actor = createActor(turnMachine.provide({ actors: fakes.actors }), { input: { turnId: 'turn-1', model: 'scripted:default', maxSteps: 8 } });
@@ -153,6 +160,29 @@ describe('turn machine: typed output', () => {
     const output = await runTurn(streamOf({ ...answer('{"n": "x"}'), outputError: error }));
     expect(output).toMatchObject({ reason: TurnEndReason.failed, text: '{"n": "x"}', error });
     expect('output' in output).toBe(false);
+  });
+
+  it('asks once more in the same step, with the retry request and why, when the turn has cost left', async () => {
+    const retryRequest = { model: 'scripted:default', messages: [{ role: 'user' as const, content: 'fix it' }], tools: [] };
+    const fakes = createTurnFakes({
+      stream: streamOf({ ...answer('no'), outputError: outputInvalidError('not JSON'), outputRetry: { reason: 'not JSON', request: retryRequest } }, { ...answer('{"n": 1}'), output: { n: 1 } }),
+    });
+    const output = await runWith(fakes, { maxCost: 0.05 });
+    expect(output).toMatchObject({ reason: TurnEndReason.yielded, output: { n: 1 }, cost: 0.02, steps: 1 });
+    expect(fakes.calls.stream.map((call) => call.input.outputRetry)).toEqual([undefined, 'not JSON']);
+    expect(fakes.calls.stream[1]!.input.request).toEqual(retryRequest);
+  });
+
+  it.each([
+    ['at', 0.01],
+    ['over', 0.005],
+  ])('ends budget_exceeded instead of retrying a mismatched answer when the turn is %s its maxCost', async (_where, maxCost) => {
+    const retryRequest = { model: 'scripted:default', messages: [], tools: [] };
+    const fakes = createTurnFakes({ stream: streamOf({ ...answer('no'), outputError: outputInvalidError('not JSON'), outputRetry: { reason: 'not JSON', request: retryRequest } }, answer('{"n": 1}')) });
+    const output = await runWith(fakes, { maxCost });
+    expect(output).toMatchObject({ reason: TurnEndReason.budgetExceeded, text: 'no', cost: 0.01 });
+    expect('output' in output).toBe(false);
+    expect(fakes.calls.stream).toHaveLength(1);
   });
 
   it('runs tool calls as usual when a step with an output error still asked for tools', async () => {

@@ -1,6 +1,6 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import { fromPromise } from 'xstate';
-import { ErrorCode, LogEventType, MODEL_PATTERN, ZERO_USAGE, addUsage, toErrorData } from '../../../src/protocol/index.ts';
+import { ErrorCode, LogEventType, MODEL_PATTERN, ZERO_USAGE, toErrorData } from '../../../src/protocol/index.ts';
 import type { ToolCall, Usage } from '../../../src/protocol/index.ts';
 import { abortReason } from '../../../src/errors.ts';
 import type { PlannedCall, StreamInput, StreamOutput } from '../../../machines/index.ts';
@@ -170,6 +170,13 @@ export function createStreamActor({ scopeOf, stepScope, progress }: Pick<StepAct
       return { text: '', toolCalls: [{ ...call, tier: byName.get(call.name)?.tier ?? 'unknown' }], usage: ZERO_USAGE, cost: 0 };
     }
     const outputSchema = outputSchemaOf(services.transcript, input.turnId);
+    if (input.outputRetry !== undefined) {
+      // The machine chose to ask again (the turn had cost left): the validation error goes back to the model, logged so
+      // the conversation and a resume have it. What this call answers is the step's answer, checked without a retry.
+      await services.writer.append(LogEventType.userMessage, { turnId: input.turnId, step: input.step }, { text: outputRetryMessage(input.outputRetry), steer: true, outputRetry: true });
+      services.logger.info({ turnId: input.turnId, step: input.step, reason: input.outputRetry }, 'final answer does not match the outputSchema; asking once more');
+      services.live.publish('retry', stepScope(services, input), { attempt: 2, maxAttempts: 2, delayMs: 0, error: { ...outputInvalidError(input.outputRetry), retryable: true }, model: input.request.model });
+    }
     const value = await callChain(services, outputSchema ? { ...input, outputSchema } : input, signal);
     signal.throwIfAborted();
     const { text, usage, cost, model, finishReason, latencyMs, firstTokenMs } = value;
@@ -192,15 +199,17 @@ export function createStreamActor({ scopeOf, stepScope, progress }: Pick<StepAct
     const planned: PlannedCall[] = toolCalls.map((call) => ({ ...call, tier: byName.get(call.name)?.tier ?? 'unknown' }));
     if (!checked) return { text, toolCalls: planned, usage, cost };
     if (checked.ok) return { text, toolCalls: [], usage, cost, output: checked.value };
-    if (outputRetried(services.transcript, input.turnId)) return { text, toolCalls: [], usage, cost, outputError: outputInvalidError(checked.message) };
-    // Once per turn: the validation error goes back to the model (logged, so the conversation and a resume have it), and
-    // the step asks again, with the same tools. What that call answers is this step's answer, checked the same way.
-    const feedback = outputRetryMessage(checked.message);
-    await services.writer.append(LogEventType.userMessage, { turnId: input.turnId, step: input.step }, { text: feedback, steer: true, outputRetry: true });
-    services.logger.info({ turnId: input.turnId, step: input.step, model, reason: checked.message }, 'final answer does not match the outputSchema; asking once more');
-    services.live.publish('retry', stepScope(services, input), { attempt: 2, maxAttempts: 2, delayMs: 0, error: { ...outputInvalidError(checked.message), retryable: true }, model });
-    const messages = [...input.request.messages, { role: 'assistant' as const, content: text }, { role: 'user' as const, content: feedback }];
-    const retried = await stream({ ...input, request: { ...input.request, messages } }, signal, system);
-    return { ...retried, usage: addUsage(usage, retried.usage), cost: cost + retried.cost };
+    if (input.outputRetry !== undefined || outputRetried(services.transcript, input.turnId)) return { text, toolCalls: [], usage, cost, outputError: outputInvalidError(checked.message) };
+    // Once per turn the step may ask again, with the same tools and this exchange appended; the machine decides whether
+    // it does (not when the turn has no cost left). Without a retry the answer fails as it is.
+    const messages = [...input.request.messages, { role: 'assistant' as const, content: text }, { role: 'user' as const, content: outputRetryMessage(checked.message) }];
+    return {
+      text,
+      toolCalls: [],
+      usage,
+      cost,
+      outputError: outputInvalidError(checked.message),
+      outputRetry: { reason: checked.message, request: { ...input.request, messages } },
+    };
   }
 }
