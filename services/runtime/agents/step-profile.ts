@@ -5,6 +5,8 @@ import { activeProfileName, agentToolOf, agentTools, allowedBy } from './agent-t
 import type { AgentCaller } from './agent-calls.ts';
 import type { AgentProfile, AgentProfiles } from './profiles.ts';
 
+import type { AgentsPort } from './agents-port.ts';
+
 export type { AgentsPort } from './agents-port.ts';
 
 /** The profile the turn `turnId` of a session runs as now (its prompt's, or the last handoff's), if any. */
@@ -22,6 +24,17 @@ export function stepToolList(services: Pick<SessionServices, 'agents' | 'transcr
   if (!services.agents || turnId === undefined) return workerTools;
   const active = activeProfile(services, turnId);
   return [...workerTools.filter((tool) => allowedBy(active, tool.name)), ...agentTools(services.agents.profiles, services.tenant, active)];
+}
+
+/**
+ * The tools a new turn of `tenant` run as the profile `profileName` (none: the plain session) may be offered at its
+ * first step, so a prompt's `forceTool` may name them: the workers' tools and the tenant's agent tools, filtered by
+ * that profile's allow-list, as {@link stepToolList} offers them. Without profiles, the workers' tools as they are.
+ */
+export function promptToolList(agents: AgentsPort | undefined, tenant: string, profileName: string | undefined, workerTools: readonly ToolInfo[]): readonly ToolInfo[] {
+  if (!agents) return workerTools;
+  const active = profileName === undefined ? undefined : agents.profiles.get(tenant, profileName);
+  return [...workerTools.filter((tool) => allowedBy(active, tool.name)), ...agentTools(agents.profiles, tenant, active)];
 }
 
 /**

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { AgentbusError, ErrorCode } from '../../../src/errors.ts';
 import type { EventDataMap, Prompt } from '../../../src/protocol/index.ts';
 import type { ToolInfo } from '../ports.ts';
+import { agentToolOf } from '../agents/agent-tools.ts';
 
 /**
  * The `user.message` a prompt is logged as: its attachments appended to the text, each in a `<file name="…">`
@@ -20,15 +21,20 @@ export function loggedPrompt(prompt: Prompt): EventDataMap['user.message'] {
 }
 
 /**
- * Checks a prompt's `forceTool` against the tools live workers serve: the name must be one of them, and the
- * arguments must match its parameter schema. Throws `unknown_tool` or `invalid_arguments` with what is wrong.
- * A schema that cannot be read here is left to the worker, which checks the arguments again.
+ * Checks a prompt's `forceTool` against the tools its first step would be offered (live workers' tools, and the
+ * session's agent tools: `agent__<name>` / `handoff__<name>` of its tenant's profiles, as the active profile allows):
+ * the name must be one of them, and the arguments must match its parameter schema. Throws `unknown_tool` or
+ * `invalid_arguments` with what is wrong. A schema that cannot be read here is left to the worker, which checks the
+ * arguments again.
  */
 export function checkForcedCall(tools: readonly ToolInfo[], call: NonNullable<Prompt['forceTool']>): void {
   const tool = tools.find((candidate) => candidate.name === call.name);
   if (!tool) {
     const names = tools.map((candidate) => candidate.name).sort();
-    throw new AgentbusError(ErrorCode.unknownTool, `forceTool: no live worker serves a tool named ${JSON.stringify(call.name)}; tools: ${names.join(', ') || '(none)'}`);
+    const what = agentToolOf(call.name)
+      ? `this session may use no agent tool named ${JSON.stringify(call.name)} (a profile of its own tenant, allowed by the profile it runs as)`
+      : `no live worker serves a tool named ${JSON.stringify(call.name)}`;
+    throw new AgentbusError(ErrorCode.unknownTool, `forceTool: ${what}; tools: ${names.join(', ') || '(none)'}`);
   }
   let schema: z.ZodType;
   try {

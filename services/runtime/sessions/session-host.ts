@@ -12,6 +12,7 @@ import { turnModels } from '../models/model-chain.ts';
 import type { PromptModels } from '../models/model-chain.ts';
 import { checkForcedCall, loggedPrompt } from './prompt-input.ts';
 import { withProfile } from '../agents/profile-prompt.ts';
+import { promptToolList } from '../agents/step-profile.ts';
 import { answerInput, decideApproval } from './human-answers.ts';
 import { createSessionWriter } from './session-writer.ts';
 import type { SessionWriter } from './session-writer.ts';
@@ -285,7 +286,11 @@ class HostedSession implements SessionHost {
     const logged = options.dedupe ? this.loggedRequest(options.requestId) : undefined;
     if (logged?.turnId) return { turnId: logged.turnId };
     const prompt = withProfile(asked, this.deps.agents?.profiles, this.tenant);
-    if (prompt.forceTool) checkForcedCall(await this.deps.tools.listTools({ signal: AbortSignal.timeout(ASK_TOOLS_TIMEOUT_MS) }), prompt.forceTool);
+    if (prompt.forceTool) {
+      // The tools the first step would be offered: the workers', and the tenant's agent tools allowed by the profile.
+      const workerTools = await this.deps.tools.listTools({ signal: AbortSignal.timeout(ASK_TOOLS_TIMEOUT_MS) });
+      checkForcedCall(promptToolList(this.deps.agents, this.tenant, prompt.profile, workerTools), prompt.forceTool);
+    }
     if (prompt.dryRun) return this.dryRun(prompt);
     const data = { ...loggedPrompt(prompt), ...(options.requestId ? { requestId: options.requestId } : {}), ...(options.trace ? { trace: options.trace } : {}) };
     const turnId = this.deps.newId();
