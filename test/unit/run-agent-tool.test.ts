@@ -3,6 +3,7 @@ import { LogEventType, ZERO_USAGE, createEnvelopeFactory } from '../../src/proto
 import type { LogEvent } from '../../src/protocol/index.ts';
 import { DEFAULT_RUNTIME_CONFIG } from '../../services/runtime/index.ts';
 import type { AgentCallRequest, AgentCaller } from '../../services/runtime/agents/agent-calls.ts';
+import { spentSoFar } from '../../services/runtime/agents/agent-calls.ts';
 import { parseProfiles } from '../../services/runtime/agents/profiles.ts';
 import { MAX_AGENT_DEPTH, runAgentTool } from '../../services/runtime/agents/run-agent-tool.ts';
 import { cancelOpenAgentCalls } from '../../services/runtime/agents/step-profile.ts';
@@ -31,6 +32,7 @@ function fakes(events: readonly LogEvent[]) {
       return { output: 'child answer', child: { sessionId: 'sub-x', turnId: 'ct' }, usage: ZERO_USAGE, cost: 0.1 };
     },
     cancel: (_tenant, effectId) => void cancelled.push(effectId),
+    spent: async () => undefined,
   };
   const services = {
     tenant: 'acme',
@@ -98,5 +100,20 @@ describe('cancelOpenAgentCalls', () => {
     const none = fakes([created(), started()]);
     cancelOpenAgentCalls(none.services, 't1', 'x');
     expect(none.cancelled).toEqual([]);
+  });
+});
+
+describe('spentSoFar', () => {
+  it('sums a child turn\'s provider, summary and nested agent calls from its log, and nothing of other turns', () => {
+    const turn = { tenant: 'acme', sessionId: 'sub-x', turnId: 'ct', step: 1 };
+    const events = [
+      { ...envelopes.create(LogEventType.assistantMessage, turn, { text: '', toolCalls: [], usage: { inputTokens: 10, outputTokens: 2 }, cost: 0.1, model: 'scripted:a', finishReason: 'tool_calls' }), seq: 3 },
+      { ...envelopes.create(LogEventType.summaryCreated, turn, { text: 's', throughSeq: 2, tokens: 5, usage: { inputTokens: 5, outputTokens: 1 }, cost: 0.02 }), seq: 4 },
+      { ...envelopes.create(LogEventType.toolResult, turn, { toolCallId: 'c', name: 'agent__b', output: 'x', isError: false, durationMs: 1, usage: { inputTokens: 1, outputTokens: 1 }, cost: 0.03 }), seq: 5 },
+      { ...envelopes.create(LogEventType.assistantMessage, { ...turn, turnId: 'other' }, { text: '', toolCalls: [], usage: { inputTokens: 99, outputTokens: 99 }, cost: 9, model: 'scripted:a', finishReason: 'stop' }), seq: 6 },
+    ] as LogEvent[];
+    const spent = spentSoFar(events, 'ct');
+    expect(spent.usage).toEqual({ inputTokens: 16, outputTokens: 4 });
+    expect(spent.cost).toBeCloseTo(0.15);
   });
 });

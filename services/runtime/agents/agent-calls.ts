@@ -5,7 +5,7 @@ import type { ReplyMux } from '../../../src/bus/reply-mux.ts';
 import { msgpackHeaders, request } from '../../../src/bus/request.ts';
 import type { SessionLog } from '../../../src/bus/session-log.ts';
 import { ErrorCode, abortReason, toErrorData } from '../../../src/errors.ts';
-import { LogEventType, SessionVerb, TurnEndReason, contentTypeOf } from '../../../src/protocol/index.ts';
+import { LogEventType, SessionVerb, TurnEndReason, ZERO_USAGE, addUsage, contentTypeOf } from '../../../src/protocol/index.ts';
 import type { Codec, ErrorData, LogEvent, ParentCall, Prompt, Subjects, Usage } from '../../../src/protocol/index.ts';
 import type { Logger } from '../../../src/logging.ts';
 import { childSessionId } from './agent-tools.ts';
@@ -44,6 +44,37 @@ export interface AgentCaller {
    * stops (a drain, a crash) leaves its child running, for the caller resumed elsewhere to collect.
    */
   cancel(tenant: string, effectId: string, reason: string): void;
+  /**
+   * What the child turn of the call `effectId` spent: its `turn.ended` figures when it ends within `waitMs` (a child
+   * just cancelled ends quickly), else the sum of what its log shows so far. Undefined when no child turn was started.
+   */
+  spent(tenant: string, effectId: string, options: { waitMs: number; signal: AbortSignal }): Promise<ChildSpend | undefined>;
+}
+
+/** What a child turn spent, as the caller counts it (see {@link AgentCaller.spent}). */
+export interface ChildSpend {
+  readonly child: { readonly sessionId: string; readonly turnId: string };
+  readonly usage: Usage;
+  readonly cost: number;
+  /** True when read from the child's `turn.ended`; false when summed from its log before it ended. */
+  readonly ended: boolean;
+}
+
+/** The usage and cost a turn's log events show so far: its provider and summary calls and its own agent calls. */
+export function spentSoFar(events: readonly LogEvent[], turnId: string): { usage: Usage; cost: number } {
+  let usage: Usage = ZERO_USAGE;
+  let cost = 0;
+  for (const event of events) {
+    if (event.turnId !== turnId) continue;
+    if (event.type === LogEventType.assistantMessage) {
+      usage = addUsage(usage, event.data.usage);
+      cost += event.data.cost;
+    } else if (event.type === LogEventType.summaryCreated || event.type === LogEventType.toolResult) {
+      if (event.data.usage) usage = addUsage(usage, event.data.usage);
+      cost += event.data.cost ?? 0;
+    }
+  }
+  return { usage, cost };
 }
 
 const promptReplySchema = z.object({
@@ -170,5 +201,23 @@ export function createAgentCaller(options: AgentCallerOptions): AgentCaller {
       }
     },
     cancel: (tenant, effectId, reason) => cancelChild(tenant, childSessionId(effectId), reason),
+    async spent(tenant, effectId, { waitMs, signal }) {
+      const sessionId = childSessionId(effectId);
+      const found = await findStarted(tenant, sessionId, effectId, signal);
+      const { turnId } = found;
+      if (!turnId) return undefined;
+      const events = [...found.events];
+      let lastSeq = found.lastSeq;
+      const until = Date.now() + waitMs;
+      for (;;) {
+        const ended = events.find((event): event is Extract<LogEvent, { type: 'turn.ended' }> => event.type === LogEventType.turnEnded && event.turnId === turnId);
+        if (ended) return { child: { sessionId, turnId }, usage: ended.data.usage, cost: ended.data.cost, ended: true };
+        if (Date.now() >= until) return { child: { sessionId, turnId }, ...spentSoFar(events, turnId), ended: false };
+        await pause(Math.min(pollMs, Math.max(0, until - Date.now())), signal);
+        const read = await log.read(tenant, sessionId, { signal, after: lastSeq });
+        events.push(...read.events);
+        lastSeq = read.lastSeq;
+      }
+    },
   };
 }

@@ -2,7 +2,7 @@ import type { ToolInfo } from '../ports.ts';
 import type { SessionServices } from '../turn/session-services.ts';
 import { LogEventType } from '../../../src/protocol/index.ts';
 import { activeProfileName, agentToolOf, agentTools, allowedBy } from './agent-tools.ts';
-import type { AgentCaller } from './agent-calls.ts';
+import type { AgentCaller, ChildSpend } from './agent-calls.ts';
 import type { AgentProfile, AgentProfiles } from './profiles.ts';
 
 import type { AgentsPort } from './agents-port.ts';
@@ -42,14 +42,53 @@ export function promptToolList(agents: AgentsPort | undefined, tenant: string, p
  * cancel flows from caller to child. A turn that merely stops on this node (a drain, a crash) does not end here, and
  * its children run on for the caller resumed elsewhere.
  */
-export function cancelOpenAgentCalls(services: Pick<SessionServices, 'agents' | 'transcript' | 'tenant' | 'logger'>, turnId: string, reason: string): void {
+export function cancelOpenAgentCalls(services: Pick<SessionServices, 'agents' | 'transcript' | 'tenant' | 'logger'>, turnId: string, reason: string): OpenAgentCall[] {
   const { agents } = services;
-  if (!agents) return;
+  if (!agents) return [];
   const open = new Set(services.transcript.openCalls(turnId).filter((call) => agentToolOf(call.name)?.kind === 'agent').map((call) => call.id));
-  if (open.size === 0) return;
+  if (open.size === 0) return [];
+  const cancelled: OpenAgentCall[] = [];
   for (const event of services.transcript.turnEvents(turnId)) {
     if (event.type === LogEventType.toolUse && open.has(event.data.toolCallId) && event.data.blockedBy === undefined) {
       agents.caller.cancel(services.tenant, event.data.effectId, reason);
+      cancelled.push({ toolCallId: event.data.toolCallId, effectId: event.data.effectId });
     }
   }
+  return cancelled;
 }
+
+/** An agent call left open as its turn ended, whose child was sent a cancel. */
+export interface OpenAgentCall {
+  readonly toolCallId: string;
+  readonly effectId: string;
+}
+
+/**
+ * What the children of the agent calls a turn left open spent, by tool call id: each child's `turn.ended` when it
+ * comes within `waitMs` (they were just cancelled), else what its log shows. A child that cannot be read is logged at
+ * warn and left out.
+ */
+export async function openAgentSpend(
+  services: Pick<SessionServices, 'agents' | 'tenant' | 'logger'>,
+  calls: readonly OpenAgentCall[],
+  waitMs: number,
+): Promise<Map<string, ChildSpend>> {
+  const spent = new Map<string, ChildSpend>();
+  const { agents } = services;
+  if (!agents || calls.length === 0) return spent;
+  const signal = AbortSignal.timeout(waitMs + OPEN_SPEND_READ_MS);
+  await Promise.all(
+    calls.map(async (call) => {
+      try {
+        const child = await agents.caller.spent(services.tenant, call.effectId, { waitMs, signal });
+        if (child) spent.set(call.toolCallId, child);
+      } catch (err) {
+        services.logger.warn({ err, toolCallId: call.toolCallId }, 'what the cancelled agent call spent could not be read; not counted');
+      }
+    }),
+  );
+  return spent;
+}
+
+/** Time beyond the wait for a child's end to read its log once more. */
+const OPEN_SPEND_READ_MS = 2_000;

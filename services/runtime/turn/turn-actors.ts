@@ -1,5 +1,5 @@
 import { fromPromise } from 'xstate';
-import { ErrorCode, LogEventType, TurnEndReason, toErrorData } from '../../../src/protocol/index.ts';
+import { ErrorCode, LogEventType, TurnEndReason, addUsage, toErrorData } from '../../../src/protocol/index.ts';
 import type { ErrorData } from '../../../src/protocol/index.ts';
 import { CancelledError } from '../../../src/errors.ts';
 import { traceTurnEnd, traceTurnStart } from '../../../src/telemetry/index.ts';
@@ -10,7 +10,10 @@ import type { AnyActorSystem, SessionScope, StepActorDeps } from './session-scop
 import type { SessionServices } from './session-services.ts';
 import { createStreamActor } from './step-stream.ts';
 import { createToolActors } from '../tools/tool-execution.ts';
-import { cancelOpenAgentCalls } from '../agents/step-profile.ts';
+import { cancelOpenAgentCalls, openAgentSpend } from '../agents/step-profile.ts';
+
+/** How long a turn ending with agent calls open waits for each cancelled child's `turn.ended`, to count what it spent. */
+const CHILD_END_WAIT_MS = 2_000;
 
 /** The session machine of a runtime, provided once, and how a session's actor finds its services. */
 export interface SessionLogic {
@@ -146,8 +149,12 @@ function createActors(scopeOf: StepActorDeps['scopeOf']) {
   /** Every tool call asked for and not answered gets a closing `tool.result`, then the turn its `turn.ended`. */
   async function closeTurn(services: SessionServices, { turn, output }: FinishTurnInput): Promise<void> {
     const { writer, transcript } = services;
-    // Agent calls left open: their child sessions are cancelled with the turn.
-    cancelOpenAgentCalls(services, turn.turnId, `the calling turn ended ${output.reason}`);
+    // Agent calls left open: their child sessions are cancelled with the turn, and what each child spent until it ended
+    // (read from its log, a short bounded wait) counts in this turn's usage and cost.
+    const openAgentCalls = cancelOpenAgentCalls(services, turn.turnId, `the calling turn ended ${output.reason}`);
+    const children = await openAgentSpend(services, openAgentCalls, CHILD_END_WAIT_MS);
+    let ended = output;
+    for (const child of children.values()) ended = { ...ended, usage: addUsage(ended.usage, child.usage), cost: ended.cost + child.cost };
     await writer.exclusive(async (append) => {
       const closing: ErrorData =
         output.reason === TurnEndReason.cancelled
@@ -156,6 +163,7 @@ function createActors(scopeOf: StepActorDeps['scopeOf']) {
             ? { code: ErrorCode.deadlineExceeded, message: 'the turn passed its deadline before this call finished; the call was cancelled', retryable: false }
             : { code: output.reason, message: `the turn ended (${output.reason}) before this call ran`, retryable: false };
       for (const open of transcript.openCalls(turn.turnId)) {
+        const child = children.get(open.id);
         await append(LogEventType.toolResult, { turnId: turn.turnId, step: output.steps }, {
           toolCallId: open.id,
           name: open.name,
@@ -163,9 +171,10 @@ function createActors(scopeOf: StepActorDeps['scopeOf']) {
           isError: true,
           error: closing,
           durationMs: 0,
+          ...(child ? { child: child.child, usage: child.usage, cost: child.cost } : {}),
         });
       }
-      await append(LogEventType.turnEnded, { turnId: turn.turnId, step: output.steps }, output);
+      await append(LogEventType.turnEnded, { turnId: turn.turnId, step: output.steps }, ended);
     });
   }
 
