@@ -30,7 +30,7 @@ export function buildAgentCard(config: A2aConfig, baseUrl: string, version: stri
       : {},
     securityRequirements: secured ? [{ schemes: { [BEARER_SCHEME]: { list: [] } } }] : [],
     defaultInputModes: ['text/plain', 'application/json'],
-    defaultOutputModes: ['text/plain'],
+    defaultOutputModes: ['text/plain', 'application/json'],
     skills: [
       {
         id: 'agentbus-session',

@@ -19,7 +19,7 @@ import { readMessageInput } from './message-input.ts';
 import type { MessageInput } from './message-input.ts';
 import type { TaskReader } from './task-reader.ts';
 import { followTurn, promptWhenReady } from './turn-follow.ts';
-import { agentMessageOf, answerArtifact, isTerminal, parseTaskId, recordEvent, stateOf, taskIdOf, taskOf } from './turn-task.ts';
+import { agentMessageOf, answerArtifact, finalArtifactOf, isTerminal, parseTaskId, recordEvent, stateOf, taskIdOf, taskOf } from './turn-task.ts';
 import type { TurnRecord } from './turn-task.ts';
 
 /** Collaborators of {@link createRequestHandler}. */
@@ -76,9 +76,9 @@ function* streamed(record: TurnRecord, event: { type: string; step?: number | un
   if (state === progress.state) return;
   progress.state = state;
   const timestamp = new Date(record.lastTs).toISOString();
-  const text = record.ended?.data.text;
-  if (state === TaskState.TASK_STATE_COMPLETED && text) {
-    yield { payload: { $case: 'artifactUpdate', value: { taskId, contextId, artifact: answerArtifact(text), append: false, lastChunk: true, metadata: undefined } } };
+  const final = finalArtifactOf(record);
+  if (state === TaskState.TASK_STATE_COMPLETED && final) {
+    yield { payload: { $case: 'artifactUpdate', value: { taskId, contextId, artifact: final, append: false, lastChunk: true, metadata: undefined } } };
   }
   yield { payload: { $case: 'statusUpdate', value: { taskId, contextId, status: { state, message: agentMessageOf(record), timestamp }, metadata: undefined } } };
 }
@@ -152,9 +152,11 @@ export function createRequestHandler(options: RequestHandlerOptions): A2ARequest
         for await (const followed of followTurn(client, target(input.sessionId), prompt, { signal, readyTimeoutMs: config.readyTimeoutMs })) {
           if (followed.type === 'accepted') turnId = followed.turnId;
           else record = recordEvent(record, followed.event);
+          // A blocking call returns at an interrupted state too (A2A): the turn waits for a human.
+          if (record && stateOf(record) === TaskState.TASK_STATE_INPUT_REQUIRED) break;
         }
         // The watch saw the turn from its prompt on; should it have missed the prompt, the log has it.
-        if (!record?.ended) record = await recorded(input.sessionId, turnId!, signal);
+        if (!record || (!record.ended && stateOf(record) !== TaskState.TASK_STATE_INPUT_REQUIRED)) record = await recorded(input.sessionId, turnId!, signal);
         return taskOf(record, view);
       } catch (error) {
         throw toA2aError(error);

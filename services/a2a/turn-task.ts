@@ -37,6 +37,31 @@ export interface TurnRecord {
   readonly ended?: Extract<LogEvent, { type: 'turn.ended' }>;
   /** Epoch ms of its newest event: the status timestamp. */
   readonly lastTs: number;
+  /** What the running turn waits for a human on, oldest first: approvals requested and tools' questions still open. */
+  readonly awaiting?: readonly HumanWait[];
+}
+
+/** One open wait for a human: the tool call, the event that asked (its id is the status message's), what it asks. */
+export interface HumanWait {
+  readonly toolCallId: string;
+  readonly eventId: string;
+  readonly text: string;
+}
+
+/** The open waits after `event`: an approval request or a question opens one; a decision, an answer or the call's result closes it. */
+function waitsAfter(awaiting: readonly HumanWait[], event: AgentEvent | LogEvent): readonly HumanWait[] {
+  switch (event.type) {
+    case LogEventType.approvalRequested:
+      return [...awaiting.filter((wait) => wait.toolCallId !== event.data.toolCallId), { toolCallId: event.data.toolCallId, eventId: event.id, text: `May I call ${event.data.name} (tool call ${event.data.toolCallId})? It awaits approval.` }];
+    case LogEventType.toolInputRequested:
+      return [...awaiting.filter((wait) => wait.toolCallId !== event.data.toolCallId), { toolCallId: event.data.toolCallId, eventId: event.id, text: event.data.question }];
+    case LogEventType.approvalDecided:
+    case LogEventType.toolInputAnswered:
+    case LogEventType.toolResult:
+      return awaiting.filter((wait) => wait.toolCallId !== event.data.toolCallId);
+    default:
+      return awaiting;
+  }
 }
 
 /** A turn's record, built up one event at a time: the prompt first; other turns' events are ignored. */
@@ -50,7 +75,8 @@ export function recordEvent(record: TurnRecord | undefined, event: AgentEvent | 
   const lastTs = Math.max(record.lastTs, event.ts);
   if (event.type === LogEventType.turnEnded) return { ...record, started: true, ended: event as TurnRecord['ended'] & object, lastTs };
   if (event.type === LogEventType.userMessage) return { ...record, lastTs };
-  return { ...record, started: true, lastTs };
+  const awaiting = waitsAfter(record.awaiting ?? [], event);
+  return { ...record, started: true, lastTs, ...(awaiting.length > 0 ? { awaiting } : { awaiting: undefined }) };
 }
 
 /** Every turn of a session's log, in the order they were prompted. Live events are skipped. */
@@ -64,8 +90,9 @@ export function turnsOf(events: readonly LogEvent[]): TurnRecord[] {
   return [...turns.values()];
 }
 
-/** The A2A state of a turn: queued → SUBMITTED, running → WORKING, then by how it ended. */
+/** The A2A state of a turn: queued → SUBMITTED, running → WORKING (INPUT_REQUIRED while it waits for a human), then by how it ended. */
 export function stateOf(record: TurnRecord): TaskState {
+  if (!record.ended && (record.awaiting?.length ?? 0) > 0) return TaskState.TASK_STATE_INPUT_REQUIRED;
   if (!record.ended) return record.started ? TaskState.TASK_STATE_WORKING : TaskState.TASK_STATE_SUBMITTED;
   switch (record.ended.data.reason) {
     case TurnEndReason.yielded:
@@ -85,6 +112,11 @@ export function isTerminal(state: TaskState): boolean {
 /** A text part. */
 export function textPart(text: string): Part {
   return { content: { $case: 'text', value: text }, metadata: undefined, filename: '', mediaType: 'text/plain' };
+}
+
+/** A data part: a JSON value. */
+export function dataPart(value: unknown): Part {
+  return { content: { $case: 'data', value }, metadata: undefined, filename: '', mediaType: 'application/json' };
 }
 
 function message(role: Role, messageId: string, record: TurnRecord, text: string): Message {
@@ -107,18 +139,31 @@ export function userMessageOf(record: TurnRecord): Message {
   return message(Role.ROLE_USER, messageId, record, record.prompt.data.text);
 }
 
-/** The agent's closing message: the answer of a completed turn, or why it did not complete. */
+/**
+ * The agent's closing message: the answer of a completed turn, or why it did not complete; for a turn waiting for a
+ * human, what it asks (the newest question or approval request).
+ */
 export function agentMessageOf(record: TurnRecord): Message | undefined {
   const ended = record.ended;
+  const asking = record.awaiting?.at(-1);
+  if (!ended && asking) return message(Role.ROLE_AGENT, asking.eventId, record, asking.text);
   if (!ended) return undefined;
   const { reason, text, error } = ended.data;
   const said = reason === TurnEndReason.yielded ? (text ?? '') : (error?.message ?? `the turn ended: ${reason}`);
   return message(Role.ROLE_AGENT, ended.id, record, said);
 }
 
-/** The answer's artifact: the final text of a turn that yielded with one. */
-export function answerArtifact(text: string): Artifact {
-  return { artifactId: ANSWER_ARTIFACT_ID, name: 'answer', description: '', parts: [textPart(text)], metadata: undefined, extensions: [] };
+/** The answer's artifact: the final text of a turn that yielded with one, and its typed `output` as a data part. */
+export function answerArtifact(text: string, output?: unknown): Artifact {
+  const parts = [...(text !== '' || output === undefined ? [textPart(text)] : []), ...(output === undefined ? [] : [dataPart(output)])];
+  return { artifactId: ANSWER_ARTIFACT_ID, name: 'answer', description: '', parts, metadata: undefined, extensions: [] };
+}
+
+/** The answer artifact of a turn that yielded with text or a typed output; none otherwise. */
+export function finalArtifactOf(record: TurnRecord): Artifact | undefined {
+  const ended = record.ended?.data;
+  if (ended?.reason !== TurnEndReason.yielded || (!ended.text && ended.output === undefined)) return undefined;
+  return answerArtifact(ended.text ?? '', ended.output);
 }
 
 /** What a task shows of its turn: history length (undefined = all, 0 = none) and whether artifacts are included. */
@@ -129,7 +174,7 @@ export interface TaskView {
 
 /**
  * The A2A task of a turn: its state, its status message and timestamp, its history (the prompt, then the agent's
- * closing message), the answer as an artifact, and the agentbus facts (tenant-free: session, turn, reason, usage,
+ * closing message, or what it asks while it waits for a human), the answer as an artifact (a typed output as its data part), and the agentbus facts (tenant-free: session, turn, reason, usage,
  * cost, steps) under `metadata.agentbus`.
  */
 export function taskOf(record: TurnRecord, view: TaskView = {}): Task {
@@ -137,7 +182,8 @@ export function taskOf(record: TurnRecord, view: TaskView = {}): Task {
   const closing = agentMessageOf(record);
   const history = [userMessageOf(record), ...(closing ? [closing] : [])];
   const shown = view.historyLength === undefined ? history : view.historyLength <= 0 ? [] : history.slice(-view.historyLength);
-  const answer = record.ended?.data.reason === TurnEndReason.yielded && record.ended.data.text ? [answerArtifact(record.ended.data.text)] : [];
+  const final = finalArtifactOf(record);
+  const answer = final ? [final] : [];
   const ended = record.ended?.data;
   return {
     id: taskIdOf(record.sessionId, record.turnId),

@@ -3,7 +3,8 @@ import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AgentbusClient, SessionTarget, WatchFrom } from '../../src/client/index.ts';
 import { AgentbusError, ErrorCode, InvalidInputError } from '../../src/errors.ts';
 import type { Logger } from '../../src/logging.ts';
-import { isToken } from '../../src/protocol/index.ts';
+import { inputAnswerSchema, isToken } from '../../src/protocol/index.ts';
+import type { CommandReply } from '../../src/protocol/index.ts';
 import { HttpError, isLoopbackAddress, isLoopbackHost, sameSecret, sendJson } from '../../src/service/http-basics.ts';
 import { readChatRequest } from './chat-request.ts';
 import type { ChatConfig } from './config.ts';
@@ -49,6 +50,11 @@ const STREAM_HEADERS = {
   'x-vercel-ai-ui-message-stream': 'v1',
 };
 
+/** Throws a refused approval or answer (`what`) as an {@link AgentbusError}. */
+function throwUnlessOk(reply: CommandReply, what: string): void {
+  if (!reply.ok) throw new AgentbusError(reply.error?.code ?? ErrorCode.conflict, reply.error?.message ?? `${what} was refused`);
+}
+
 async function readBody(request: IncomingMessage): Promise<unknown> {
   const chunks: Buffer[] = [];
   let size = 0;
@@ -69,9 +75,11 @@ async function readBody(request: IncomingMessage): Promise<unknown> {
  * `DefaultChatTransport` with `api: <base>/api/chat`, `resume: true`) talks to, for one tenant's sessions:
  * - `POST /api/chat` `{ id, messages, trigger }`: the last user message is prompted into session `id` and its turn
  *   streamed back as a UI message stream (SSE, each event's id `<log seq>-<live seq>`); an assistant message with
- *   approval responses sends them as `approve` decisions and streams the turn on.
+ *   approval responses sends them as `approve` decisions, the body's `answers` as `input`, and streams the turn on;
+ *   `outputSchema` in the body types the prompt's turn.
  * - `GET /api/chat/<id>/stream`: the session's running turn from its start (204 when none runs); with a
  *   `Last-Event-ID` header, from just after that event, to the turn's end even if it ended meanwhile.
+ * - `POST /api/chat/<id>/input` `{ toolCallId, requestId?, answer }`: answers a tool's question (JSON reply).
  * - `POST /api/chat/<id>/cancel`: cancels the running turn. Closing a stream never cancels it: the turn runs on,
  *   and the stream can be resumed.
  * Every request needs `Authorization: Bearer <token>` (or `?token=`); CORS only for the configured origins.
@@ -111,7 +119,7 @@ export function createChatHttpServer(options: ChatHttpOptions): Server {
     sentThrough?: StreamPosition;
     /** What makes the turn run or go on, once the watch is open; resolves with the turn's id. */
     start: () => Promise<string>;
-    /** Tool calls the client shows already (the approvals it sends), whose parts the stream updates. */
+    /** Tool calls the client shows already (the approvals and answers it sends), whose parts the stream updates. */
     toolCallsShown?: readonly string[];
   }): Promise<void> {
     const gone = new AbortController();
@@ -176,21 +184,30 @@ export function createChatHttpServer(options: ChatHttpOptions): Server {
       const target = targetOf(action.sessionId);
       if (action.kind === 'prompt') {
         return stream(response, target, cors, {
-          start: async () => (await client.prompt(target, { text: action.text }, { timeoutMs: 15_000 })).turnId,
+          start: async () => (await client.prompt(target, { text: action.text, ...(action.outputSchema ? { outputSchema: action.outputSchema } : {}) }, { timeoutMs: 15_000 })).turnId,
         });
       }
       const turn = await findLastTurn(client, target, options.signal);
-      if (!turn || turn.ended) throw new HttpError(409, ErrorCode.conflict, 'no turn of this chat awaits an approval');
+      if (!turn || turn.ended) throw new HttpError(409, ErrorCode.conflict, 'no turn of this chat awaits an approval or an answer');
       return stream(response, target, cors, {
-        toolCallsShown: action.decisions.map((decision) => decision.toolCallId),
+        toolCallsShown: [...action.decisions, ...action.answers].map((each) => each.toolCallId),
         start: async () => {
-          for (const decision of action.decisions) {
-            const reply = await client.approve(target, decision, { timeoutMs: 10_000 });
-            if (!reply.ok) throw new AgentbusError(reply.error?.code ?? ErrorCode.conflict, reply.error?.message ?? `the approval of ${decision.toolCallId} was refused`);
-          }
+          for (const decision of action.decisions) throwUnlessOk(await client.approve(target, decision, { timeoutMs: 10_000 }), `the approval of ${decision.toolCallId}`);
+          for (const answer of action.answers) throwUnlessOk(await client.input(target, answer, { timeoutMs: 10_000 }), `the answer for ${answer.toolCallId}`);
           return turn.turnId;
         },
       });
+    }
+    if (parts.length === 4 && parts[3] === 'input' && method === 'POST') {
+      const target = targetOf(parts[2]!);
+      const parsed = inputAnswerSchema.safeParse(await readBody(request));
+      if (!parsed.success) {
+        const issue = parsed.error.issues[0]!;
+        throw new HttpError(400, ErrorCode.invalidInput, `input: ${issue.path.join('.') || '(body)'}: ${issue.message}`);
+      }
+      const reply = await client.input(target, parsed.data, { timeoutMs: 10_000 });
+      sendJson(response, reply.ok ? 200 : (STATUS_OF_CODE[reply.error?.code ?? ''] ?? 502), reply, cors);
+      return;
     }
     if (parts.length === 4 && parts[3] === 'stream' && method === 'GET') {
       const target = targetOf(parts[2]!);

@@ -52,15 +52,15 @@ const CATCH_UP_IDLE_MS = 200;
 
 /**
  * Streams one turn of an open watch as UI message chunks, each with the position after it as its id, until the
- * turn's `finish` (true), a pause at approvals the turn waits for (true), or the watch ends (false: the client went
- * away, or the signal aborted).
+ * turn's `finish` (true), a pause where the turn waits for a human (approvals, tools' questions: true), or the watch
+ * ends (false: the client went away, or the signal aborted).
  *
  * With `sentThrough` (a `Last-Event-ID`) the watch starts at the turn's beginning, and the encoder must learn what
  * the client already has before it encodes anything new: the log and the live stream arrive in no fixed order
  * between them, so events past that position are held until both streams have passed it (or the watch has handed
  * out all it holds), then encoded after everything the client has, which is encoded but not sent. Each piece of
  * text then goes out once, as long as the live stream still keeps the deltas the client got (5 minutes).
- * `toolCallsShown`: tool calls the client already shows (those it just decided), whose input is not sent again.
+ * `toolCallsShown`: tool calls the client already shows (those it just decided or answered), whose input is not sent again.
  */
 export async function streamTurn(watch: EventWatch, turnId: string, write: WriteChunk, sentThrough?: StreamPosition, toolCallsShown?: readonly string[]): Promise<boolean> {
   const encoder = createUiMessageEncoder(turnId, toolCallsShown ? { toolCallsShown } : {});
@@ -82,8 +82,8 @@ export async function streamTurn(watch: EventWatch, turnId: string, write: Write
     for (const streamed of waiting.filter(sent)) await encode(streamed);
     for (const streamed of waiting.filter((streamed) => !sent(streamed))) await encode(streamed);
   };
-  // A turn that waits for approvals ends this stream once the watch has handed out all it holds and nothing
-  // decided them meanwhile: the client answers with a new request (see UiMessageEncoder.pause).
+  // A turn that waits for a human (approvals, questions) ends this stream once the watch has handed out all it holds
+  // and nothing decided or answered them meanwhile: the client answers with a new request (see UiMessageEncoder.pause).
   const pause = async () => {
     const chunks = encoder.pause();
     for (const chunk of chunks) await write(chunk, eventIdOf(position));
@@ -92,7 +92,7 @@ export async function streamTurn(watch: EventWatch, turnId: string, write: Write
   for (;;) {
     pending ??= events.next();
     let next: IteratorResult<StreamedEvent> | 'idle';
-    if (held || encoder.awaitingApproval.length > 0) {
+    if (held || encoder.awaitingHuman.length > 0) {
       let timer: ReturnType<typeof setTimeout> | undefined;
       next = await Promise.race([pending, new Promise<'idle'>((resolve) => (timer = setTimeout(() => resolve('idle'), CATCH_UP_IDLE_MS)))]);
       clearTimeout(timer);

@@ -33,13 +33,17 @@ export interface UiMessageEncoder {
   push(event: AgentEvent): UiChunk[];
   /** True once `turn.ended` was encoded (or the stream paused): the stream is complete. */
   readonly finished: boolean;
-  /** The tool calls whose approval was requested and is not yet decided, as far as the events pushed tell. */
-  readonly awaitingApproval: readonly string[];
   /**
-   * Ends the stream where the turn waits for approvals: the step closes and `finish` (reason `tool-calls`, metadata
-   * `{ reason: 'awaiting_approval' }`) goes out, as the AI SDK's own servers end a response at a tool approval.
-   * `useChat` sends approval responses only once a stream has finished; they come back as a new request, whose
-   * stream goes on with the same message. Nothing once finished.
+   * What the turn waits for a human on, as far as the events pushed tell: the tool calls whose approval was requested
+   * and not yet decided, and the requests (`requestId`) of tools' questions not yet answered.
+   */
+  readonly awaitingHuman: readonly string[];
+  /**
+   * Ends the stream where the turn waits for a human: the step closes and `finish` (reason `tool-calls`, metadata
+   * `{ reason: 'awaiting_approval' }`, or `'awaiting_input'` when only questions are open) goes out, as the AI SDK's
+   * own servers end a response at a tool approval. `useChat` sends approval responses (and a page its answers) only
+   * once a stream has finished; they come back as a new request, whose stream goes on with the same message.
+   * Nothing once finished.
    */
   pause(): UiChunk[];
 }
@@ -49,9 +53,11 @@ export interface UiMessageEncoder {
  * already, as in a stream that goes on after approvals, so that their parts are updated rather than added): `start`; per step `start-step`, the step's text as
  * `text-start`/`text-delta`/`text-end` (part id `text-<step>`), its tool calls as dynamic tool parts
  * (`tool-input-available`, then `tool-output-available`, `tool-output-error` or `tool-output-denied`), an awaited
- * approval as `tool-approval-request` (the approval id is the tool call id), `finish-step`; then on `turn.ended`
- * an `error` chunk for a turn that failed, an `abort` for one cancelled, and `finish` with the turn's reason, usage
- * and cost as `messageMetadata`.
+ * approval as `tool-approval-request` (the approval id is the tool call id), a tool's question as a
+ * `data-agentbus-question` part and its answer as `data-agentbus-answer` (both with the request id as part id; the UI
+ * message stream has no question part of its own), `finish-step`; then on `turn.ended` an `error` chunk for a turn
+ * that failed, an `abort` for one cancelled, and `finish` with the turn's reason, usage, cost and typed `output` as
+ * `messageMetadata`.
  *
  * The log and the live stream are not ordered with each other, and a stream resumed from the log has no deltas of
  * finished steps: a step's text is sent from its deltas as they come, and whatever `assistant.message` holds beyond
@@ -63,6 +69,11 @@ export function createUiMessageEncoder(turnId: string, options: { readonly toolC
   let finished = false;
   let step: number | undefined;
   const awaiting = new Set<string>();
+  // Open questions: requestId → the call that asked (a result of that call, a timeout, closes them too).
+  const questions = new Map<string, string>();
+  const closeQuestionsOf = (toolCallId: string) => {
+    for (const [requestId, caller] of questions) if (caller === toolCallId) questions.delete(requestId);
+  };
   // Tool calls whose input went out: a privileged call's comes with its approval request, before its `tool.use`.
   const inputs = new Set<string>(options.toolCallsShown ?? []);
   const sendInput = (toolCallId: string, toolName: string, input: unknown, out: UiChunk[]) => {
@@ -106,8 +117,8 @@ export function createUiMessageEncoder(turnId: string, options: { readonly toolC
     get finished() {
       return finished;
     },
-    get awaitingApproval() {
-      return [...awaiting];
+    get awaitingHuman() {
+      return [...awaiting, ...questions.keys()];
     },
     pause() {
       if (finished) return [];
@@ -116,7 +127,8 @@ export function createUiMessageEncoder(turnId: string, options: { readonly toolC
         closeText(step, out);
         out.push({ type: 'finish-step' });
       }
-      out.push({ type: 'finish', finishReason: 'tool-calls', messageMetadata: { reason: 'awaiting_approval' } });
+      const reason = awaiting.size === 0 && questions.size > 0 ? 'awaiting_input' : 'awaiting_approval';
+      out.push({ type: 'finish', finishReason: 'tool-calls', messageMetadata: { reason } });
       finished = true;
       return out;
     },
@@ -164,10 +176,25 @@ export function createUiMessageEncoder(turnId: string, options: { readonly toolC
         case LogEventType.approvalDecided:
           awaiting.delete(event.data.toolCallId);
           break;
+        case LogEventType.toolInputRequested: {
+          enterStep(index, out);
+          const { toolCallId, requestId, question, schema } = event.data;
+          out.push({ type: 'data-agentbus-question', id: requestId, data: { toolCallId, requestId, question, ...(schema ? { schema } : {}) } });
+          questions.set(requestId, toolCallId);
+          break;
+        }
+        case LogEventType.toolInputAnswered: {
+          enterStep(index, out);
+          const { toolCallId, requestId, answer } = event.data;
+          out.push({ type: 'data-agentbus-answer', id: requestId, data: { toolCallId, requestId, answer } });
+          questions.delete(requestId);
+          break;
+        }
         case LogEventType.toolResult: {
           enterStep(index, out);
           const { toolCallId } = event.data;
           awaiting.delete(toolCallId);
+          closeQuestionsOf(toolCallId);
           if (event.data.isError && event.data.error?.code === ErrorCode.denied) out.push({ type: 'tool-output-denied', toolCallId });
           else if (event.data.isError) out.push({ type: 'tool-output-error', toolCallId, errorText: event.data.output || event.data.error?.message || 'the tool failed', dynamic: true });
           else out.push({ type: 'tool-output-available', toolCallId, output: event.data.output, dynamic: true });
@@ -178,10 +205,10 @@ export function createUiMessageEncoder(turnId: string, options: { readonly toolC
             closeText(step, out);
             out.push({ type: 'finish-step' });
           }
-          const { reason, error, usage, cost, steps } = event.data;
+          const { reason, error, usage, cost, steps, output } = event.data;
           if (reason === TurnEndReason.cancelled) out.push({ type: 'abort', reason: error?.message ?? 'the turn was cancelled' });
           else if (reason !== TurnEndReason.yielded) out.push({ type: 'error', errorText: error?.message ?? `the turn ended ${reason}` });
-          out.push({ type: 'finish', finishReason: FINISH_REASON[reason] ?? 'other', messageMetadata: { reason, usage, cost, steps, ...(error ? { error } : {}) } });
+          out.push({ type: 'finish', finishReason: FINISH_REASON[reason] ?? 'other', messageMetadata: { reason, usage, cost, steps, ...(output !== undefined ? { output } : {}), ...(error ? { error } : {}) } });
           finished = true;
           break;
         }

@@ -10,14 +10,20 @@ import { Role, TaskState } from '@a2a-js/sdk';
 import type { AgentCard, Message, StreamResponse, Task, TaskArtifactUpdateEvent } from '@a2a-js/sdk';
 import { ClientFactory } from '@a2a-js/sdk/client';
 import type { Client } from '@a2a-js/sdk/client';
+import { z } from 'zod';
+import { createAgentbusClient } from '../../src/client/index.ts';
 import { createCodec } from '../../src/protocol/index.ts';
+import { defineTool } from '../../src/tool-sdk/index.ts';
+import { startToolsService } from '../../services/tools/index.ts';
+import { silentLogger } from '../helpers/stack.ts';
 import { startNatsServer } from '../helpers/nats-server.ts';
 import type { TestNatsServer } from '../helpers/nats-server.ts';
 import { startServiceProcess } from '../helpers/service-process.ts';
 import type { ServiceProcess } from '../helpers/service-process.ts';
 
 // The A2A server against real processes: a nats-server, the runtime, the scripted provider, memory (which reads the
-// log back) and services/a2a as a process, driven by the A2A SDK's own client (ClientFactory), as any A2A caller is.
+// log back) and services/a2a as a process, driven by the A2A SDK's own client (ClientFactory), as any A2A caller is; a
+// privileged tool (`deploy`) is served from this process for the interrupt test.
 
 const FIRST = 'Hello from agentbus over A2A, streamed chunk by chunk.';
 const SECOND = 'Yes, I remember what you said before.';
@@ -25,12 +31,19 @@ const SLOW = 'This answer takes its time: one character a second, long enough to
 const SCRIPT = {
   // Each session plays the script from its start: a new context gets FIRST, its second turn SECOND, its third SLOW.
   responses: [{ text: FIRST, chunkSize: 8, delayMs: 30 }, { text: SECOND }, { text: SLOW, chunkSize: 1, delayMs: 1000 }],
+  // Turns prompted on the bus with these models: a typed answer, and a call that needs an approval.
+  models: {
+    typed: [{ text: '{"files":3}' }],
+    asker: [{ text: 'Deploying.', toolCalls: [{ name: 'deploy', args: {} }] }, { text: 'Deployed.' }],
+  },
 };
 const TOKEN = 'a2a-test-token-0123456789';
 
 let server: TestNatsServer;
 let dir: string;
 let watcher: NatsConnection;
+let services: NatsConnection;
+let tools: { stop(): Promise<void> } | undefined;
 let generates: Subscription;
 const requests: unknown[] = [];
 const processes: ServiceProcess[] = [];
@@ -86,11 +99,17 @@ beforeAll(async () => {
   // What the model is sent, heard beside the provider (which serves in a queue group).
   watcher = await connect({ servers: server.url });
   generates = watcher.subscribe('agentbus.provider.scripted.generate', { callback: (_error, message) => void requests.push(codec.decode(message.data, message.headers?.get('Content-Type'))) });
+  // A privileged tool for the interrupt test, served from the start so that the runtime's tool discovery has it.
+  services = await connect({ servers: server.url });
+  const deploy = defineTool({ name: 'deploy', description: 'deploys', parameters: z.object({}), tier: 'privileged', timeoutMs: 10_000, idempotent: false, execute: () => 'deployed' });
+  tools = await startToolsService({ nc: services, logger: silentLogger(), extraTools: [deploy] });
   ({ process: a2a, url: baseUrl } = await startA2a());
   client = await new ClientFactory().createFromUrl(baseUrl);
 }, 120_000);
 
 afterAll(async () => {
+  await tools?.stop();
+  await services?.close();
   generates?.unsubscribe();
   await watcher?.close();
   await Promise.all(processes.map((process) => process.stop('SIGTERM')));
@@ -107,7 +126,7 @@ describe('the agent card', () => {
       ['JSONRPC', '0.3', `${baseUrl}/a2a/jsonrpc`],
     ]);
     expect(card.capabilities).toMatchObject({ streaming: true, pushNotifications: false });
-    expect(card.defaultOutputModes).toEqual(['text/plain']);
+    expect(card.defaultOutputModes).toEqual(['text/plain', 'application/json']);
     expect(card.skills.length).toBeGreaterThan(0);
     expect(card.securityRequirements ?? []).toEqual([]);
     expect(card.securitySchemes ?? {}).toEqual({});
@@ -302,4 +321,36 @@ describe('with AGENTBUS_A2A_TOKEN', () => {
       await secured.process.stop('SIGTERM');
     }
   });
+});
+
+describe('typed output and interrupts of turns prompted on the bus', () => {
+  it('shows a typed turn\'s output as a data part of the answer, and a turn awaiting an approval as INPUT_REQUIRED until decided', async () => {
+    const bus = createAgentbusClient({ nc: watcher });
+    const schema = { type: 'object', properties: { files: { type: 'integer' } }, required: ['files'] };
+    const typed = await bus.prompt({ tenant: 'acme', sessionId: 'typed-ctx' }, { text: 'How many files?', model: 'scripted:typed', outputSchema: schema }, { timeoutMs: 15_000 });
+    const typedTask = () => client.getTask({ tenant: '', id: `typed-ctx.${typed.turnId}`, historyLength: undefined });
+    await expect.poll(async () => (await typedTask()).status?.state, { timeout: 30_000 }).toBe(TaskState.TASK_STATE_COMPLETED);
+    expect((await typedTask()).artifacts[0]?.parts.map((part) => part.content)).toEqual([{ $case: 'text', value: '{"files":3}' }, { $case: 'data', value: { files: 3 } }]);
+
+    const target = { tenant: 'acme', sessionId: 'approve-ctx' };
+    const asking = await bus.prompt(target, { text: 'Deploy, please.', model: 'scripted:asker' }, { timeoutMs: 15_000 });
+    const askingTask = () => client.getTask({ tenant: '', id: `approve-ctx.${asking.turnId}`, historyLength: undefined });
+    await expect.poll(async () => (await askingTask()).status?.state, { timeout: 30_000 }).toBe(TaskState.TASK_STATE_INPUT_REQUIRED)
+      .catch(async (error: unknown) => {
+        // Said with the failure: what the session's log held (a tool unknown to the runtime shows as tool.result without approval.requested).
+        const logged = (await bus.history(target, { limit: 100 }, { timeoutMs: 10_000 })).events.map((event) => event.type);
+        throw new Error(`the task is not INPUT_REQUIRED; the log holds ${logged.join(', ')}`, { cause: error });
+      });
+    const waiting = await askingTask();
+    expect(textOf(waiting.status?.message?.parts)).toContain('deploy');
+    const listed = await client.listTasks({ tenant: '', contextId: 'approve-ctx', status: TaskState.TASK_STATE_INPUT_REQUIRED, pageToken: '', statusTimestampAfter: undefined });
+    expect(listed.tasks.map((task) => task.id)).toEqual([waiting.id]);
+    // The status message is the approval request's event.
+    const requested = (await bus.history(target, { limit: 100 }, { timeoutMs: 10_000 })).events.find((event) => event.type === 'approval.requested');
+    expect(waiting.status?.message?.messageId).toBe(requested?.id);
+    const { toolCallId } = requested!.data as { toolCallId: string };
+    expect(await bus.approve(target, { toolCallId, approved: true }, { timeoutMs: 10_000 })).toMatchObject({ ok: true });
+    await expect.poll(async () => (await askingTask()).status?.state, { timeout: 30_000 }).toBe(TaskState.TASK_STATE_COMPLETED);
+    expect(textOf((await askingTask()).artifacts[0]?.parts)).toBe('Deployed.');
+  }, 120_000);
 });

@@ -62,7 +62,7 @@ describe.each([ShippedConf.accounts, ShippedConf.users])('the chat user under %s
     expect(nats.output()).not.toMatch(/Violation.*chat/);
   }, 30_000);
 
-  it('refuses the chat user whatever else it tries: steer, delete, events, memory, state, providers, tools, other inboxes, other tenants', async () => {
+  it('lets the chat user answer questions of its own tenant\'s tools, and refuses whatever else it tries: steer, delete, events, memory, state, providers, tools, other inboxes, other tenants', async () => {
     const nc: NatsConnection = await connectBus({ servers: nats.url, name: 'chat-intruder', logger: createLogger({ name: 'chat', level: 'silent' }), user: 'chat', pass: nats.passwords['chat']!, inboxPrefix: '_INBOX_chat' });
     const violations: PermissionViolationError[] = [];
     void (async () => {
@@ -73,12 +73,14 @@ describe.each([ShippedConf.accounts, ShippedConf.users])('the chat user under %s
       const publishes = [`${session}.steer`, `${session}.delete`, `${session}.log`, `${session}.live.assistant.delta`, 'agentbus.acme.memory.search', 'agentbus.acme.sessions.list', 'agentbus.acme.state.load', 'agentbus.provider.scripted.generate', 'agentbus.tools.read_file.call', '$KV.AGENTBUS_LEASES.acme.x', '$JS.API.STREAM.PURGE.AGENTBUS_LOG', '_INBOX_client.forged', '$SRV.PING'];
       // Nor anything of another tenant's: its verbs, nor a consumer of its sessions (the gateway serves acme only).
       const theirs = 'agentbus.globex.sessions.guarded';
-      publishes.push(`${theirs}.prompt`, `${theirs}.cancel`, `${theirs}.approve`, `${theirs}.history`);
+      publishes.push(`${theirs}.prompt`, `${theirs}.cancel`, `${theirs}.approve`, `${theirs}.input`, `${theirs}.history`);
       for (const stream of ['AGENTBUS_LOG', 'AGENTBUS_LIVE']) {
         publishes.push(`$JS.API.CONSUMER.CREATE.${stream}.spy.${theirs}.log`, `$JS.API.CONSUMER.CREATE.${stream}.spy.agentbus.*.sessions.>`, `$JS.API.CONSUMER.CREATE.${stream}.spy`);
       }
       const subscribes = [`${session}.log`, 'agentbus.>', '_INBOX_client.>', '_INBOX.>', '$SRV.>'];
       for (const subject of publishes) nc.publish(subject, 'forged');
+      // Its own tenant's answers to tools' questions go through (no refusal counted for them).
+      nc.publish(`${session}.input`, 'forged');
       for (const subject of subscribes) nc.subscribe(subject);
       await nc.flush().catch(() => undefined);
       await expect.poll(() => violations.length, { timeout: 5_000 }).toBe(publishes.length + subscribes.length);

@@ -76,6 +76,49 @@ describe('turns as tasks', () => {
     expect(taskOf(turns[2]!).history).toHaveLength(1);
   });
 
+  it('puts a typed turn\'s output into the answer artifact as a data part, beside its text', () => {
+    const typed = (extra: object) => turnsOf([event('s', 'T', 'user.message', { text: 'count' }, 1), ended('s', 'T', 'yielded', 2, extra)])[0]!;
+    const parts = taskOf(typed({ text: '{"n":2}', output: { n: 2 } })).artifacts[0]!.parts;
+    expect(parts.map((part) => [part.content, part.mediaType])).toEqual([
+      [{ $case: 'text', value: '{"n":2}' }, 'text/plain'],
+      [{ $case: 'data', value: { n: 2 } }, 'application/json'],
+    ]);
+    // A falsy output is an output; a turn that did not yield shows no artifact even with one.
+    expect(taskOf(typed({ output: false })).artifacts[0]!.parts.map((part) => part.content)).toEqual([{ $case: 'data', value: false }]);
+    const over = turnsOf([event('s', 'T', 'user.message', { text: 'count' }, 1), ended('s', 'T', 'budget_exceeded', 2, { text: '{}', output: {} })])[0]!;
+    expect(taskOf(over).artifacts).toEqual([]);
+  });
+
+  it('is INPUT_REQUIRED while the turn waits for an approval or an answer, with what it asks as the status message', () => {
+    const log = [
+      event('s', 'T', 'user.message', { text: 'release' }, 1),
+      event('s', 'T', 'turn.started', { model: 'scripted:default', maxSteps: 8, deadline: 0, finalAnswer: false }, 2),
+      event('s', 'T', 'approval.requested', { toolCallId: 'c1', name: 'deploy', args: {}, deadline: 9, onTimeout: 'deny' }, 3),
+      event('s', 'T', 'approval.decided', { toolCallId: 'c1', approved: true }, 4),
+      event('s', 'T', 'tool.use', { toolCallId: 'c2', effectId: 'x', name: 'pick', args: {}, tier: 'side_effecting' }, 5),
+      event('s', 'T', 'tool.input_requested', { toolCallId: 'c2', name: 'pick', requestId: 'c2:1', question: 'Which branch?', deadline: 9 }, 6),
+      event('s', 'T', 'tool.input_answered', { toolCallId: 'c2', requestId: 'c2:1', answer: 'main' }, 7),
+      event('s', 'T', 'tool.input_requested', { toolCallId: 'c2', name: 'pick', requestId: 'c2:2', question: 'Notes?', deadline: 9 }, 8),
+      event('s', 'T', 'tool.result', { toolCallId: 'c2', name: 'pick', output: '', isError: true, error: { code: 'timeout', message: 'no answer' }, durationMs: 1 }, 9),
+    ];
+    const at = (count: number) => turnsOf(log.slice(0, count))[0]!;
+    expect([2, 3, 4, 5, 6, 7, 8, 9].map((count) => stateOf(at(count)))).toEqual([
+      TaskState.TASK_STATE_WORKING,
+      TaskState.TASK_STATE_INPUT_REQUIRED,
+      TaskState.TASK_STATE_WORKING,
+      TaskState.TASK_STATE_WORKING,
+      TaskState.TASK_STATE_INPUT_REQUIRED,
+      TaskState.TASK_STATE_WORKING,
+      TaskState.TASK_STATE_INPUT_REQUIRED,
+      TaskState.TASK_STATE_WORKING,
+    ]);
+    expect(taskOf(at(3)).status?.message?.parts[0]?.content?.value).toContain('deploy');
+    const asking = taskOf(at(6));
+    expect(asking.status?.message).toMatchObject({ role: Role.ROLE_AGENT, messageId: log[5]!.id, parts: [{ content: { $case: 'text', value: 'Which branch?' } }] });
+    expect(asking.history.map((message) => message.role)).toEqual([Role.ROLE_USER, Role.ROLE_AGENT]);
+    expect(taskOf(at(9)).status?.message).toBeUndefined();
+  });
+
   it('names a task by session and turn, and reads only ids of that shape back', () => {
     expect(parseTaskId(taskIdOf('a2a-1', 'NUID123'))).toEqual({ sessionId: 'a2a-1', turnId: 'NUID123' });
     for (const bad of ['', 'no-dot', 'a.b.c', '.x', 'x.', 'bad session.t', `${'s'.repeat(65)}.t`]) expect(parseTaskId(bad), bad).toBeUndefined();

@@ -12,7 +12,7 @@ const event = (type: string, step: number | undefined, data: Record<string, unkn
 const usage = { inputTokens: 1, outputTokens: 1 };
 const delta = (step: number, text: string) => event('assistant.delta', step, { text });
 const message = (step: number, text: string, toolCalls: unknown[] = []) => event('assistant.message', step, { text, toolCalls, usage, cost: 0, model: 'm', finishReason: 'stop' });
-const ended = (reason: string, error?: { code: string; message: string }) => event('turn.ended', undefined, { reason, usage, cost: 0.5, steps: 2, ...(error ? { error } : {}) });
+const ended = (reason: string, error?: { code: string; message: string }, output?: unknown) => event('turn.ended', undefined, { reason, usage, cost: 0.5, steps: 2, ...(error ? { error } : {}), ...(output === undefined ? {} : { output }) });
 const encodeAll = (events: AgentEvent[]) => {
   const encoder = createUiMessageEncoder('t1');
   return { chunks: events.flatMap((each) => encoder.push(each)), encoder };
@@ -105,7 +105,7 @@ describe('a turn encoded as the UI message stream', () => {
       event('approval.requested', 1, { toolCallId: 'c1', name: 'run', args: { x: 1 } }),
     ];
     const before = requested.flatMap((each) => first.push(each));
-    expect(first.awaitingApproval).toEqual(['c1']);
+    expect(first.awaitingHuman).toEqual(['c1']);
     const paused = first.pause();
     expect(paused.map((chunk) => chunk.type)).toEqual(['finish-step', 'finish']);
     expect(paused[1]).toEqual({ type: 'finish', finishReason: 'tool-calls', messageMetadata: { reason: 'awaiting_approval' } });
@@ -114,7 +114,7 @@ describe('a turn encoded as the UI message stream', () => {
     // A decision logged before the pause means nothing awaits.
     const decided = createUiMessageEncoder('t1');
     [...requested, event('approval.decided', 1, { toolCallId: 'c1', approved: true })].forEach((each) => decided.push(each));
-    expect(decided.awaitingApproval).toEqual([]);
+    expect(decided.awaitingHuman).toEqual([]);
     // The stream after the approval: the call's tool.use sends no second input, its output updates the part.
     const next = createUiMessageEncoder('t1', { toolCallsShown: ['c1'] });
     const after = [
@@ -123,6 +123,49 @@ describe('a turn encoded as the UI message stream', () => {
       event('tool.result', 1, { toolCallId: 'c1', name: 'run', output: 'ran', isError: false, durationMs: 1 }),
     ].flatMap((each) => next.push(each));
     expect(after.map((chunk) => chunk.type)).toEqual(['start', 'start-step', 'tool-output-available']);
+  });
+
+  it('shows a tool\'s question as a data part, pauses there as awaiting input, and shows the answer', () => {
+    const schema = { type: 'string', enum: ['main', 'next'] };
+    const asking = [
+      event('tool.use', 1, { toolCallId: 'c1', effectId: 'x', name: 'pick', args: {}, tier: 'side_effecting' }),
+      event('tool.input_requested', 1, { toolCallId: 'c1', name: 'pick', requestId: 'c1:1', question: 'Which branch?', schema, deadline: 1 }),
+    ];
+    const first = createUiMessageEncoder('t1');
+    const chunks = asking.flatMap((each) => first.push(each));
+    expect(chunks.at(-1)).toEqual({ type: 'data-agentbus-question', id: 'c1:1', data: { toolCallId: 'c1', requestId: 'c1:1', question: 'Which branch?', schema } });
+    expect(first.awaitingHuman).toEqual(['c1:1']);
+    expect(first.pause().at(-1)).toEqual({ type: 'finish', finishReason: 'tool-calls', messageMetadata: { reason: 'awaiting_input' } });
+
+    // The stream after the answer: the answer as a part of its own, nothing awaited, the call's output updates its part.
+    const next = createUiMessageEncoder('t1', { toolCallsShown: ['c1'] });
+    const after = [
+      event('tool.input_answered', 1, { toolCallId: 'c1', requestId: 'c1:1', answer: 'main' }),
+      event('tool.result', 1, { toolCallId: 'c1', name: 'pick', output: 'released main', isError: false, durationMs: 1 }),
+    ].flatMap((each) => next.push(each));
+    expect(after.map((chunk) => chunk.type)).toEqual(['start', 'start-step', 'data-agentbus-answer', 'tool-output-available']);
+    expect(after[2]).toEqual({ type: 'data-agentbus-answer', id: 'c1:1', data: { toolCallId: 'c1', requestId: 'c1:1', answer: 'main' } });
+    expect(next.awaitingHuman).toEqual([]);
+
+    // A question that timed out (the call's error result) awaits nothing either; no schema, no schema key.
+    const timedOut = createUiMessageEncoder('t1');
+    const noSchema = timedOut.push(event('tool.input_requested', 1, { toolCallId: 'c2', name: 'pick', requestId: 'c2:1', question: 'Notes?', deadline: 1 }));
+    expect(noSchema.at(-1)).toEqual({ type: 'data-agentbus-question', id: 'c2:1', data: { toolCallId: 'c2', requestId: 'c2:1', question: 'Notes?' } });
+    timedOut.push(event('tool.result', 1, { toolCallId: 'c2', name: 'pick', output: '', isError: true, error: { code: 'timeout', message: 'no answer' }, durationMs: 1 }));
+    expect(timedOut.awaitingHuman).toEqual([]);
+    // An approval and a question open together pause as awaiting approval.
+    const both = createUiMessageEncoder('t1');
+    [asking[1]!, event('approval.requested', 1, { toolCallId: 'c3', name: 'run', args: {} })].forEach((each) => both.push(each));
+    expect(both.awaitingHuman).toEqual(['c3', 'c1:1']);
+    expect(both.pause().at(-1)).toMatchObject({ messageMetadata: { reason: 'awaiting_approval' } });
+  });
+
+  it('puts a typed turn\'s output into the finish metadata, and nothing of the kind for an untyped one', () => {
+    const typed = encodeAll([message(1, '{"n":2}'), ended('yielded', undefined, { n: 2 })]).chunks.at(-1);
+    expect(typed).toEqual({ type: 'finish', finishReason: 'stop', messageMetadata: { reason: 'yielded', usage, cost: 0.5, steps: 2, output: { n: 2 } } });
+    // A falsy output is still an output.
+    expect(encodeAll([ended('yielded', undefined, 0)]).chunks.at(-1)).toMatchObject({ messageMetadata: { output: 0 } });
+    expect(Object.keys(encodeAll([ended('yielded')]).chunks.at(-1)!['messageMetadata'] as object)).not.toContain('output');
   });
 });
 
@@ -137,10 +180,27 @@ describe('chat requests and event ids', () => {
       { type: 'dynamic-tool', toolName: 'run', toolCallId: 'c3', state: 'output-available' },
     ] };
     expect(readChatRequest({ id: 'chat-1', messages: [user('go'), responded] })).toEqual({
-      kind: 'approvals',
+      kind: 'respond',
       sessionId: 'chat-1',
       decisions: [{ toolCallId: 'c1', approved: true }, { toolCallId: 'c2', approved: false, reason: 'not today' }],
+      answers: [],
     });
+  });
+
+  it('takes answers to tools\' questions from the body with the assistant message, and an outputSchema with a prompt', () => {
+    const asked = { id: 'a', role: 'assistant', parts: [{ type: 'data-agentbus-question', id: 'c1:1', data: { toolCallId: 'c1', requestId: 'c1:1', question: 'Which?' } }] };
+    expect(readChatRequest({ id: 'chat-1', messages: [user('go'), asked], answers: [{ toolCallId: 'c1', requestId: 'c1:1', answer: { branch: 'main' } }] })).toEqual({
+      kind: 'respond',
+      sessionId: 'chat-1',
+      decisions: [],
+      answers: [{ toolCallId: 'c1', requestId: 'c1:1', answer: { branch: 'main' } }],
+    });
+    const schema = { type: 'object', properties: { n: { type: 'integer' } } };
+    expect(readChatRequest({ id: 'chat-1', messages: [user('count')], outputSchema: schema })).toEqual({ kind: 'prompt', sessionId: 'chat-1', text: 'count', outputSchema: schema });
+    expect(() => readChatRequest({ id: 'chat-1', messages: [user('go')], answers: [{ toolCallId: 'c1', answer: 'x' }] })).toThrow(/assistant message that asked/);
+    expect(() => readChatRequest({ id: 'chat-1', messages: [user('go'), asked], answers: [{ toolCallId: 'c1' }] })).toThrow(/answer is required/);
+    expect(() => readChatRequest({ id: 'chat-1', messages: [user('go'), asked], answers: [{ toolCallId: 'c1', answer: 1, extra: true }] })).toThrow(InvalidInputError);
+    expect(() => readChatRequest({ id: 'chat-1', messages: [user('count')], outputSchema: { type: 'string' } })).toThrow(/outputSchema/);
   });
 
   it('refuses what it cannot do, naming it', () => {
