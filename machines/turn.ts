@@ -1,4 +1,4 @@
-import { and, assign, fromPromise, setup } from 'xstate';
+import { assign, fromPromise, setup } from 'xstate';
 import { ErrorCode, RunState, TurnEndReason, ZERO_USAGE, addUsage, toErrorData } from '../src/protocol/index.ts';
 import type { ChatMessage, ErrorData, ToolSpec, Usage } from '../src/protocol/index.ts';
 import { afterBatch, askingCall, needsApproval, nextBatch } from './tool-batch.ts';
@@ -227,7 +227,8 @@ export const turnMachine = setup({
     needsCompaction: ({ context }, params: { needsCompaction: boolean }) => params.needsCompaction && !context.compacted,
     overCost: ({ context }) => context.maxCost !== undefined && context.cost > context.maxCost,
     // Another provider call would spend past `maxCost`: nothing of it is left.
-    costSpent: ({ context }) => context.maxCost !== undefined && context.cost >= context.maxCost,
+    // A typed answer that did not match, with no cost left for asking again.
+    retryPastBudget: ({ context }) => context.outputRetry !== undefined && context.maxCost !== undefined && context.cost >= context.maxCost,
     retriesOutput: ({ context }) => context.outputRetry !== undefined,
     // A human is waited for: a call asks the user something, or a privileged call awaits its decision.
     awaitsApproval: ({ context }) => askingCall(context.pending) !== undefined || needsApproval(context.pending, context.decisions),
@@ -397,7 +398,7 @@ export const turnMachine = setup({
         { guard: 'overCost', target: RunState.budgetExceeded },
         // A typed final answer that did not match is asked for once more in the same step (the last call at maxSteps
         // too), but not by a turn with no cost left: the retry is a provider call like any other.
-        { guard: and(['retriesOutput', 'costSpent']), target: RunState.budgetExceeded },
+        { guard: 'retryPastBudget', target: RunState.budgetExceeded },
         {
           guard: 'retriesOutput',
           target: RunState.streaming,
