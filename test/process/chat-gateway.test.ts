@@ -6,8 +6,8 @@ import { DefaultChatTransport, readUIMessageStream } from 'ai';
 import type { UIMessage, UIMessageChunk } from 'ai';
 import { startNatsServer } from '../helpers/nats-server.ts';
 import type { TestNatsServer } from '../helpers/nats-server.ts';
-import { startServiceProcess } from '../helpers/service-process.ts';
-import type { ServiceProcess } from '../helpers/service-process.ts';
+import { startChatStack } from '../helpers/chat-stack.ts';
+import type { ChatStack } from '../helpers/chat-stack.ts';
 
 // The chat gateway, black-box, driven by the AI SDK's own client side (ai 6): DefaultChatTransport (what `useChat`
 // sends and reconnects with) and readUIMessageStream (how `useChat` builds its messages from the stream). A real
@@ -26,7 +26,7 @@ const TOKEN = 'chat-gateway-test-token-0123456789';
 let server: TestNatsServer;
 let dir: string;
 let base: string;
-const processes: ServiceProcess[] = [];
+let stack: ChatStack;
 
 const transport = (token = TOKEN) => new DefaultChatTransport<UIMessage>({ api: `${base}/api/chat`, headers: { Authorization: `Bearer ${token}` } });
 const userMessage = (text: string): UIMessage => ({ id: `m-${Math.random().toString(36).slice(2)}`, role: 'user', parts: [{ type: 'text', text }] });
@@ -71,27 +71,17 @@ beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'agentbus-chat-'));
   const script = join(dir, 'script.json');
   await writeFile(script, JSON.stringify(SCRIPT));
-  const nats = { NATS_URL: server.url };
-  processes.push(
-    startServiceProcess('services/runtime/main.ts', { ...nats, AGENTBUS_MODEL: 'scripted:default' }),
-    startServiceProcess('services/provider/main.ts', { ...nats, AGENTBUS_SCRIPT: script }),
-    startServiceProcess('services/tools/main.ts', { ...nats, AGENTBUS_WORKSPACE: dir }),
-    startServiceProcess('services/memory/main.ts', { ...nats }),
-    startServiceProcess('services/chat/main.ts', { ...nats, AGENTBUS_CHAT_TOKEN: TOKEN, AGENTBUS_CHAT_PORT: '0', AGENTBUS_CHAT_TENANT: 'web' }),
-  );
-  const [runtime, provider, tools, memory, chat] = processes as [ServiceProcess, ServiceProcess, ServiceProcess, ServiceProcess, ServiceProcess];
-  await Promise.all([
-    runtime.waitFor('runtime started', 60_000),
-    provider.waitFor('provider service started', 60_000),
-    tools.waitFor('tools service started', 60_000),
-    memory.waitFor('memory service ready', 60_000),
-    chat.waitFor('chat gateway started', 60_000),
-  ]);
-  base = /chat gateway started on (http:\/\/[\d.:]+)/.exec(chat.output())![1]!;
+  stack = await startChatStack({
+    env: () => ({ NATS_URL: server.url }),
+    services: { runtime: { AGENTBUS_MODEL: 'scripted:default' }, provider: { AGENTBUS_SCRIPT: script }, tools: { AGENTBUS_WORKSPACE: dir }, memory: {} },
+    token: TOKEN,
+    tenant: 'web',
+  });
+  base = stack.base;
 }, 90_000);
 
 afterAll(async () => {
-  await Promise.all(processes.map((process) => process.stop('SIGTERM')));
+  await stack?.stop();
   await server?.stop();
   if (dir) await rm(dir, { recursive: true, force: true });
 });

@@ -10,8 +10,8 @@ import { connectBus } from '../../src/bus/connect.ts';
 import { createLogger } from '../../src/logging.ts';
 import { ShippedConf, startShippedNats } from '../helpers/shipped-nats.ts';
 import type { ShippedNats } from '../helpers/shipped-nats.ts';
-import { startServiceProcess } from '../helpers/service-process.ts';
-import type { ServiceProcess } from '../helpers/service-process.ts';
+import { startChatStack } from '../helpers/chat-stack.ts';
+import type { ChatStack } from '../helpers/chat-stack.ts';
 
 // The chat gateway's NATS user under both shipped configs: the gateway runs as `chat` beside the runtime, provider
 // and memory as their own users and answers a useChat message; and what `chat` may not do is refused by the server.
@@ -22,7 +22,7 @@ describe.each([ShippedConf.accounts, ShippedConf.users])('the chat user under %s
   let nats: ShippedNats;
   let dir: string;
   let base: string;
-  const processes: ServiceProcess[] = [];
+  let stack: ChatStack;
 
   beforeAll(async () => {
     nats = await startShippedNats({ file });
@@ -30,24 +30,17 @@ describe.each([ShippedConf.accounts, ShippedConf.users])('the chat user under %s
     const script = join(dir, 'script.json');
     await writeFile(script, JSON.stringify({ responses: [{ text: 'Hello from a guarded gateway.' }] }));
     const as = (user: string) => ({ NATS_URL: nats.url, NATS_USER: user, NATS_PASSWORD: nats.passwords[user]! });
-    processes.push(
-      startServiceProcess('services/runtime/main.ts', { ...as('runtime'), AGENTBUS_MODEL: 'scripted:default' }),
-      startServiceProcess('services/provider/main.ts', { ...as('provider'), AGENTBUS_SCRIPT: script }),
-      startServiceProcess('services/memory/main.ts', { ...as('memory') }),
-      startServiceProcess('services/chat/main.ts', { ...as('chat'), AGENTBUS_CHAT_TOKEN: TOKEN, AGENTBUS_CHAT_PORT: '0', AGENTBUS_CHAT_TENANT: 'acme' }),
-    );
-    const [runtime, provider, memory, chat] = processes as [ServiceProcess, ServiceProcess, ServiceProcess, ServiceProcess];
-    await Promise.all([
-      runtime.waitFor('runtime started', 60_000),
-      provider.waitFor('provider service started', 60_000),
-      memory.waitFor('memory service ready', 60_000),
-      chat.waitFor('chat gateway started', 60_000),
-    ]);
-    base = /chat gateway started on (http:\/\/[\d.:]+)/.exec(chat.output())![1]!;
+    stack = await startChatStack({
+      env: as,
+      services: { runtime: { AGENTBUS_MODEL: 'scripted:default' }, provider: { AGENTBUS_SCRIPT: script }, memory: {} },
+      token: TOKEN,
+      tenant: 'acme',
+    });
+    base = stack.base;
   }, 90_000);
 
   afterAll(async () => {
-    await Promise.all(processes.map((process) => process.stop('SIGTERM')));
+    await stack?.stop();
     await nats?.stop();
     if (dir) await rm(dir, { recursive: true, force: true });
   });

@@ -1,6 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AbstractChat, DefaultChatTransport } from 'ai';
-import type { ChatState, ChatStatus, UIMessage } from 'ai';
+import type { UIMessage } from 'ai';
 import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { z } from 'zod';
@@ -9,8 +8,8 @@ import { startProviderService } from '../../services/provider/index.ts';
 import { startToolsService } from '../../services/tools/index.ts';
 import { startNatsServer } from '../helpers/nats-server.ts';
 import type { TestNatsServer } from '../helpers/nats-server.ts';
-import { startServiceProcess } from '../helpers/service-process.ts';
-import type { ServiceProcess } from '../helpers/service-process.ts';
+import { TestChat, startChatStack } from '../helpers/chat-stack.ts';
+import type { ChatStack } from '../helpers/chat-stack.ts';
 import { silentLogger } from '../helpers/stack.ts';
 
 // A tool that asks the user, and a typed final answer, through the chat gateway, driven by the AI SDK's own chat
@@ -33,7 +32,7 @@ let server: TestNatsServer;
 let services: NatsConnection;
 let base: string;
 const stops: Array<() => Promise<void>> = [];
-const processes: ServiceProcess[] = [];
+let stack: ChatStack;
 /** The answers of each run of `pick_branch`. */
 const runs: unknown[][] = [];
 
@@ -54,31 +53,7 @@ const pickBranch = defineTool({
   },
 });
 
-/** The plain state `useChat` keeps in React, kept here in fields. */
-class MemoryChatState implements ChatState<UIMessage> {
-  status: ChatStatus = 'ready';
-  error: Error | undefined = undefined;
-  messages: UIMessage[] = [];
-  pushMessage = (message: UIMessage) => {
-    this.messages = [...this.messages, message];
-  };
-  popMessage = () => {
-    this.messages = this.messages.slice(0, -1);
-  };
-  replaceMessage = (index: number, message: UIMessage) => {
-    this.messages = this.messages.map((current, at) => (at === index ? message : current));
-  };
-  snapshot = <T,>(thing: T): T => structuredClone(thing);
-}
-
-class TestChat extends AbstractChat<UIMessage> {
-  readonly memory: MemoryChatState;
-  constructor(id: string) {
-    const state = new MemoryChatState();
-    super({ id, state, transport: new DefaultChatTransport<UIMessage>({ api: `${base}/api/chat`, headers: { Authorization: `Bearer ${TOKEN}` } }) });
-    this.memory = state;
-  }
-}
+const newChat = (id: string) => new TestChat(base, TOKEN, id);
 
 type Part = UIMessage['parts'][number];
 const last = (chat: TestChat) => chat.memory.messages.at(-1);
@@ -92,19 +67,12 @@ beforeAll(async () => {
   const provider = await startProviderService({ nc: services, logger: silentLogger(), script: SCRIPT });
   const tools = await startToolsService({ nc: services, logger: silentLogger(), extraTools: [pickBranch] });
   stops.push(() => tools.stop(), () => provider.stop());
-  const nats = { NATS_URL: server.url };
-  processes.push(
-    startServiceProcess('services/runtime/main.ts', { ...nats, AGENTBUS_MODEL: 'scripted:default' }),
-    startServiceProcess('services/memory/main.ts', { ...nats }),
-    startServiceProcess('services/chat/main.ts', { ...nats, AGENTBUS_CHAT_TOKEN: TOKEN, AGENTBUS_CHAT_PORT: '0', AGENTBUS_CHAT_TENANT: 'web' }),
-  );
-  const [runtime, memory, chat] = processes as [ServiceProcess, ServiceProcess, ServiceProcess];
-  await Promise.all([runtime.waitFor('runtime started', 60_000), memory.waitFor('memory service ready', 60_000), chat.waitFor('chat gateway started', 60_000)]);
-  base = /chat gateway started on (http:\/\/[\d.:]+)/.exec(chat.output())![1]!;
+  stack = await startChatStack({ env: () => ({ NATS_URL: server.url }), services: { runtime: { AGENTBUS_MODEL: 'scripted:default' }, memory: {} }, token: TOKEN, tenant: 'web' });
+  base = stack.base;
 }, 90_000);
 
 afterAll(async () => {
-  await Promise.all(processes.map((process) => process.stop('SIGTERM')));
+  await stack?.stop();
   for (const stop of stops) await stop().catch(() => undefined);
   await services?.close();
   await server?.stop();
@@ -112,7 +80,7 @@ afterAll(async () => {
 
 describe('tools\' questions and typed output from a useChat front end', () => {
   it('shows a question and ends the stream there; takes answers at /input and with the message; streams on to the typed output', async () => {
-    const chat = new TestChat('ask-me');
+    const chat = newChat('ask-me');
     await chat.sendMessage({ text: 'Release, please.' }, { body: { outputSchema: OUTPUT_SCHEMA } });
     expect(chat.error?.message ?? chat.status).toBe('ready');
     expect(last(chat)?.metadata).toEqual({ reason: 'awaiting_input' });
@@ -135,7 +103,7 @@ describe('tools\' questions and typed output from a useChat front end', () => {
     expect(await taken.json()).toMatchObject({ ok: true });
 
     // A reloaded page resumes the turn from its start: the first question and its answer, then the next question.
-    const reloaded = new TestChat('ask-me');
+    const reloaded = newChat('ask-me');
     await reloaded.resumeStream();
     await expect.poll(() => reloaded.status, { timeout: 30_000 }).toBe('ready');
     expect(partsOf(reloaded, 'data-agentbus-question').map((part) => [part.id, part.data?.['question']])).toEqual([
@@ -158,7 +126,7 @@ describe('tools\' questions and typed output from a useChat front end', () => {
     expect(runs.at(-1)).toEqual(['main', 'first cut']);
 
     // Nothing awaits now: an answer with the message is refused before any stream.
-    const late = new TestChat('ask-me');
+    const late = newChat('ask-me');
     late.memory.messages = [{ id: 'a', role: 'assistant', parts: [] }];
     await late.sendMessage(undefined, { body: { answers: [{ toolCallId, answer: 'again' }] } });
     expect(late.error?.message).toMatch(/no turn of this chat awaits/);
