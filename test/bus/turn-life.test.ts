@@ -53,7 +53,9 @@ describe('deadlines and the last answer', () => {
     await expect.poll(() => gate.aborted(), { timeout: 5000 }).toBe(1);
     const held = ofType(events, 'tool.result').find((event) => event.data.name === 'hold');
     expect(held?.data).toMatchObject({ isError: true });
-    expect(['deadline_exceeded', 'cancelled']).toContain(held?.data.error?.code);
+    // The worker holds the same deadline (see below), so its own timeout may answer the call before the runtime's
+    // cancel does: either way the call ended, with an error, at the turn's deadline.
+    expect(['deadline_exceeded', 'cancelled', 'timeout']).toContain(held?.data.error?.code);
     // Its deadline was logged first, as the prompt's acceptance plus deadlineMs.
     const started = ofType(events, 'turn.started')[0]!;
     const prompt = ofType(events, 'user.message')[0]!;
