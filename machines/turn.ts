@@ -254,6 +254,8 @@ export const turnMachine = setup({
     end: assign((_, params: { reason: TurnEndReason }) => ({ outcome: params.reason })),
     fail: assign((_, params: { error: unknown }) => {
       const error = toErrorData(params.error);
+      // A step that began past the deadline (the machine's timer fires late on a busy node) ends the turn as the timer would.
+      if (error.code === ErrorCode.deadlineExceeded) return { outcome: TurnEndReason.deadlineExceeded, error };
       return { outcome: error.code === ErrorCode.timeout ? TurnEndReason.timeout : TurnEndReason.failed, error };
     }),
     expire: assign(({ context }) => {

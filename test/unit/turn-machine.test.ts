@@ -2,9 +2,10 @@ import { describe, expect, it, vi } from 'vitest';
 import { SimulatedClock, createActor, toPromise, waitFor } from 'xstate';
 import { turnMachine } from '../../machines/turn.ts';
 import type { StreamOutput, TurnInput, TurnOutput } from '../../machines/turn.ts';
-import { AgentbusError, ProviderError, TimeoutError } from '../../src/errors.ts';
+import { AgentbusError, DeadlineExceededError, ProviderError, TimeoutError } from '../../src/errors.ts';
 import { ErrorCode, RunState, TurnEndReason } from '../../src/protocol/index.ts';
 import {
+  REQUEST,
   answer,
   createTurnFakes,
   deferred,
@@ -386,6 +387,21 @@ describe('turn machine: deadline', () => {
     const output = await startTurn(fakes, { timeLeftMs: 0 }).done;
 
     expect(output.reason).toBe(TurnEndReason.deadlineExceeded);
+  });
+
+  it('ends deadline_exceeded, not failed, when a step refuses to begin past the deadline (its timer not yet fired)', async () => {
+    const fakes = createTurnFakes({
+      stream: streamOf(answer('', [read('quick')]), answer('too late')),
+      prepare: (input) => {
+        if (input.step > 1) throw new DeadlineExceededError('the turn passed its deadline before step 2 began');
+        return { needsCompaction: false, request: REQUEST };
+      },
+    });
+
+    const output = await startTurn(fakes, { timeLeftMs: 60_000, deadline: Date.UTC(2026, 0, 1) }).done;
+
+    expect(output).toMatchObject({ reason: TurnEndReason.deadlineExceeded, error: { code: ErrorCode.deadlineExceeded } });
+    expect(fakes.calls.stream).toHaveLength(1);
   });
 
   it('has no deadline without timeLeftMs', async () => {

@@ -1,4 +1,5 @@
 import { fromPromise } from 'xstate';
+import { DeadlineExceededError } from '../../../src/errors.ts';
 import { LogEventType, MODEL_PATTERN, ZERO_USAGE, toErrorData } from '../../../src/protocol/index.ts';
 import type { ToolSpec, Usage } from '../../../src/protocol/index.ts';
 import { traceStep } from '../../../src/telemetry/index.ts';
@@ -36,6 +37,11 @@ export function createPrepareActors({ scopeOf, stepScope, progress }: Pick<StepA
   const prepare = fromPromise<PrepareOutput, PrepareInput>(async ({ input, signal, system }) => {
     const scope = scopeOf(system);
     const { services } = scope;
+    // The turn's deadline timer may fire late on a busy node, after a tool's own timeout at the same deadline has
+    // already brought the turn here: no step begins past the deadline.
+    if (input.deadline !== undefined && services.now() >= input.deadline) {
+      throw new DeadlineExceededError(`the turn passed its deadline at ${new Date(input.deadline).toISOString()} before step ${input.step} began`, { deadline: input.deadline });
+    }
     traceStep(input.turnId, input.step);
     for (const { text, requestId } of services.takeSteers()) {
       await services.writer.append(LogEventType.userMessage, { turnId: input.turnId, step: input.step }, { text, steer: true, ...(requestId ? { requestId } : {}) });
