@@ -43,13 +43,20 @@ function decodeCursor(token: string): Cursor {
 /** Newest first; ties by id, so that a page boundary is exact. */
 const newestFirst = (a: Cursor, b: Cursor) => b.ts - a.ts || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
 
+/** How many turn records ListTasks keeps between calls, by default (each holds its prompt and end events). */
+const DEFAULT_CACHED_TURNS = 20_000;
+
 /**
- * A task reader for one tenant. ListTasks reads the log of every session of the tenant (newest activity first, down to
- * `statusTimestampAfter`), or of one with `contextId`: on a tenant with many sessions, filter by context or time.
+ * A task reader for one tenant. ListTasks lists every session of the tenant (newest activity first, down to
+ * `statusTimestampAfter`), or takes the one `contextId` names, and reads the turns of each from its log. What it read
+ * of a session is kept (up to `maxCachedTurns` turns in all, least recently used dropped first) under the session's
+ * `lastSeq` from the listing, and read again only once that moves: a client paging through a tenant's tasks, or polling
+ * them, costs one listing and the sessions that changed, not every log each time. GetTask always reads the log.
  */
-export function createTaskReader(options: { client: AgentbusClient; tenant: string; timeoutMs?: number }): TaskReader {
+export function createTaskReader(options: { client: AgentbusClient; tenant: string; timeoutMs?: number; maxCachedTurns?: number }): TaskReader {
   const { client, tenant } = options;
   const timeoutMs = options.timeoutMs ?? 10_000;
+  const turnCache = createTurnCache(options.maxCachedTurns ?? DEFAULT_CACHED_TURNS);
 
   async function events(sessionId: string, signal?: AbortSignal): Promise<LogEvent[]> {
     const all: LogEvent[] = [];
@@ -81,6 +88,16 @@ export function createTaskReader(options: { client: AgentbusClient; tenant: stri
 
   const turns = async (sessionId: string, signal?: AbortSignal) => turnsOf(await events(sessionId, signal));
 
+  /** A listed session's turns: kept from an earlier call while its `lastSeq` has not moved. */
+  async function listedTurns(session: Pick<SessionSummary, 'sessionId' | 'lastSeq'>, signal?: AbortSignal): Promise<readonly TurnRecord[]> {
+    if (session.lastSeq === undefined) return turns(session.sessionId, signal);
+    const kept = turnCache.get(session.sessionId, session.lastSeq);
+    if (kept) return kept;
+    const read = await turns(session.sessionId, signal);
+    turnCache.set(session.sessionId, session.lastSeq, read);
+    return read;
+  }
+
   return {
     turns,
     async turn(sessionId, turnId, signal) {
@@ -97,14 +114,14 @@ export function createTaskReader(options: { client: AgentbusClient; tenant: stri
       const wanted = params.status !== undefined && params.status !== TaskState.TASK_STATE_UNSPECIFIED ? params.status : undefined;
       const view: TaskView = { historyLength: params.historyLength, includeArtifacts: params.includeArtifacts === true };
 
-      const candidates = params.contextId
+      const candidates: Array<Pick<SessionSummary, 'sessionId' | 'lastActivityAt' | 'lastSeq'>> = params.contextId
         ? [{ sessionId: params.contextId, lastActivityAt: Number.POSITIVE_INFINITY }]
         : (await sessions(signal)).sort((a, b) => b.lastActivityAt - a.lastActivityAt);
       const matching: Array<{ cursor: Cursor; record: TurnRecord }> = [];
       for (const session of candidates) {
         // A session's turns are no newer than its last activity: past `statusTimestampAfter`, no later one matches.
         if (since !== undefined && session.lastActivityAt < since) break;
-        for (const record of await turns(session.sessionId, signal)) {
+        for (const record of await listedTurns(session, signal)) {
           const cursor = { ts: record.lastTs, id: taskIdOf(record.sessionId, record.turnId) };
           if (since !== undefined && cursor.ts < since) continue;
           if (wanted !== undefined && stateOf(record) !== wanted) continue;
@@ -117,6 +134,38 @@ export function createTaskReader(options: { client: AgentbusClient; tenant: stri
       const tasks: Task[] = page.map(({ record }) => taskOf(record, view));
       const last = page.at(-1);
       return { tasks, nextPageToken: rest.length > pageSize && last ? encodeCursor(last.cursor) : '', pageSize, totalSize: matching.length };
+    },
+  };
+}
+
+/** The turns of sessions as last read, each under the `lastSeq` it was read at, bounded by the number of turns held. */
+function createTurnCache(maxTurns: number) {
+  const entries = new Map<string, { readonly lastSeq: number; readonly turns: readonly TurnRecord[] }>();
+  let held = 0;
+  const drop = (sessionId: string) => {
+    const entry = entries.get(sessionId);
+    if (!entry) return;
+    entries.delete(sessionId);
+    held -= entry.turns.length;
+  };
+  return {
+    get(sessionId: string, lastSeq: number): readonly TurnRecord[] | undefined {
+      const entry = entries.get(sessionId);
+      if (!entry || entry.lastSeq !== lastSeq) return undefined;
+      // Most recently used last: the first key is the one to drop.
+      entries.delete(sessionId);
+      entries.set(sessionId, entry);
+      return entry.turns;
+    },
+    set(sessionId: string, lastSeq: number, turns: readonly TurnRecord[]): void {
+      drop(sessionId);
+      if (turns.length > maxTurns) return;
+      entries.set(sessionId, { lastSeq, turns });
+      held += turns.length;
+      for (const oldest of entries.keys()) {
+        if (held <= maxTurns) break;
+        drop(oldest);
+      }
     },
   };
 }

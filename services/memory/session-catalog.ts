@@ -115,6 +115,7 @@ function summaryOf(entry: CatalogEntry): SessionSummary {
     lastActivityAt: entry.lastActivityAt,
     turns: entry.turns,
     cost: Math.round(entry.cost * 1e9) / 1e9,
+    lastSeq: entry.lastSeq,
     ...(entry.lastText === undefined ? {} : { lastText: entry.lastText }),
     ...(entry.forkedFrom ? { forkedFrom: { sessionId: entry.forkedFrom.sessionId, seq: entry.forkedFrom.seq } } : {}),
   };

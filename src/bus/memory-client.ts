@@ -60,7 +60,7 @@ const searchReply = z.object({
 });
 const listReply = z.object({
   sessions: z.array(
-    z.object({ sessionId: z.string(), createdAt: z.number(), lastActivityAt: z.number(), turns: z.number(), cost: z.number(), lastText: z.string().optional(), forkedFrom: z.object({ sessionId: z.string(), seq: z.number() }).optional() }),
+    z.object({ sessionId: z.string(), createdAt: z.number(), lastActivityAt: z.number(), turns: z.number(), cost: z.number(), lastSeq: z.number().optional(), lastText: z.string().optional(), forkedFrom: z.object({ sessionId: z.string(), seq: z.number() }).optional() }),
   ),
   nextPageToken: z.string().optional(),
 });

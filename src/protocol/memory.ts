@@ -72,6 +72,11 @@ export interface SessionSummary {
   readonly turns: number;
   /** USD, summed over its turns. */
   readonly cost: number;
+  /**
+   * The log sequence of its newest event memory has read: it changes whenever the session does, so a reader may keep
+   * what it derived from the session's history until it moves (memory answers after it indexes, so it may lag the log).
+   */
+  readonly lastSeq?: number;
   /** The last answer's text, cut to 200 characters. */
   readonly lastText?: string;
   /** A fork's parent session and the sequence of the parent's history it inherits through (`session.forked`). */

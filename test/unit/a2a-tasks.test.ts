@@ -162,8 +162,10 @@ describe('ListTasks over the session logs', () => {
     ['old', sessionLog('old', 1000)],
     ['new', sessionLog('new', 5000)],
   ]);
+  const reads: string[] = [];
   const fake = {
     async history(target: { sessionId: string }, query: { afterSeq?: number; limit?: number } = {}): Promise<SessionHistoryReply> {
+      reads.push(target.sessionId);
       const log = logs.get(target.sessionId);
       if (!log) throw new AgentbusError('not_found', 'no such session');
       // Two events a page: the reader must follow nextAfterSeq.
@@ -173,7 +175,7 @@ describe('ListTasks over the session logs', () => {
     },
     async listSessions(): Promise<SessionsListReply> {
       return {
-        sessions: [...logs].map(([sessionId, log]) => ({ sessionId, createdAt: log[0]!.ts, lastActivityAt: log.at(-1)!.ts, turns: 2, cost: 0 })),
+        sessions: [...logs].map(([sessionId, log]) => ({ sessionId, createdAt: log[0]!.ts, lastActivityAt: log.at(-1)!.ts, turns: 2, cost: 0, lastSeq: log.at(-1)!.seq! })),
       };
     },
   };
@@ -192,6 +194,33 @@ describe('ListTasks over the session logs', () => {
       token = page.nextPageToken;
     } while (token);
     expect(pages).toEqual(all.tasks.map((task) => task.id));
+  });
+
+  it('reads a listed session\'s log again only once its lastSeq moved, within a bound on the turns it keeps', async () => {
+    const cached = createTaskReader({ client: fake as unknown as AgentbusClient, tenant: 'acme' });
+    await cached.list({});
+    reads.length = 0;
+    await cached.list({ pageSize: 2 });
+    await cached.list({});
+    expect(reads).toEqual([]);
+    // One session moves on: only it is read again, and its new turn is listed.
+    const moved = [...logs.get('old')!];
+    const last = moved.at(-1)!;
+    logs.set('old', [...moved, { ...last, id: 'old-later', seq: last.seq! + 1, ts: 9000, turnId: 'T9', type: 'user.message', data: { text: 'later' } } as LogEvent]);
+    try {
+      const after = await cached.list({});
+      expect(new Set(reads)).toEqual(new Set(['old']));
+      expect(after.tasks[0]!.id).toBe('old.T9');
+    } finally {
+      logs.set('old', moved);
+    }
+    // Keeping at most 3 turns: the two sessions' 6 do not fit together, so each list reads what was dropped.
+    const small = createTaskReader({ client: fake as unknown as AgentbusClient, tenant: 'acme', maxCachedTurns: 3 });
+    await small.list({});
+    reads.length = 0;
+    const again = await small.list({});
+    expect(again.tasks).toHaveLength(6);
+    expect(reads.length).toBeGreaterThan(0);
   });
 
   it('filters by context, state and time, and refuses a page size or token it cannot use', async () => {
