@@ -11,7 +11,7 @@ import { createTokenCounter } from '../src/tokens.ts';
 import { createAgentbusClient } from './lib/agentbus-client.ts';
 import { buildCompiled, describeColdStart, measureColdStart, offlineEnv } from './lib/cold-start.ts';
 import type { ColdStartFigure } from './lib/cold-start.ts';
-import { measureContextPrep } from './lib/context-prep.ts';
+import { measureContextPrep, withFreeCounts } from './lib/context-prep.ts';
 import { measureCpu } from './lib/cpu.ts';
 import { readLoopDelays } from './lib/event-loop.ts';
 import { measureDashboard } from './lib/dashboard-load.ts';
@@ -60,9 +60,14 @@ if (process.argv.includes('--context')) {
   const base = prep[0]!;
   for (const r of prep) {
     process.stdout.write(
-      `context prep, ${r.messages} messages (${r.kept} fit), p50 after a step / repeated: ${(r.stepMs.p50 * 1000).toFixed(1)} / ${(r.warmMs.p50 * 1000).toFixed(1)} µs (${(r.stepMs.p50 / base.stepMs.p50).toFixed(2)}× / ${(r.warmMs.p50 / base.warmMs.p50).toFixed(2)}× of ${base.messages}), ${r.countsPerStep.toFixed(2)} exact counts a step; cold ${r.coldMs.toFixed(1)} ms\n`,
+      `context prep, ${r.messages} messages (${r.kept} fit), p50 after a step / repeated: ${(r.stepMs.p50 * 1000).toFixed(1)} / ${(r.warmMs.p50 * 1000).toFixed(1)} µs (${(r.stepMs.p50 / base.stepMs.p50).toFixed(2)}× / ${(r.warmMs.p50 / base.warmMs.p50).toFixed(2)}× of ${base.messages}), ${r.countsPerStep.toFixed(2)} exact counts a step taking ${(r.countingMs.p50 * 1000).toFixed(1)} µs, the step less them ${(r.stepLessCountingMs.p50 * 1000).toFixed(1)} µs (${(r.stepLessCountingMs.p50 / base.stepLessCountingMs.p50).toFixed(2)}×); cold ${r.coldMs.toFixed(1)} ms\n`,
     );
   }
+  // The same with counts that cost next to nothing: what is left when the tokenizer is taken out.
+  const free = measureContextPrep(withFreeCounts(createTokenCounter()), [10, 10_000], quick ? 20 : 100);
+  process.stdout.write(
+    `without the tokenizer's cost (counts free), p50 after a step: ${free.map((r) => `${r.messages} messages ${(r.stepLessCountingMs.p50 * 1000).toFixed(1)} µs`).join(', ')} (${(free[1]!.stepLessCountingMs.p50 / free[0]!.stepLessCountingMs.p50).toFixed(2)}×)\n`,
+  );
   process.stdout.write(`load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}\n`);
   process.exit(0);
 }

@@ -29,6 +29,13 @@ export interface ContextPrepResult {
    * history is at its budget. A count of a short message costs several µs, most of a step at that size.
    */
   readonly countsPerStep: number;
+  /**
+   * Of each step sample, the time spent in those exact counts (ms): the tokenizer's share, which a history
+   * whose bounds fit never pays. Timed around each count, so a sample that counts also pays two clock reads.
+   */
+  readonly countingMs: Summary;
+  /** Each step sample less its counting time (ms): what the fit, the compaction check and the window's slice cost. */
+  readonly stepLessCountingMs: Summary;
 }
 
 /** A session log of workload turns holding at least `messages` chat messages, plus one open turn's prompt. */
@@ -69,6 +76,20 @@ function history(messages: number): { events: LogEvent[]; turnId: string } {
   return { events, turnId };
 }
 
+/**
+ * `counter` with exact counts that cost next to nothing: a quarter of the message's byte bound (never over it).
+ * Timing Preparing with it leaves out the tokenizer and shows what the fit, the compaction check and the window's
+ * slice cost on their own. Its counts are not a tokenizer's: for this measurement only.
+ */
+export function withFreeCounts(counter: TokenCounter): TokenCounter {
+  const bound = counter.boundMessage;
+  if (!bound) throw new Error('withFreeCounts needs a counter with a bound');
+  return {
+    ...counter,
+    countMessage: (message) => (message.role === 'system' ? counter.countMessage(message) : Math.ceil(bound(message) / 4)),
+  };
+}
+
 /** Preparations run untimed before any size is measured, so that no size is timed on code still being optimized. */
 const JIT_WARMUP = 2_000;
 
@@ -84,13 +105,21 @@ const JIT_WARMUP = 2_000;
  * every size.
  */
 export function measureContextPrep(counter: TokenCounter, sizes: readonly number[], iterations: number, options: { model?: string } = {}): ContextPrepResult[] {
-  // The counter as given, but for a tally of the exact counts of history messages (one call more per count).
+  // The counter as given, but for a tally of the exact counts of history messages and the time they take (the
+  // system prompt's count, kept per text by the counter, is neither).
   let counts = 0;
+  let countingMs = 0;
   const tokens: TokenCounter = {
     ...counter,
     countMessage: (message) => {
-      if (message.role !== 'system') counts += 1;
-      return counter.countMessage(message);
+      if (message.role === 'system') return counter.countMessage(message);
+      counts += 1;
+      const t = now();
+      try {
+        return counter.countMessage(message);
+      } finally {
+        countingMs += now() - t;
+      }
     },
   };
   const model = options.model ?? DEFAULT_RUNTIME_CONFIG.defaultModel;
@@ -148,14 +177,29 @@ export function measureContextPrep(counter: TokenCounter, sizes: readonly number
       warm.push(now() - t);
     }
     const steps: number[] = [];
+    const counting: number[] = [];
+    const lessCounting: number[] = [];
     const countsBefore = counts;
     for (let i = 0; i < iterations; i++) {
       logStep();
+      const countedBefore = countingMs;
       const t = now();
       prepare();
-      steps.push(now() - t);
+      const took = now() - t;
+      steps.push(took);
+      counting.push(countingMs - countedBefore);
+      lessCounting.push(took - (countingMs - countedBefore));
     }
     const countsPerStep = iterations > 0 ? (counts - countsBefore) / iterations : 0;
-    return { messages, kept: first.request.messages.length - 2, coldMs, warmMs: summarize(warm), stepMs: summarize(steps), countsPerStep };
+    return {
+      messages,
+      kept: first.request.messages.length - 2,
+      coldMs,
+      warmMs: summarize(warm),
+      stepMs: summarize(steps),
+      countsPerStep,
+      countingMs: summarize(counting),
+      stepLessCountingMs: summarize(lessCounting),
+    };
   });
 }

@@ -1,0 +1,125 @@
+import { describe, expect, it } from 'vitest';
+import { buildContext } from '../../services/runtime/context/context-builder.ts';
+import type { PreparedContext } from '../../services/runtime/context/context-builder.ts';
+import type { ConversationView } from '../../services/runtime/context/conversation.ts';
+import { createTranscript } from '../../services/runtime/sessions/transcript.ts';
+import type { ChatMessage, LogEvent } from '../../src/protocol/index.ts';
+import type { TokenCounter } from '../../src/tokens.ts';
+import { createCharCounter, createLogBuilder } from '../helpers/log-events.ts';
+import { createRandom } from '../helpers/random-log.ts';
+import type { Random } from '../helpers/random-log.ts';
+import { createBoundedCharCounter } from '../helpers/token-counters.ts';
+
+/**
+ * Preparing after a step moves the kept fits on by what was appended and drops what fell off the front; it
+ * does not walk the window again. These tests replay long histories (hundreds to thousands of messages, far
+ * past the budget, as the bench's) and append random steps to one open turn, preparing after each step both
+ * from the transcript kept in step and from scratch (a new transcript of the whole log, exact counts): the two
+ * must give the same request, message for message, and the kept one must hand out the index's own message
+ * objects, in a new array each time.
+ */
+
+// Only the system prompt ('sys', 4 tokens) is reserved: budget = window - 4.
+const options = (budget: number) => ({ systemPrompt: 'sys', contextWindow: budget + 4, maxOutputTokens: 0, safetyRatio: 0 });
+
+const build = (history: ConversationView, budget: number, tokens: TokenCounter): PreparedContext =>
+  buildContext({ model: 'scripted:default', history, tools: [], toolTokens: 0, tokens, options: options(budget) });
+
+const text = (random: Random, longest: number) => 'x'.repeat(1 + random.int(longest));
+
+/** A log of whole turns holding at least `messages` chat messages, each turn a prompt, tool steps and an answer. */
+function longHistory(random: Random, log: ReturnType<typeof createLogBuilder>, messages: number): LogEvent[] {
+  const events: LogEvent[] = [];
+  let count = 0;
+  for (let turn = 0; count < messages; turn++) {
+    const turnId = `t${turn}`;
+    events.push(log.prompt(turnId, text(random, 60)));
+    count += 1;
+    for (let step = random.int(4); step > 0; step--) {
+      const calls = Array.from({ length: 1 + random.int(3) }, (_, n) => ({ id: `c${turn}_${step}_${n}` }));
+      events.push(log.answer(turnId, text(random, 30), calls));
+      for (const call of calls) events.push(log.toolUse(turnId, call.id), log.result(turnId, call.id, text(random, 120)));
+      count += 1 + calls.length;
+    }
+    events.push(log.answer(turnId, text(random, 80)), log.ended(turnId));
+    count += 1;
+  }
+  return events;
+}
+
+/** One step of the open turn as the runtime logs it: an assistant message with its calls and their results, or a steer. */
+function stepEvents(random: Random, log: ReturnType<typeof createLogBuilder>, turnId: string, step: number): LogEvent[] {
+  if (random.chance(0.1)) return [log.steer(turnId, text(random, 40))];
+  const calls = Array.from({ length: random.int(4) }, (_, n) => ({ id: `now${step}_${n}` }));
+  const events = [log.answer(turnId, text(random, 30), calls)];
+  for (const call of calls) events.push(log.toolUse(turnId, call.id), log.result(turnId, call.id, text(random, 200)));
+  return events;
+}
+
+describe('context preparation after a step', () => {
+  it('gives the request a walk from scratch gives, step after step, over long histories past the budget', () => {
+    for (let seed = 1; seed <= 8; seed++) {
+      const random = createRandom(seed);
+      const log = createLogBuilder();
+      const events = longHistory(random, log, random.pick([300, 1_200, 2_500]));
+      events.push(log.prompt('now', text(random, 60)));
+      const counter = createBoundedCharCounter();
+      const transcript = createTranscript(events, counter);
+      // The budget of the model and, now and then, of the one a step escalates to: each keeps its fit.
+      const budgets = [random.pick([200, 900, 3_000]), random.pick([150, 1_500])];
+      let previous: ChatMessage[] | undefined;
+      for (let step = 0; step < 80; step++) {
+        for (const event of stepEvents(random, log, 'now', step)) {
+          events.push(event);
+          transcript.add(event);
+        }
+        const fresh = createTranscript(events, createCharCounter()).conversation('now');
+        for (const budget of random.chance(0.8) ? budgets.slice(0, 1) : budgets) {
+          const context = `seed ${seed}, step ${step}, budget ${budget}, ${events.length} events`;
+          const view = transcript.conversation('now');
+          const built = build(view, budget, counter);
+          const reference = build(fresh, budget, createCharCounter());
+          const { historyTokens, ...decisions } = built;
+          const { historyTokens: exactTokens, ...exactDecisions } = reference;
+          expect(decisions, context).toEqual(exactDecisions);
+          expect(historyTokens, context).toBeGreaterThanOrEqual(exactTokens);
+          expect(historyTokens > built.budget, context).toBe(exactTokens > reference.budget);
+          // The window is the index's own messages, in order, after the system prompt: no message is copied.
+          const sent = built.request.messages;
+          const first = view.length - (sent.length - 1);
+          expect(view.resultsFollowCalls, context).toBe(true);
+          sent.slice(1).forEach((message, at) => expect(message, `${context}, message ${at}`).toBe(view.message(first + at)));
+          // A new array every time, so a caller may change it (recall inserts a section) without changing the next.
+          expect(sent, context).not.toBe(previous);
+          previous = sent as ChatMessage[];
+          previous.splice(1, 0, { role: 'user', content: 'recalled' });
+        }
+      }
+    }
+  });
+
+  it('counts each new message at most once and never a message of the window again, whatever the history', () => {
+    for (const messages of [300, 3_000, 12_000]) {
+      const random = createRandom(messages);
+      const log = createLogBuilder();
+      const events = longHistory(random, log, messages);
+      events.push(log.prompt('now', 'go'));
+      const counter = createBoundedCharCounter();
+      const transcript = createTranscript(events, counter);
+      // The system prompt is counted by a counter of its own, so `counter` sees only history messages.
+      const system = createCharCounter();
+      build(transcript.conversation('now'), 900, system);
+      let added = 0;
+      const before = counter.calls();
+      for (let step = 0; step < 200; step++) {
+        for (const event of stepEvents(random, log, 'now', step)) {
+          transcript.add(event);
+          if (event.type !== 'tool.use') added += 1;
+        }
+        build(transcript.conversation('now'), 900, system);
+      }
+      // The same bound at every history length: the messages appended, not the window nor the history.
+      expect(counter.calls() - before, `${messages} messages`).toBeLessThanOrEqual(added);
+    }
+  });
+});
