@@ -204,6 +204,9 @@ export function createTokenCounter(options: TokenEncoding | TokenCounterOptions 
  */
 export function countLinear(text: string, exact: (text: string) => number, allowance: () => boolean = () => true): number {
   if (text.length < RUN_CHUNK) return text.length === 0 ? 0 : exact(text);
+  // Most texts: ASCII, one slice, no long run. Counted whole (the first slice never asks `allowance`), without the
+  // closures below, which cost more than the scan; for ASCII the byte bound is the length.
+  if (text.length <= SLICE_CHARS && text.length <= ALWAYS_EXACT_CHARS && asciiWithoutLongRun(text)) return Math.min(exact(text), text.length);
   let budget = EXACT_COUNT_CHARS;
   let total = 0;
   const take = (from: number, end: number): void => {
