@@ -14,11 +14,12 @@ import { steadyLoop } from './steady-loop.ts';
 
 // Where one session's wall time goes when hundreds are in flight behind a 1 s model: every event of every session
 // (log and live) with its `ts` and the time this client saw it, and the client's own send/accept/end times.
-// `node --import tsx bench/lib/in-flight-trace-main.ts [--sessions=200] [--ms=8000] [--ramp-ms=3000]`.
+// `node --import tsx bench/lib/in-flight-trace-main.ts [--sessions=200] [--ms=8000] [--ramp-ms=5000] [--profile=DIR]`.
 const arg = (name: string) => process.argv.find((value) => value.startsWith(`--${name}=`))?.slice(name.length + 3);
 const sessions = Number(arg('sessions') ?? 200);
 const durationMs = Number(arg('ms') ?? 8_000);
-const rampMs = Number(arg('ramp-ms') ?? 3_000);
+const rampMs = Number(arg('ramp-ms') ?? 5_000);
+const profileDir = arg('profile');
 const log = (text: string) => process.stderr.write(`${text}\n`);
 const clock = () => performance.timeOrigin + performance.now();
 const codec = createCodec();
@@ -43,13 +44,13 @@ const nc = await connect({ servers: server.url, name: 'in-flight-trace' });
 try {
   const slowScriptPath = join(work, 'slow.json');
   await writeFile(slowScriptPath, JSON.stringify({ responses: [{ text: 'ok ok', chunkSize: 3, delayMs: 1000 }] }));
-  const start = (entry: string, env: Record<string, string>) => {
-    const started = startServiceProcess(entry, { NATS_URL: server.url, LOG_LEVEL: 'info', ...env });
+  const start = (entry: string, env: Record<string, string>, flags: string[] = []) => {
+    const started = startServiceProcess(entry, { NATS_URL: server.url, LOG_LEVEL: 'info', ...env }, flags);
     processes.push(started);
     return started;
   };
   const provider = start('services/provider/main.ts', { AGENTBUS_SCRIPT: slowScriptPath });
-  const runtime = start('services/runtime/main.ts', { AGENTBUS_TENANT_RATE: '0', AGENTBUS_SESSION_RATE: '0' });
+  const runtime = start('services/runtime/main.ts', { AGENTBUS_TENANT_RATE: '0', AGENTBUS_SESSION_RATE: '0' }, profileDir ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : []);
   await Promise.all([provider.waitFor('provider service started', 120_000), runtime.waitFor('runtime started', 120_000)]);
 
   const traces = new Map<string, Trace>();
@@ -150,6 +151,13 @@ try {
   }
   const idle = [...byWorker.values()].map((list) => lastEnd - list.at(-1)!.end);
   log(`  tail idle per worker: mean ${(idle.reduce((sum, value) => sum + value, 0) / idle.length).toFixed(0)} ms (first start to last end ${(lastEnd - firstStart).toFixed(0)} ms)`);
+  if (profileDir) {
+    // The profile is written when the runtime exits on its own: give it longer than ServiceProcess.stop's 5 s.
+    runtime.child.kill('SIGTERM');
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([runtime.exited, new Promise((resolve) => (timer = setTimeout(resolve, 60_000)))]);
+    clearTimeout(timer);
+  }
   const example = all[Math.floor(all.length / 2)]!;
   log(`example ${JSON.stringify(example.seen.map((seen) => `${seen.kind}@${(seen.ts - example.send).toFixed(0)}/${(seen.at - example.send).toFixed(0)}`))}`);
 } finally {

@@ -17,7 +17,7 @@ export interface InFlightRow {
   readonly latencyMs: Summary;
   /** Failed sessions of the whole run, the ramp's included. */
   readonly failures: number;
-  /** From the start to the window: until every worker's first session had ended, and at least 3 model latencies. */
+  /** From the start to the window: until every worker's first session had ended, and at least 5 model latencies. */
   readonly rampMs?: number;
   /** Latency of the first round: `sessions` new sessions sent in the same millisecond (absent in older results). */
   readonly firstRoundMs?: Summary;
@@ -63,7 +63,7 @@ export async function measureInFlight(deps: InFlightDeps): Promise<InFlightRow[]
     const load = await steadyLoop((session) => deps.session(`${deps.tag}${index}x${session}`), {
       concurrency: sessions,
       windowMs: deps.windowMs,
-      minRampMs: 3 * deps.providerLatencyMs,
+      minRampMs: 5 * deps.providerLatencyMs,
     });
     const cpuAfter = cpuTimeMs(deps.runtimePid);
     const runtimeRssBytes = await rssOf(deps.runtimePid);
