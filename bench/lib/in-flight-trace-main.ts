@@ -120,7 +120,7 @@ try {
   const marks: Array<[string, (trace: Trace) => number | undefined]> = [
     ['client send', (trace) => trace.send],
     ['log user.message ts', (trace) => first(trace, 'log:user.message')],
-    ['client accept', (trace) => trace.accept],
+    ['log turn.started ts', (trace) => first(trace, 'log:turn.started')],
     ['live progress provider_call ts', (trace) => first(trace, 'live:progress:provider_call')],
     ['first delta ts', (trace) => nth(trace, 'live:assistant.delta', 0)],
     ['second delta ts', (trace) => nth(trace, 'live:assistant.delta', 1)],
@@ -136,6 +136,9 @@ try {
     const summary = summarize(values);
     log(`  ${fromName} → ${toName}: p50 ${summary.p50.toFixed(1)} ms, mean ${summary.mean.toFixed(1)}, p99 ${summary.p99.toFixed(1)}, n ${summary.n}`);
   }
+  // The accept reply is not on the way to the answer: the turn goes on whether or not it has been sent.
+  const accepts = summarize(all.map((trace) => (trace.accept ?? Number.NaN) - trace.send).filter(Number.isFinite));
+  log(`  client send → client accept: p50 ${accepts.p50.toFixed(1)} ms, mean ${accepts.mean.toFixed(1)}`);
   // The worker's gap: its previous session's end to its next start; and sessions by round (a worker's n-th).
   const byWorker = new Map<number, typeof run.spans[number][]>();
   for (const span of run.spans) byWorker.set(span.worker, [...(byWorker.get(span.worker) ?? []), span]);
