@@ -249,7 +249,7 @@ function figuresTable(results: BenchResults): string[] {
     for (const flight of flights) {
       const bound = ceiling === undefined ? `ideal ${fixed(flight.idealPerSecond, 0)}` : `ideal ${fixed(flight.idealPerSecond, 0)}; CPU ceiling ${fixed(ceiling, 0)}`;
       lines.push(
-        `| ${flight.sessions} sessions in flight, one ${flight.providerLatencyMs} ms model call each (sessions/s) | ${fixed(flight.sessionsPerSecond, 0)} (p50 ${fixed(flight.latencyMs.p50, 0)} ms, ${flight.failures} failed); runtime RSS ${flight.runtimeRssBytes === undefined ? 'n/a' : mb(flight.runtimeRssBytes)} MB, runtime CPU ${fixed(flight.runtimeCpuPerSessionMs ?? Number.NaN)} ms/session | ${bound} | ${fixed(flight.sessionsPerSecond / Math.min(flight.idealPerSecond, ceiling ?? Infinity))}× |`,
+        `| ${flight.sessions} sessions in flight, one ${flight.providerLatencyMs} ms model call each (sessions/s) | ${fixed(flight.sessionsPerSecond, 0)} (p50 ${fixed(flight.latencyMs.p50, 0)} ms, ${flight.failures} failed${flight.firstRoundMs ? `; steady state, after a first round of p50 ${fixed(flight.firstRoundMs.p50, 0)} ms` : ''}); runtime RSS ${flight.runtimeRssBytes === undefined ? 'n/a' : mb(flight.runtimeRssBytes)} MB, runtime CPU ${fixed(flight.runtimeCpuPerSessionMs ?? Number.NaN)} ms/session | ${bound} | ${fixed(flight.sessionsPerSecond / Math.min(flight.idealPerSecond, ceiling ?? Infinity))}× |`,
       );
     }
   }

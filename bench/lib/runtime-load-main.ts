@@ -12,6 +12,7 @@ import { createAgentbusClient } from './agentbus-client.ts';
 import { cpuTimeMs } from './cpu.ts';
 import { readLoopDelays } from './event-loop.ts';
 import { closedLoop } from './load.ts';
+import { measureInFlight } from './in-flight.ts';
 import { startNatsServer } from './nats-server.ts';
 import { summarize } from './stats.ts';
 import { PROMPT, providerScript } from './workload.ts';
@@ -113,10 +114,16 @@ try {
     await provider.stop();
     const slow = start('services/provider/main.ts', { AGENTBUS_SCRIPT: slowScriptPath });
     await slow.waitFor('provider service started', 120_000);
-    const cpu0 = cpuTimeMs(runtime.child.pid) ?? 0;
-    const slowLoad = await closedLoop(async (i) => void (await client.runTurn(`s${i}`, { text: 'hi', timeoutMs: 60_000 })), { concurrency: inFlight, durationMs: Math.max(durationMs, 4_000) });
-    out.inFlight = { sessions: inFlight, sessionsPerSecond: slowLoad.sessionsPerSecond, ofIdeal: slowLoad.sessionsPerSecond / inFlight, failures: slowLoad.failures, runtimeCpuPerSessionMs: ((cpuTimeMs(runtime.child.pid) ?? 0) - cpu0) / Math.max(1, slowLoad.sessions) };
-    log(`in flight: ${JSON.stringify(out.inFlight)}`);
+    const [row] = await measureInFlight({
+      runtimePid: runtime.child.pid,
+      session: async (sessionId) => void (await client.runTurn(sessionId, { text: 'hi', timeoutMs: 60_000 })),
+      counts: [inFlight],
+      providerLatencyMs: 1000,
+      windowMs: Math.max(durationMs, 4_000),
+      tag: 's',
+      log,
+    });
+    out.inFlight = row && { sessions: inFlight, sessionsPerSecond: row.sessionsPerSecond, ofIdeal: row.sessionsPerSecond / row.idealPerSecond, failures: row.failures, firstRoundP50Ms: row.firstRoundMs?.p50, runtimeCpuPerSessionMs: row.runtimeCpuPerSessionMs };
   }
   client.close();
 } finally {

@@ -1,10 +1,13 @@
-import { readFile } from 'node:fs/promises';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { createInbox } from '@nats-io/nats-core';
 import type { ServiceProcess } from '../../test/helpers/service-process.ts';
 import { cpuTimeMs } from './cpu.ts';
 import { closedLoop } from './load.ts';
 import type { Summary } from './stats.ts';
+import { measureInFlight } from './in-flight.ts';
+import type { InFlightRow } from './in-flight.ts';
+
+export type { InFlightRow } from './in-flight.ts';
 
 /** One row of the scale-out: a count of runtime nodes under one ingress mode. */
 export interface ScaleOutRow {
@@ -60,22 +63,6 @@ export interface ScaleOutFigure {
   readonly inFlight: readonly InFlightRow[];
 }
 
-/** One count of sessions in flight behind a slow model, on one runtime node. */
-export interface InFlightRow {
-  readonly sessions: number;
-  readonly providerLatencyMs: number;
-  readonly seconds: number;
-  readonly sessionsPerSecond: number;
-  /** Every session back-to-back with nothing but the model's latency: sessions / latency. */
-  readonly idealPerSecond: number;
-  readonly latencyMs: Summary;
-  readonly failures: number;
-  /** Resident memory of the runtime process at the end of the run. */
-  readonly runtimeRssBytes: number | undefined;
-  /** CPU ms of the runtime per session of this run. */
-  readonly runtimeCpuPerSessionMs: number | undefined;
-}
-
 /** What {@link measureScaleOut} runs on: a way to start processes, and a session function per tag. */
 export interface ScaleOutDeps {
   /** The bench's connection: the nodes' ingress counts are read with `$SRV.STATS`. */
@@ -102,13 +89,6 @@ export interface ScaleOutDeps {
 
 // The admission limits are not what is measured here: 2,000 sessions start within a second.
 const UNLIMITED = { AGENTBUS_TENANT_RATE: '0', AGENTBUS_SESSION_RATE: '0' };
-
-async function rssOf(pid: number | undefined): Promise<number | undefined> {
-  if (pid === undefined) return undefined;
-  const status = await readFile(`/proc/${pid}/status`, 'utf8').catch(() => '');
-  const kb = /VmRSS:\s+(\d+) kB/.exec(status)?.[1];
-  return kb === undefined ? undefined : Number(kb) * 1024;
-}
 
 /**
  * Session messages the runtime nodes handled so far (heard + passed on to them), and the lease claims they made
@@ -245,34 +225,17 @@ export async function measureScaleOut(deps: ScaleOutDeps): Promise<ScaleOutFigur
   // Latency-bound: one model call of providerLatencyMs per session, hundreds to thousands in flight on one node.
   const slow = deps.start('services/provider/main.ts', { AGENTBUS_SCRIPT: deps.slowScriptPath });
   const node = deps.start('services/runtime/main.ts', UNLIMITED);
-  const inFlight: InFlightRow[] = [];
   try {
     await Promise.all([slow.waitFor('provider service started'), node.waitFor('runtime started')]);
-    for (const sessions of deps.inFlightSessions) {
-      const tag = `inflight${run++}x`;
-      const durationMs = Math.max(deps.durationMs, 4 * deps.providerLatencyMs);
-      const cpuBefore = cpuTimeMs(node.child.pid);
-      const load = await closedLoop((index) => deps.session(`${tag}${index}`, { text: 'hi', timeoutMs: 60_000 }), { concurrency: sessions, durationMs });
-      const cpuAfter = cpuTimeMs(node.child.pid);
-      const runtimeRssBytes = await rssOf(node.child.pid);
-      const idealPerSecond = sessions / (deps.providerLatencyMs / 1000);
-      const runtimeCpuPerSessionMs = cpuBefore === undefined || cpuAfter === undefined || load.sessions === 0 ? undefined : (cpuAfter - cpuBefore) / load.sessions;
-      deps.log(
-        `scale-out: ${sessions} sessions in flight behind a ${deps.providerLatencyMs} ms model: ${load.sessionsPerSecond.toFixed(0)}/s of an ideal ${idealPerSecond.toFixed(0)}/s (p50 ${load.latencyMs.p50.toFixed(0)} ms), ${load.failures} failed, ` +
-          `runtime RSS ${runtimeRssBytes === undefined ? 'n/a' : (runtimeRssBytes / 1024 / 1024).toFixed(0)} MB, runtime CPU ${runtimeCpuPerSessionMs === undefined ? 'n/a' : runtimeCpuPerSessionMs.toFixed(2)} ms/session`,
-      );
-      inFlight.push({
-        sessions,
-        providerLatencyMs: deps.providerLatencyMs,
-        seconds: load.seconds,
-        sessionsPerSecond: load.sessionsPerSecond,
-        idealPerSecond,
-        latencyMs: load.latencyMs,
-        failures: load.failures,
-        runtimeRssBytes,
-        runtimeCpuPerSessionMs,
-      });
-    }
+    const inFlight: InFlightRow[] = await measureInFlight({
+      runtimePid: node.child.pid,
+      session: (sessionId) => deps.session(sessionId, { text: 'hi', timeoutMs: 60_000 }),
+      counts: deps.inFlightSessions,
+      providerLatencyMs: deps.providerLatencyMs,
+      windowMs: Math.max(deps.durationMs, 4 * deps.providerLatencyMs),
+      tag: `inflight${run++}x`,
+      log: (text) => deps.log(`scale-out: ${text}`),
+    });
     return { nodes, inFlight };
   } finally {
     await node.stop();
