@@ -27,14 +27,16 @@ export interface LastTurn {
 }
 
 /**
- * The session's last turn, read from its log through `history` (memory serves it) page by page: linear in the
- * session's length, which is fine for a resume on a page load; undefined for a session without turns (or none).
+ * The session's last turn, read from its log through `history` (memory serves it) page by page from the newest
+ * `turn.started` memory has indexed (`fromLastTurn`): memory may lag the log, so the pages after it are read to the end,
+ * and a later turn found there wins. A resume costs the last turn's events, not the session's whole history. Undefined
+ * for a session without turns (or none).
  */
 export async function findLastTurn(client: AgentbusClient, target: SessionTarget, signal: AbortSignal): Promise<LastTurn | undefined> {
   let last: LastTurn | undefined;
   let afterSeq: number | undefined;
   for (;;) {
-    const page = await client.history(target, { limit: 500, ...(afterSeq === undefined ? {} : { afterSeq }) }, { signal, timeoutMs: 10_000 });
+    const page = await client.history(target, { limit: 500, ...(afterSeq === undefined ? { fromLastTurn: true } : { afterSeq }) }, { signal, timeoutMs: 10_000 });
     for (const event of page.events) {
       if (event.type === LogEventType.turnStarted && event.turnId) last = { turnId: event.turnId, startedSeq: event.seq ?? 0, ended: false };
       else if (event.type === LogEventType.turnEnded && last && event.turnId === last.turnId) last = { ...last, ended: true };

@@ -305,9 +305,11 @@ export async function startMemoryService(options: MemoryServiceOptions): Promise
         endpoint.admit(message);
         if (!historySubjects.parse(message.subject)) throw new InvalidInputError(`bad subject ${message.subject}: tenant and session id must match [A-Za-z0-9_-]{1,64}`);
       },
-      handle: (request, message) => {
+      handle: ({ fromLastTurn, ...request }, message) => {
         const session = historySubjects.parse(message.subject)!;
-        return history.page(session.tenant, session.sessionId, request);
+        // From the session's newest turn start memory has indexed; the page starts just before it.
+        const started = fromLastTurn ? generation.store.lastTurnStart(session.tenant, session.sessionId) : undefined;
+        return history.page(session.tenant, session.sessionId, started === undefined ? request : { ...request, afterSeq: started - 1 });
       },
     }),
     // Per-tenant agent state: the tenant is the subject's, never the body's.

@@ -14,6 +14,8 @@ export interface CatalogEvent {
   readonly text?: string;
   /** The parent and fork point, from `session.forked`. */
   readonly forkedFrom?: { readonly sessionId: string; readonly seq: number };
+  /** The turn a `turn.started` begins. */
+  readonly startedTurn?: string;
 }
 
 /** The sessions of one tenant, as the log tells them. */
@@ -26,6 +28,8 @@ export interface SessionCatalog {
   /** Takes the figures of a snapshot in. */
   restore(entries: readonly CatalogEntry[]): void;
   size(): number;
+  /** The log sequence of the session's own newest `turn.started` read so far, if any. */
+  lastTurnStart(sessionId: string): number | undefined;
 }
 
 const DEFAULT_LIMIT = 50;
@@ -43,6 +47,8 @@ export interface CatalogEntry {
   lastSeq: number;
   /** For a fork: the session and sequence its history continues from. */
   forkedFrom?: { sessionId: string; seq: number };
+  /** The session's own newest `turn.started`: its turn and sequence. */
+  lastTurn?: { turnId: string; startedSeq: number };
 }
 
 /**
@@ -70,6 +76,7 @@ export function createSessionCatalog(): SessionCatalog {
       }
       if (event.text) entry.lastText = event.text.slice(0, LAST_TEXT_CHARS);
       if (event.forkedFrom) entry.forkedFrom = { sessionId: event.forkedFrom.sessionId, seq: event.forkedFrom.seq };
+      if (event.startedTurn) entry.lastTurn = { turnId: event.startedTurn, startedSeq: event.seq };
     },
     list(request) {
       ordered ??= [...entries.values()].sort(compare);
@@ -101,6 +108,7 @@ export function createSessionCatalog(): SessionCatalog {
       ordered = undefined;
     },
     size: () => entries.size,
+    lastTurnStart: (sessionId) => entries.get(sessionId)?.lastTurn?.startedSeq,
   };
 }
 

@@ -33,6 +33,8 @@ export interface MemoryStore {
   /** See {@link TenantIndex.search}. */
   search(tenant: string, request: MemorySearchRequest, queryVector?: Float32Array, vectorWaitMs?: number): Promise<{ hits: MemoryHit[]; hybrid: boolean }>;
   listSessions(tenant: string, request: SessionsListRequest): SessionsListReply;
+  /** The log sequence of a session's own newest `turn.started` indexed so far, if any. */
+  lastTurnStart(tenant: string, sessionId: string): number | undefined;
   /** Drops a session from its tenant's index and catalog. */
   forget(tenant: string, sessionId: string): Promise<void>;
   /** Whether a tenant has chunks with vectors and they can be searched (a query is worth embedding). */
@@ -80,6 +82,7 @@ export function createMemoryStore(vectors: VectorSpace = createLocalVectors()): 
         ts: event.ts,
         ...(event.type === LogEventType.turnEnded ? { cost: event.data.cost } : {}),
         ...(answer ? { text: answer } : {}),
+        ...(event.type === LogEventType.turnStarted && event.turnId ? { startedTurn: event.turnId } : {}),
         ...(event.type === LogEventType.sessionForked ? { forkedFrom: { sessionId: event.data.parentSessionId, seq: event.data.parentSeq } } : {}),
       });
       const indexed = indexedText(event);
@@ -99,6 +102,9 @@ export function createMemoryStore(vectors: VectorSpace = createLocalVectors()): 
     },
     listSessions(tenant, request) {
       return tenants.get(tenant)?.catalog.list(request) ?? { sessions: [] };
+    },
+    lastTurnStart(tenant, sessionId) {
+      return tenants.get(tenant)?.catalog.lastTurnStart(sessionId);
     },
     async forget(tenant, sessionId) {
       const found = tenants.get(tenant);

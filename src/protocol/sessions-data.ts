@@ -9,12 +9,19 @@ export const MAX_HISTORY_LIMIT = 500;
 /** Events per history page when the request does not say. */
 export const DEFAULT_HISTORY_LIMIT = 100;
 
-/** `agentbus.<t>.sessions.<sid>.history`: `{ limit?, afterSeq? }`. Unknown fields are refused. */
-export const sessionHistoryRequestSchema = z.strictObject({
-  limit: z.int().min(1).max(MAX_HISTORY_LIMIT).optional(),
-  /** The stream sequence of the last event already read; the page starts after it. */
-  afterSeq: z.int().min(0).optional(),
-});
+/** `agentbus.<t>.sessions.<sid>.history`: `{ limit?, afterSeq?, fromLastTurn? }`. Unknown fields are refused. */
+export const sessionHistoryRequestSchema = z
+  .strictObject({
+    limit: z.int().min(1).max(MAX_HISTORY_LIMIT).optional(),
+    /** The stream sequence of the last event already read; the page starts after it. */
+    afterSeq: z.int().min(0).optional(),
+    /**
+     * Start at the session's own newest `turn.started` memory has indexed (from the start when it has none): memory may
+     * lag the log, so page on to the end for a later turn. Not with `afterSeq`.
+     */
+    fromLastTurn: z.boolean().optional(),
+  })
+  .refine((request) => !(request.fromLastTurn && request.afterSeq !== undefined), { message: 'fromLastTurn and afterSeq do not go together: page on with afterSeq' });
 export type SessionHistoryRequest = z.infer<typeof sessionHistoryRequestSchema>;
 
 /**

@@ -158,6 +158,22 @@ describe('session history, read from the log', () => {
     expect(await sdk.history({ tenant, sessionId: 'history-1' }, { afterSeq: seqs.at(-1)! })).toEqual({ events: [] });
   }, 60_000);
 
+  it('starts at the newest turn memory has indexed with fromLastTurn, and refuses it beside afterSeq', async () => {
+    const whole = await sdk.history({ tenant, sessionId: 'history-1' }, { limit: 500 });
+    const lastStart = whole.events.filter((event) => event.type === 'turn.started').at(-1)!;
+    // Memory indexes the log as it follows it: the last turn's start shows once it has caught up.
+    await expect.poll(async () => (await sdk.history({ tenant, sessionId: 'history-1' }, { fromLastTurn: true })).events[0]?.seq, { timeout: 10_000 }).toBe(lastStart.seq);
+    const fromLast = await sdk.history({ tenant, sessionId: 'history-1' }, { fromLastTurn: true });
+    expect(fromLast.events.map((event) => event.type)).toEqual(['turn.started', 'assistant.message', 'turn.ended']);
+    expect(fromLast.nextAfterSeq).toBeUndefined();
+    // Paged: the next page goes on with afterSeq as always.
+    const first = await sdk.history({ tenant, sessionId: 'history-1' }, { fromLastTurn: true, limit: 1 });
+    expect(first.events.map((event) => event.type)).toEqual(['turn.started']);
+    expect(first.nextAfterSeq).toBe(lastStart.seq);
+    const both = await requestJson(stack.client, `agentbus.${tenant}.sessions.history-1.history`, { fromLastTurn: true, afterSeq: 3 });
+    expect(both).toMatchObject({ error: { code: 'invalid_input' } });
+  });
+
   it('answers not_found for a session that never was, invalid_input for a bad request', async () => {
     await expect(sdk.history({ tenant, sessionId: 'never-was' })).rejects.toMatchObject({ code: 'not_found' });
     await expect(sdk.history({ tenant, sessionId: 'history-1' }, { limit: 0 })).rejects.toMatchObject({ code: 'invalid_input' });
