@@ -9,7 +9,8 @@ import { contentTypeOf, ContentType, logEventSchema } from '../protocol/index.ts
 import type { Codec, LogEvent, Subjects } from '../protocol/index.ts';
 import { createReplyMux } from './reply-mux.ts';
 import type { ReplyMux } from './reply-mux.ts';
-import { msgpackHeaders, request } from './request.ts';
+import { presetHeaders } from './encoded-headers.ts';
+import { request } from './request.ts';
 import { WRONG_LAST_SEQUENCE } from './revision-conflict.ts';
 
 /** JetStream's answer to a publish (its documented PubAck); a refusal carries `error` (and `seq` 0). */
@@ -180,9 +181,11 @@ export function createSessionLog(deps: {
    */
   async function publish(event: LogEvent, expectedSeq: number | undefined): Promise<number> {
     const subject = subjects.log(event.tenant, event.sessionId);
-    const headers = msgpackHeaders();
-    headers.set('Nats-Msg-Id', event.id);
-    if (expectedSeq !== undefined) headers.set('Nats-Expected-Last-Subject-Sequence', String(expectedSeq));
+    const headers = presetHeaders(
+      expectedSeq === undefined
+        ? [['Content-Type', ContentType.msgpack], ['Nats-Msg-Id', event.id]]
+        : [['Content-Type', ContentType.msgpack], ['Nats-Msg-Id', event.id], ['Nats-Expected-Last-Subject-Sequence', String(expectedSeq)]],
+    );
     let reply;
     try {
       reply = await request(nc, subject, codec.encode(event), { timeoutMs: requestTimeoutMs, headers, replies });
