@@ -1,5 +1,6 @@
 import type { Msg, NatsConnection, Subscription } from '@nats-io/nats-core';
 import { createConnectionInbox } from './inbox.ts';
+import { pacedDispatch } from './paced-dispatch.ts';
 
 /** One reply subject handed out by a {@link ReplyMux}. */
 export interface ReplyRoute {
@@ -20,29 +21,35 @@ export interface ReplyMux {
   route(handler: (message: Msg) => void): ReplyRoute;
 }
 
+/** Replies a mux hands out in one turn of the event loop by default; the rest wait for the next (see {@link pacedDispatch}). */
+export const REPLIES_PER_TURN = 64;
+
 /**
  * Creates a mux on a connection (a client makes one and keeps it). Its subscription (`<inbox prefix>.<nuid>.*`, under the
  * prefix the connection was made with: `_INBOX_tools.<nuid>.*` for the tools service) is made on first use and lives
  * as long as the connection; nats.js makes it again after a reconnect. Messages for a closed or unknown
- * route are dropped (a late reply after a timeout or an abort).
+ * route are dropped (a late reply after a timeout or an abort). At most `perTurn` replies (default
+ * {@link REPLIES_PER_TURN}) are handed out in one turn of the event loop, the rest in the next turns, in order: a
+ * backlog read at once does not hold the loop for all the work it starts.
  *
  * @example
  * const replies = createReplyMux(nc);
  * const route = replies.route((message) => console.log(message.data));
  * nc.publish('some.service', payload, { reply: route.subject });
  */
-export function createReplyMux(nc: NatsConnection): ReplyMux {
+export function createReplyMux(nc: NatsConnection, options: { perTurn?: number } = {}): ReplyMux {
   const handlers = new Map<string, (message: Msg) => void>();
   let prefix = '';
   let subscription: Subscription | undefined;
   let next = 0;
+  const dispatch = pacedDispatch((message: Msg) => handlers.get(message.subject.slice(prefix.length))?.(message), { perTurn: options.perTurn ?? REPLIES_PER_TURN });
 
   function subscribe(): void {
     prefix = `${createConnectionInbox(nc)}.`;
     subscription = nc.subscribe(`${prefix}*`, {
       callback: (error, message) => {
         if (error) return;
-        handlers.get(message.subject.slice(prefix.length))?.(message);
+        dispatch(message);
       },
     });
     // A closed connection ends the subscription: the next route makes a fresh one (and fails as nats.js does).

@@ -2,16 +2,19 @@ import {
   NoRespondersError as NatsNoRespondersError,
   RequestError as NatsRequestError,
   TimeoutError as NatsTimeoutError,
-  headers as createHeaders,
 } from '@nats-io/nats-core';
 import type { Msg, MsgHdrs, NatsConnection } from '@nats-io/nats-core';
 import { NoRespondersError, TimeoutError, abortReason } from '../errors.ts';
 import { ContentType } from '../protocol/index.ts';
+import { EncodedOnceHeaders } from './encoded-headers.ts';
 import type { ReplyMux } from './reply-mux.ts';
 
-/** msgpack headers for a payload, plus any extra ones. */
+/**
+ * msgpack headers for a payload, plus any extra ones. Encoded once for as many messages as they are sent with
+ * (see {@link EncodedOnceHeaders}): a publisher that keeps one sends them at no cost per message.
+ */
 export function msgpackHeaders(extra?: MsgHdrs): MsgHdrs {
-  const result = createHeaders();
+  const result = new EncodedOnceHeaders();
   result.set('Content-Type', ContentType.msgpack);
   if (extra) for (const [key, values] of extra) for (const value of values) result.append(key, value);
   return result;

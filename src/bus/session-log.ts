@@ -2,40 +2,16 @@ import { DeliverPolicy } from '@nats-io/jetstream';
 import type { JetStreamClient, JsMsg } from '@nats-io/jetstream';
 import { headers as createHeaders } from '@nats-io/nats-core';
 import type { NatsConnection } from '@nats-io/nats-core';
-import { z } from 'zod';
 import { AgentbusError, ErrorCode, InvalidInputError, LogConflictError, NoRespondersError, PayloadTooLargeError, QuotaExceededError, TimeoutError, abortReason } from '../errors.ts';
 import type { Logger } from '../logging.ts';
 import { contentTypeOf, ContentType, logEventSchema } from '../protocol/index.ts';
 import type { Codec, LogEvent, Subjects } from '../protocol/index.ts';
 import { createReplyMux } from './reply-mux.ts';
 import type { ReplyMux } from './reply-mux.ts';
-import { msgpackHeaders, request } from './request.ts';
+import { presetHeaders } from './encoded-headers.ts';
+import { pubAckReader } from './pub-ack.ts';
+import { request } from './request.ts';
 import { WRONG_LAST_SEQUENCE } from './revision-conflict.ts';
-
-/** JetStream's answer to a publish (its documented PubAck); a refusal carries `error` (and `seq` 0). */
-const pubAckSchema = z.object({
-  stream: z.string().optional(),
-  seq: z.number().int().nonnegative().optional(),
-  duplicate: z.boolean().optional(),
-  error: z.object({ code: z.number(), err_code: z.number().optional(), description: z.string() }).optional(),
-});
-
-type PubAck = z.infer<typeof pubAckSchema>;
-
-/**
- * A PubAck: the common one, `{"stream":"…","seq":n}` (with `duplicate`, perhaps), checked by hand, as every append
- * gets one; anything else (a refusal, a malformed answer) goes through the schema.
- */
-function decodePubAck(codec: Codec, data: Uint8Array): PubAck {
-  const value = codec.decode(data, ContentType.json);
-  if (typeof value === 'object' && value !== null && !('error' in value)) {
-    const { stream, seq, duplicate } = value as Record<string, unknown>;
-    if (typeof stream === 'string' && Number.isSafeInteger(seq) && (seq as number) >= 0 && (duplicate === undefined || typeof duplicate === 'boolean')) {
-      return duplicate === undefined ? { stream, seq: seq as number } : { stream, seq: seq as number, duplicate };
-    }
-  }
-  return codec.validate(pubAckSchema, value);
-}
 
 /** A session's log as read back. */
 export interface SessionLogRead {
@@ -127,6 +103,7 @@ export function createSessionLog(deps: {
   const jsonHeaders = createHeaders();
   jsonHeaders.set('Content-Type', ContentType.json);
   const encoder = new TextEncoder();
+  const readAck = pubAckReader(codec, stream);
 
   /**
    * A direct get of the subject's last message (`$JS.API.DIRECT.GET.<stream>`, the stream has `allow_direct`):
@@ -180,9 +157,11 @@ export function createSessionLog(deps: {
    */
   async function publish(event: LogEvent, expectedSeq: number | undefined): Promise<number> {
     const subject = subjects.log(event.tenant, event.sessionId);
-    const headers = msgpackHeaders();
-    headers.set('Nats-Msg-Id', event.id);
-    if (expectedSeq !== undefined) headers.set('Nats-Expected-Last-Subject-Sequence', String(expectedSeq));
+    const headers = presetHeaders(
+      expectedSeq === undefined
+        ? [['Content-Type', ContentType.msgpack], ['Nats-Msg-Id', event.id]]
+        : [['Content-Type', ContentType.msgpack], ['Nats-Msg-Id', event.id], ['Nats-Expected-Last-Subject-Sequence', String(expectedSeq)]],
+    );
     let reply;
     try {
       reply = await request(nc, subject, codec.encode(event), { timeoutMs: requestTimeoutMs, headers, replies });
@@ -192,7 +171,7 @@ export function createSessionLog(deps: {
       }
       throw error;
     }
-    const ack = decodePubAck(codec, reply.data);
+    const ack = readAck(reply.data);
     if (ack.error) {
       if (expectedSeq !== undefined && ack.error.err_code === WRONG_LAST_SEQUENCE) {
         throw new LogConflictError(event.sessionId, expectedSeq, { cause: new Error(ack.error.description) });
