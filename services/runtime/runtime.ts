@@ -221,13 +221,23 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
   // Counted among the nodes that hear session messages only now: the others may pick this node for a new session.
   liveness.markReady(true);
 
-  const adoptOrphans = () => void sessions.adoptOrphans().catch((err: unknown) => logger.warn({ err }, 'could not look for orphaned sessions'));
+  // Every lease of the bucket is read at start and when a node is found dead (a dead node's sessions are found only
+  // so), and again at each sweep until one such read ends with every orphan claimed or judged: `fullScansWanted`
+  // counts the reasons, `fullScansDone` the last one a complete read covered.
+  let fullScansWanted = 1;
+  let fullScansDone = 0;
+  const adoptAll = async () => {
+    const wanted = fullScansWanted;
+    if (await sessions.adoptOrphans({ full: true })) fullScansDone = Math.max(fullScansDone, wanted);
+  };
+  const adoptOrphans = () => void adoptAll().catch((err: unknown) => logger.warn({ err }, 'could not look for orphaned sessions'));
   // A node found dead: the messages kept for it are handled by this node (which claims each session, or passes
   // the message on to the node that did), and its sessions with work left are resumed.
   liveness.onDead((node) => {
     for (const { verb, message, origin } of parked.take(node)) {
       void handler.handle(verb, message, origin, { replayed: true }).catch((err: unknown) => logger.error({ err }, 'kept message handling failed'));
     }
+    fullScansWanted += 1;
     adoptOrphans();
   });
   // This node was silent past the TTL: the leases others took are theirs now.
@@ -241,9 +251,13 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
       const dropped = parked.prune();
       if (dropped > 0) logger.warn({ dropped }, 'messages kept for other nodes dropped for room; if their holder died, they go unanswered');
       await sessions.passivateIdle();
-      // Orphans are mostly found when their node is (onDead); this sweep catches sessions given up or released with
-      // work. It reads the whole lease bucket, so a settled fleet has one node do it (see sweepsOrphans).
-      if (ticks % 2 === 0 && sweepsOrphans(liveness.view(), config.nodeId)) await sessions.adoptOrphans();
+      if (ticks % 2 !== 0) return;
+      await leases.retryMarkers();
+      // A whole read of the bucket still owed (the last one could not judge or claim everything): again, by this node.
+      if (fullScansDone < fullScansWanted) return adoptAll();
+      // Orphans of a dead node are found when it is (onDead); this sweep catches sessions given up or released with
+      // work, from the markers written since the last sweep (not the whole bucket), by one node of a settled fleet.
+      if (sweepsOrphans(liveness.view(), config.nodeId)) await sessions.adoptOrphans();
     })().catch((err: unknown) => logger.warn({ err }, 'runtime maintenance failed'));
   }, Math.max(500, config.leaseTtlMs));
   adoptOrphans();

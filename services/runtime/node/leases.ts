@@ -6,6 +6,8 @@ import type { NodeLiveness } from './node-liveness.ts';
 import { withTimeout } from '../../../src/with-timeout.ts';
 import { isRevisionConflict } from '../../../src/bus/revision-conflict.ts';
 import { rendezvousOwner } from './rendezvous.ts';
+import { createReleasedMarkers, markerListing, RELEASED_PREFIX } from './released-markers.ts';
+import type { ReleasedMarkers } from './released-markers.ts';
 
 /** A lease as stored in the KV bucket, one key per session (`<tenant>.<sessionId>`). */
 interface LeaseValue {
@@ -69,8 +71,19 @@ export interface SessionLeases {
   /**
    * Active sessions with nobody to run them: released with work left, or held by a dead node, or by this
    * node's own id in an earlier life (a restarted node with a stable `AGENTBUS_NODE_ID` takes its own back at once).
+   * Reads every lease of the bucket: for a node's start and a node found dead, not for a periodic sweep.
+   * `complete: false` when the holder of some active lease could not be judged (its heartbeat could not be read):
+   * read again later.
    */
-  orphans(): Promise<OrphanSession[]>;
+  orphans(): Promise<{ readonly found: OrphanSession[]; readonly complete: boolean }>;
+  /**
+   * Sessions released with work left since the last call, found from their release markers
+   * ({@link ReleasedMarkers}) instead of the whole bucket: the periodic sweep's read, costing what was released.
+   * A marker stays until its lease has moved on, so a session found here and not claimed is found again.
+   */
+  released(): Promise<OrphanSession[]>;
+  /** Writes again the release markers the bucket did not take (no I/O when none wait). */
+  retryMarkers(): Promise<void>;
   /**
    * Claims that asked the bucket, and claims answered by rendezvous hashing without it (`presume`), since start.
    */
@@ -80,10 +93,19 @@ export interface SessionLeases {
 }
 
 /** Creates the lease manager of one node over a KV bucket. */
-export function createSessionLeases(deps: { kv: KV; codec: Codec; liveness: NodeLiveness; logger: Logger; opTimeoutMs?: number }): SessionLeases {
+export function createSessionLeases(deps: {
+  kv: KV;
+  codec: Codec;
+  liveness: NodeLiveness;
+  logger: Logger;
+  opTimeoutMs?: number;
+  /** Markers of leases released with work; by default over `kv` itself (keys `released.<tenant>.<sessionId>`). */
+  markers?: ReleasedMarkers;
+}): SessionLeases {
   const { codec, liveness } = deps;
   // Every bucket operation is bounded: a lease claim must never stall a session's messages for good.
   const bound = deps.opTimeoutMs ?? 5_000;
+  const markers = deps.markers ?? createReleasedMarkers({ kv: deps.kv, codec, list: markerListing(deps.kv, codec, bound), logger: deps.logger, opTimeoutMs: bound });
   const kv = {
     create: (key: string, value: Uint8Array) => withTimeout(deps.kv.create(key, value), bound, `lease create ${key}`),
     get: (key: string) => withTimeout(deps.kv.get(key), bound, `lease read ${key}`),
@@ -99,6 +121,8 @@ export function createSessionLeases(deps: { kv: KV; codec: Codec; liveness: Node
     chain: Promise<void> | undefined;
   }
   const held = new Map<string, HeldLease>();
+  /** Leases whose release with work may or may not have been written (no answer): read back by `retryMarkers`. */
+  const unsure = new Set<string>();
   const keyOf = (tenant: string, sessionId: string) => `${tenant}.${sessionId}`;
   const encode = (active: boolean, node = nodeId): Uint8Array => codec.encode({ node, active } satisfies LeaseValue);
   const decode = (bytes: Uint8Array): LeaseValue | undefined => {
@@ -122,10 +146,12 @@ export function createSessionLeases(deps: { kv: KV; codec: Codec; liveness: Node
   async function latestLeases(onLease: (key: string, value: LeaseValue) => void): Promise<void> {
     const status = await withTimeout(deps.kv.status(), bound, 'lease bucket status');
     if (status.values === 0) return;
+    // The whole bucket, release markers included (a filtered watch with nothing to deliver would never end its pass).
     const watch = await withTimeout(deps.kv.watch({ include: KvWatchInclude.LastValue }), bound, 'lease listing');
     const pass = (async () => {
       for await (const entry of watch) {
-        if (entry.operation === 'PUT') {
+        // A release marker (`released.<tenant>.<sessionId>`, three tokens) is not a lease.
+        if (entry.operation === 'PUT' && !entry.key.startsWith(`${RELEASED_PREFIX}.`)) {
           const value = decode(entry.value);
           if (value) onLease(entry.key, value);
         }
@@ -297,12 +323,22 @@ export function createSessionLeases(deps: { kv: KV; codec: Codec; liveness: Node
       if (!lease) return;
       await lease.chain;
       held.delete(key);
+      let releasedAt: number;
       try {
-        if (lease.active) await kv.update(key, encode(true, ''), lease.revision);
-        else await kv.delete(key, { previousSeq: lease.revision });
+        if (!lease.active) {
+          await kv.delete(key, { previousSeq: lease.revision });
+          return;
+        }
+        releasedAt = await kv.update(key, encode(true, ''), lease.revision);
       } catch (err) {
         deps.logger.warn({ err, key }, 'lease not released; it is free once this node is gone');
+        // The write may have been applied with its reply lost (a reconnect): read back at the next sweep, and marked then.
+        if (!isRevisionConflict(err)) unsure.add(key);
+        return;
       }
+      // After the lease, so a marker never names a release that did not happen. Should this node die between the
+      // two, the nodes that find it dead read every lease; should the bucket not answer, the marker is written again.
+      await markers.mark(key, releasedAt);
     },
     async forget(tenant, sessionId) {
       const key = keyOf(tenant, sessionId);
@@ -324,12 +360,37 @@ export function createSessionLeases(deps: { kv: KV; codec: Codec; liveness: Node
         if (held.has(key) || !value.active) return;
         candidates.push({ key, node: value.node });
       });
+      let complete = true;
       for (const { key, node } of candidates) {
-        if (node !== '' && node !== nodeId && (await liveness.isAlive(node))) continue;
+        if (node !== '' && node !== nodeId && (await liveness.isAlive(node))) {
+          // Alive for want of an answer: its heartbeat could not be read. A node liveness knows is judged again by its
+          // own sweep (and this read made again when it is found dead); one it does not know is nobody's to judge.
+          if (!liveness.heardFrom(node) && !liveness.knows(node)) complete = false;
+          continue;
+        }
+        const [tenant, sessionId] = key.split('.');
+        if (tenant && sessionId) found.push({ tenant, sessionId });
+      }
+      return { found, complete };
+    },
+    async released() {
+      const found: OrphanSession[] = [];
+      const readRevision = async (key: string) => (await kv.get(key))?.revision ?? null;
+      for (const { key } of await markers.pending(readRevision)) {
+        if (held.has(key)) continue;
         const [tenant, sessionId] = key.split('.');
         if (tenant && sessionId) found.push({ tenant, sessionId });
       }
       return found;
+    },
+    async retryMarkers() {
+      for (const key of [...unsure]) {
+        const entry = await kv.get(key);
+        unsure.delete(key);
+        const value = entry && entry.operation === 'PUT' ? decode(entry.value) : undefined;
+        if (entry && value?.node === '' && value.active) await markers.mark(key, entry.revision);
+      }
+      await markers.retry();
     },
     async verifyAll(onLost) {
       await Promise.all(

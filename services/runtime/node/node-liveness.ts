@@ -62,6 +62,11 @@ export interface NodeLiveness {
   /** True when `node`'s heartbeat was seen within the TTL: alive, with no I/O to ask. */
   heardFrom(node: string): boolean;
   /**
+   * True when this node has a record of `node` (heard, read, or found dead): such a node is judged again by the
+   * liveness sweep until it is heard or found dead ({@link onDead}). False for a node whose heartbeat could not be read.
+   */
+  knows(node: string): boolean;
+  /**
    * The fleet as this node sees it now ({@link FleetView}). Cheap: no I/O, one pass over the nodes known.
    */
   view(): FleetView;
@@ -273,6 +278,7 @@ export async function startNodeLiveness(options: NodeLivenessOptions): Promise<N
     selfCurrent: () => !lapsed && clock() - lastAckedSend < (ttlMs * 3) / 4,
     isAlive,
     heardFrom,
+    knows: (node) => node === nodeId || seen.has(node),
     view,
     markReady(ready) {
       if (ready === selfReady) return;

@@ -43,11 +43,11 @@ function mix(value: number): number {
 }
 
 /**
- * True when this node is the one of a settled fleet that sweeps the lease bucket for orphans this round (the
- * rendezvous pick of `orphan-sweep` among the ready nodes), or when the fleet is not settled (then every node
- * sweeps, as before). A sweep reads every lease in the bucket, so one sweeper per round keeps the fleet's cost of
- * it flat as nodes are added, instead of growing with nodes × leases. Orphans are mostly found when their node is
- * found dead (every node looks then); the sweep only catches sessions released or given up with work left.
+ * True when this node is the one of a settled fleet that sweeps for orphans this round (the rendezvous pick of
+ * `orphan-sweep` among the ready nodes), or when the fleet is not settled (then every node sweeps). A sweep reads
+ * the release markers written since the last one (`released-markers.ts`), so one sweeper per round keeps the
+ * fleet's cost of it flat as nodes are added. Orphans of a dead node are found when it is found dead (every node
+ * reads every lease then); the sweep only catches sessions released or given up with work left.
  *
  * @example if (sweepsOrphans(liveness.view(), nodeId)) await sessions.adoptOrphans();
  */

@@ -1,6 +1,6 @@
 import { SessionDeletedError } from '../../../src/errors.ts';
 import type { Logger } from '../../../src/logging.ts';
-import type { SessionLeases } from '../node/leases.ts';
+import type { OrphanSession, SessionLeases } from '../node/leases.ts';
 import type { SessionHost } from './session-host.ts';
 
 /**
@@ -39,8 +39,13 @@ export interface HostedSessions {
   dropLost(tenant: string, sessionId: string): void;
   /** Stops and releases every session idle for `idleMs`. */
   passivateIdle(): Promise<void>;
-  /** Claims and opens active sessions nobody runs (released with work, or held by a dead node), resuming their turns. */
-  adoptOrphans(): Promise<void>;
+  /**
+   * Claims and opens active sessions nobody runs, resuming their turns: with `full`, every such lease of the bucket
+   * (released with work, or held by a dead node); otherwise only those released with work since the last sweep
+   * (their markers). Resolves `false` when some claim got no answer from the bucket, or some holder could not be
+   * judged (look again later).
+   */
+  adoptOrphans(options?: { full?: boolean }): Promise<boolean>;
   /** Stops every session and releases its lease, marked active when it had work (another node resumes it). */
   releaseAll(): Promise<void>;
   size(): number;
@@ -160,16 +165,30 @@ export function createHostedSessions(deps: HostedSessionsDeps): HostedSessions {
         await leases.release(opened.tenant, opened.sessionId);
       }
     },
-    async adoptOrphans() {
-      for (const orphan of await leases.orphans()) {
-        if (deps.stopping()) return;
-        if (!(await leases.claim(orphan.tenant, orphan.sessionId)).held) continue;
+    async adoptOrphans(options = {}) {
+      let answered = true;
+      let orphans: OrphanSession[];
+      if (options.full) {
+        const listed = await leases.orphans();
+        orphans = listed.found;
+        answered = listed.complete;
+      } else {
+        orphans = await leases.released();
+      }
+      for (const orphan of orphans) {
+        if (deps.stopping()) return answered;
+        const claimed = await leases.claim(orphan.tenant, orphan.sessionId);
+        if (!claimed.held) {
+          if (claimed.owner === '') answered = false;
+          continue;
+        }
         logger.info(orphan, 'resuming a session another node left');
         await host(orphan.tenant, orphan.sessionId).catch(async (err: unknown) => {
           // A session deleted meanwhile has nothing to resume, and its lease must not stay behind.
           if (err instanceof SessionDeletedError) await leases.forget(orphan.tenant, orphan.sessionId);
         });
       }
+      return answered;
     },
     async releaseAll() {
       for (const [, opening] of hosts) {

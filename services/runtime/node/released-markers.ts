@@ -1,0 +1,173 @@
+import { Bucket } from '@nats-io/kv';
+import type { KV } from '@nats-io/kv';
+import type { JsMsg } from '@nats-io/jetstream';
+import type { Codec } from '../../../src/protocol/index.ts';
+import type { Logger } from '../../../src/logging.ts';
+import { withTimeout } from '../../../src/with-timeout.ts';
+
+/**
+ * Marker keys live in the leases bucket under this first token: `released.<tenant>.<sessionId>`. A lease key has
+ * two tokens (`<tenant>.<sessionId>`, both subject tokens without dots), so no marker can be taken for a lease.
+ */
+export const RELEASED_PREFIX = 'released';
+
+/** A marker as stored: the lease revision its release wrote (node `''`, `active: true`). */
+interface MarkerValue {
+  readonly lease: number;
+}
+
+/** One marker entry as listed from the bucket: its key (without the prefix), its own revision, its operation. */
+export interface MarkerEntry {
+  /** The lease key, `<tenant>.<sessionId>`. */
+  readonly key: string;
+  readonly revision: number;
+  /** The lease revision written by the release; undefined for a removed marker (a `DEL` or `PURGE`). */
+  readonly lease: number | undefined;
+}
+
+/**
+ * Lists the marker entries written from stream sequence `from` on, in order (an ordered push consumer filtered to
+ * the markers' subjects); empty at once when there are none.
+ */
+export type MarkerListing = (from: number) => Promise<MarkerEntry[]>;
+
+/** A released lease to resume, and the marker that said so. */
+export interface MarkedRelease {
+  readonly key: string;
+  readonly leaseRevision: number;
+}
+
+/**
+ * The released-with-work markers of one node. A node that releases a lease marked `active` writes a marker for it
+ * (after the lease); the sweeper lists only the markers written since its last pass, so a sweep costs what was
+ * released, not what the bucket holds. A marker is removed (compare-and-delete on its own revision) once its lease
+ * has moved on from the release it names: claimed again, deleted or purged.
+ */
+export interface ReleasedMarkers {
+  /** Writes the marker of a lease released active at `leaseRevision`; kept to write again if the bucket did not answer. */
+  mark(key: string, leaseRevision: number): Promise<void>;
+  /** Writes again the markers the bucket did not take; cheap when none are waiting (no I/O). */
+  retry(): Promise<void>;
+  /**
+   * Lists the markers written since the last pass, and returns those whose lease still is the release they name (a
+   * session to resume). Markers whose lease moved on are removed; ones this node cannot tell yet stay for the next pass.
+   */
+  pending(readLeaseRevision: (key: string) => Promise<number | null>): Promise<MarkedRelease[]>;
+  /** Markers waiting here: listed and not settled, or not written yet. */
+  size(): { readonly listed: number; readonly unwritten: number };
+}
+
+/** Creates the markers of one node over the leases bucket. */
+export function createReleasedMarkers(deps: { kv: KV; codec: Codec; list: MarkerListing; logger: Logger; opTimeoutMs: number }): ReleasedMarkers {
+  const { kv, codec, logger, opTimeoutMs: bound } = deps;
+  const markerKey = (key: string) => `${RELEASED_PREFIX}.${key}`;
+  /** Markers whose write failed: lease key → lease revision. */
+  const unwritten = new Map<string, number>();
+  /** Markers listed and not yet settled: lease key → entry. */
+  const listed = new Map<string, MarkerEntry>();
+  /** The next stream sequence to list from. */
+  let from = 0;
+
+  async function write(key: string, leaseRevision: number): Promise<boolean> {
+    try {
+      await withTimeout(kv.put(markerKey(key), codec.encode({ lease: leaseRevision } satisfies MarkerValue)), bound, `release marker ${key}`);
+      if (unwritten.get(key) === leaseRevision) unwritten.delete(key);
+      return true;
+    } catch (err) {
+      logger.warn({ err, key }, 'release marker not written; trying again at the next sweep');
+      if ((unwritten.get(key) ?? 0) <= leaseRevision) unwritten.set(key, leaseRevision);
+      return false;
+    }
+  }
+
+  return {
+    async mark(key, leaseRevision) {
+      await write(key, leaseRevision);
+    },
+    async retry() {
+      for (const [key, leaseRevision] of [...unwritten]) if (!(await write(key, leaseRevision))) return;
+    },
+    async pending(readLeaseRevision) {
+      for (const entry of await deps.list(from)) {
+        from = Math.max(from, entry.revision + 1);
+        if (entry.lease === undefined) listed.delete(entry.key);
+        else listed.set(entry.key, entry);
+      }
+      const found: MarkedRelease[] = [];
+      for (const [key, entry] of [...listed]) {
+        const lease = entry.lease!;
+        const current = await readLeaseRevision(key);
+        // A direct read may come from a replica behind the release: then nothing can be told yet.
+        if (current !== null && current < lease) continue;
+        if (current === lease) {
+          found.push({ key, leaseRevision: lease });
+          continue;
+        }
+        // The lease moved on (claimed again, deleted, purged): the marker is done with. A newer marker of the same
+        // key (a second release) fails the compare and is listed at the next pass.
+        try {
+          await withTimeout(kv.delete(markerKey(key), { previousSeq: entry.revision }), bound, `release marker delete ${key}`);
+        } catch (err) {
+          logger.info({ err, key }, 'release marker not removed this time');
+          continue;
+        }
+        if (listed.get(key) === entry) listed.delete(key);
+      }
+      return found;
+    },
+    size: () => ({ listed: listed.size, unwritten: unwritten.size }),
+  };
+}
+
+/**
+ * The {@link MarkerListing} of a nats.js KV bucket: an ordered push consumer over `$KV.<bucket>.released.>` from the
+ * given stream sequence, read up to the count pending at its creation. A removed marker's `DEL` is listed too, once.
+ */
+export function markerListing(kv: KV, codec: Codec, opTimeoutMs: number): MarkerListing {
+  if (!(kv instanceof Bucket)) throw new TypeError('release markers need a nats.js KV bucket');
+  const bucket = kv;
+  const subject = bucket.fullKeyName(`${RELEASED_PREFIX}.>`);
+  const keyStart = bucket.fullKeyName(`${RELEASED_PREFIX}.`).length;
+  return async (from) => {
+    const consumer = await withTimeout(
+      bucket.js.consumers.getPushConsumer(bucket.stream, { filter_subjects: subject, ...(from > 0 ? { opt_start_seq: from } : {}) }),
+      opTimeoutMs,
+      'release marker listing',
+    );
+    const count = (await consumer.info(true)).num_pending;
+    if (count === 0) {
+      // Nothing to read: the consumer goes at once rather than after its inactivity threshold.
+      void consumer.delete().catch(() => undefined);
+      return [];
+    }
+    const entries: MarkerEntry[] = [];
+    const toEntry = (message: JsMsg): MarkerEntry => {
+      const operation = message.headers?.get('KV-Operation');
+      const key = message.subject.slice(keyStart);
+      if (operation === 'DEL' || operation === 'PURGE') return { key, revision: message.seq, lease: undefined };
+      try {
+        const value = codec.decode(message.data) as Partial<MarkerValue> | undefined;
+        return { key, revision: message.seq, lease: typeof value?.lease === 'number' ? value.lease : undefined };
+      } catch {
+        return { key, revision: message.seq, lease: undefined };
+      }
+    };
+    const messages = await consumer.consume();
+    try {
+      await withTimeout(
+        (async () => {
+          for await (const message of messages) {
+            entries.push(toEntry(message));
+            if (entries.length >= count || message.info.pending === 0) break;
+          }
+        })(),
+        opTimeoutMs,
+        'release marker listing',
+      );
+    } finally {
+      await messages.close().catch(() => undefined);
+      void consumer.delete().catch(() => undefined);
+    }
+    return entries;
+  };
+}
