@@ -7,9 +7,11 @@ interface ProtocolHandler {
   readonly outbound: { size(): number };
   readonly pendingLimit: number;
   [COALESCED]?: true;
+  [FLUSH_NOW]?: () => void;
 }
 
 const COALESCED = Symbol('agentbus.coalescedWrites');
+const FLUSH_NOW = Symbol('agentbus.flushNow');
 
 /**
  * Makes the connection write to its socket once per turn of the event loop (in `setImmediate`) instead of once per
@@ -33,6 +35,7 @@ export function coalesceWrites(nc: NatsConnection): boolean {
   handler[COALESCED] = true;
   const flushNow = handler.flushPending.bind(handler);
   const close = handler.close.bind(handler);
+  handler[FLUSH_NOW] = flushNow;
   let scheduled = false;
   const flushScheduled = () => {
     scheduled = false;
@@ -52,4 +55,15 @@ export function coalesceWrites(nc: NatsConnection): boolean {
     return close(error);
   };
   return true;
+}
+
+/**
+ * Writes what the connection has buffered now, instead of at the end of the event loop's turn ({@link coalesceWrites}):
+ * for a message whose latency matters more than a write saved, such as the first chunk of a stream, which would
+ * otherwise wait for the rest of the answer produced in the same turn. A connection whose writes are not coalesced
+ * writes a microtask later anyway: nothing is done then.
+ */
+export function flushWrites(nc: NatsConnection): void {
+  const protocol = (nc as unknown as { protocol?: Partial<ProtocolHandler> }).protocol;
+  protocol?.[FLUSH_NOW]?.();
 }

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/nats-core';
-import { coalesceWrites } from '../../src/bus/coalesce-writes.ts';
+import { coalesceWrites, flushWrites } from '../../src/bus/coalesce-writes.ts';
 import { startNatsServer } from '../helpers/nats-server.ts';
 import type { TestNatsServer } from '../helpers/nats-server.ts';
 
@@ -93,5 +93,26 @@ describe('coalesced socket writes', () => {
     });
     expect(seen).toHaveLength(2);
     await coalesced.close();
+  });
+  it('writes what is buffered at once when asked (flushWrites), and what follows in the loop turn in one more write', async () => {
+    const coalesced = await connect({ servers: server.url });
+    const plain = await connect({ servers: server.url });
+    coalesceWrites(coalesced);
+    const writes = countWrites(coalesced);
+    const plainWrites = countWrites(plain);
+    const seen = await received('flushed.writes', 4, async (subject) => {
+      coalesced.publish(subject, new TextEncoder().encode('0'));
+      flushWrites(coalesced);
+      expect(writes()).toBe(1);
+      await publishApart(coalesced, subject, 3);
+      expect(writes()).toBe(1);
+      // A connection whose writes are not coalesced is left alone.
+      flushWrites(plain);
+      expect(plainWrites()).toBe(0);
+    });
+    expect(seen).toEqual(['0', '0', '1', '2']);
+    expect(writes()).toBe(2);
+    await coalesced.close();
+    await plain.close();
   });
 });
