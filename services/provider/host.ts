@@ -1,3 +1,4 @@
+import { flushWrites } from '../../src/bus/coalesce-writes.ts';
 import type { Msg, NatsConnection, Subscription } from '@nats-io/nats-core';
 import { msgpackHeaders } from '../../src/bus/request.ts';
 import { createReplyGuard, replyPolicyOf } from '../../src/bus/reply-guard.ts';
@@ -168,6 +169,9 @@ export function createProviderHost(options: ProviderHostOptions): ProviderHost {
       for await (const chunk of adapter.generate(request, { signal })) {
         if (writer.ended) break;
         writer.write(chunk);
+        // The first chunk goes out at once (with the call's first heartbeat), not with the rest of what the adapter
+        // yields in this turn of the event loop (the provider's writes are coalesced, see `startProviderService`).
+        if (writer.nextSeq === 1) flushWrites(nc);
         if (isTerminalChunk(chunk)) break;
       }
       if (!writer.ended && !signal.aborted) {

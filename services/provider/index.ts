@@ -1,3 +1,4 @@
+import { coalesceWrites } from '../../src/bus/coalesce-writes.ts';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { InvalidInputError } from '../../src/errors.ts';
 import type { Logger } from '../../src/logging.ts';
@@ -117,6 +118,9 @@ export async function startProviderService(options: ProviderServiceOptions): Pro
     embedders.set(settings.name, withEmbedRetries(embedder, { retry: options.config!.retry, logger }));
   }
   for (const embedder of options.embedders ?? []) embedders.set(embedder.name, embedder);
+  // A stream's chunks are published from an async chain, one microtask apart: one socket write per turn of the event
+  // loop instead of one per chunk (a write is most of what a scripted answer costs the provider).
+  if (!coalesceWrites(options.nc)) logger.warn('this nats.js does not let the provider coalesce its socket writes; each chunk is written on its own');
   const host: ProviderHost = createProviderHost({
     nc: options.nc,
     subjects: createSubjects(options.prefix),
