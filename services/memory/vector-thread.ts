@@ -3,7 +3,7 @@ import { Worker } from 'node:worker_threads';
 import type { ResourceLimits } from 'node:worker_threads';
 import type { Logger } from '../../src/logging.ts';
 import type { MemoryEventType } from '../../src/protocol/index.ts';
-import { createVectorIndex } from './vector-index.ts';
+import { GRAPH_SETTINGS, createVectorIndex } from './vector-index.ts';
 import type { VectorIndex, VectorMatch } from './vector-index.ts';
 
 /** A vector with what a filtered search needs to know of its chunk. */
@@ -61,7 +61,7 @@ export const INSERT_SLICE = 8;
 // a turn of the thread's loop between slices: a search message is answered between two slices, never behind a batch.
 const THREAD = `
 const { parentPort, workerData } = require('node:worker_threads');
-const { Index, MetricKind, ScalarKind } = require(workerData.usearch);
+const { Index, MetricKind } = require(workerData.usearch);
 const SLICE = workerData.slice;
 const FILTER_OVERSAMPLE = 8;
 const tenants = new Map();
@@ -76,7 +76,7 @@ function graphOf(tenant, dimensions) {
   if (!found) {
     found = {
       dimensions,
-      graph: new Index({ dimensions, metric: MetricKind.Cos, quantization: ScalarKind.F32, connectivity: 16, expansion_add: 32, expansion_search: 256, multi: false }),
+      graph: new Index({ dimensions, metric: MetricKind.Cos, quantization: workerData.quantization, connectivity: workerData.connectivity, expansion_add: workerData.expansionAdd, expansion_search: workerData.expansionSearch, multi: false }),
       keyOf: new Map(), idOf: new Map(), vectorOf: new Map(), typeOf: new Map(), nextKey: 1n,
     };
     tenants.set(tenant, found);
@@ -223,7 +223,7 @@ export function createVectorThread(options: VectorThreadOptions): VectorSpace {
   const { logger } = options;
   const worker = new Worker(THREAD, {
     eval: true,
-    workerData: { usearch: createRequire(import.meta.url).resolve('usearch'), slice: INSERT_SLICE },
+    workerData: { usearch: createRequire(import.meta.url).resolve('usearch'), slice: INSERT_SLICE, ...GRAPH_SETTINGS },
     ...(options.resourceLimits ? { resourceLimits: options.resourceLimits } : {}),
   });
   worker.unref();
