@@ -77,13 +77,21 @@ describe('fuzzing every ingress', () => {
     const answers: Array<Promise<unknown>> = [];
     let requests = 0;
     let promptAccepted = false;
+    let resent = 0;
     for (const [index, [subject, message]] of samples.entries()) {
       if (index === MESSAGES / 2) {
         // Halfway through the flood a healthy session asks for a turn with a tool call.
         promptAccepted = (await requestJson(stack.client, 'agentbus.healthy.sessions.beside.prompt', { text: 'what is in the README?' }, 15_000)).accepted;
       }
       const asRequest = index % REQUEST_EVERY === 0;
-      const pending = send(stack.client, subject, index % 5_000 === 0 ? huge[(index / 5_000) % huge.length]! : message, asRequest);
+      const sent = index % 5_000 === 0 ? huge[(index / 5_000) % huge.length]! : message;
+      // A claim the lease bucket does not answer in time may go unanswered when the node cannot tell it was the only
+      // one to try (docs/architecture.md, "Ingress modes": send again), which a loaded machine can bring about: a
+      // request with no answer is sent once more, as a client would, and those are counted.
+      const pending = send(stack.client, subject, sent, asRequest)?.catch(() => {
+        resent += 1;
+        return send(stack.client, subject, sent, true)!;
+      });
       if (pending) {
         requests += 1;
         answers.push(
@@ -107,6 +115,8 @@ describe('fuzzing every ingress', () => {
     }
     await Promise.all(answers);
     expect(requests).toBeGreaterThanOrEqual(MESSAGES / REQUEST_EVERY);
+    // Sending again is the exception: at most 1 request in 100.
+    expect(resent).toBeLessThanOrEqual(requests / 100);
     expect(promptAccepted).toBe(true);
     const events = await healthy.until((seen) => seen.some((event) => event.type === 'turn.ended'), 120_000);
     healthy.stop();
