@@ -2,8 +2,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { UIMessage } from 'ai';
 import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/nats-core';
-import { z } from 'zod';
-import { defineTool } from '../../src/tool-sdk/index.ts';
 import { startProviderService } from '../../services/provider/index.ts';
 import { startToolsService } from '../../services/tools/index.ts';
 import { startNatsServer } from '../helpers/nats-server.ts';
@@ -11,6 +9,7 @@ import type { TestNatsServer } from '../helpers/nats-server.ts';
 import { TestChat, startChatStack } from '../helpers/chat-stack.ts';
 import type { ChatStack } from '../helpers/chat-stack.ts';
 import { silentLogger } from '../helpers/stack.ts';
+import { createPickBranchTool } from '../helpers/pick-branch-tool.ts';
 
 // A tool that asks the user, and a typed final answer, through the chat gateway, driven by the AI SDK's own chat
 // logic (AbstractChat, what `useChat` wraps): the question arrives as a `data-agentbus-question` part and ends the
@@ -33,25 +32,8 @@ let services: NatsConnection;
 let base: string;
 const stops: Array<() => Promise<void>> = [];
 let stack: ChatStack;
-/** The answers of each run of `pick_branch`. */
-const runs: unknown[][] = [];
-
-const pickBranch = defineTool({
-  name: 'pick_branch',
-  description: 'asks the user which branch to release, then releases it',
-  parameters: z.object({}),
-  tier: 'side_effecting',
-  timeoutMs: 10_000,
-  idempotent: false,
-  execute: async (_args, context) => {
-    runs.push([]);
-    const branch = await context.ask('Which branch should I release?', { schema: { type: 'string', enum: ['main', 'next'] } });
-    runs.at(-1)!.push(branch);
-    const notes = await context.ask('Any release notes?');
-    runs.at(-1)!.push(notes);
-    return `released ${String(branch)} with notes: ${String(notes)}`;
-  },
-});
+/** `pick_branch` and the answers of each of its runs. */
+const { tool: pickBranch, runs } = createPickBranchTool();
 
 const newChat = (id: string) => new TestChat(base, TOKEN, id);
 

@@ -14,6 +14,7 @@ import { startServiceProcess } from '../helpers/service-process.ts';
 import type { ServiceProcess } from '../helpers/service-process.ts';
 import { checkLogs, readLogs } from '../helpers/log-checker.ts';
 import { collectEvents, requestJson, silentLogger } from '../helpers/stack.ts';
+import { createPickBranchTool } from '../helpers/pick-branch-tool.ts';
 import { PassThrough } from 'node:stream';
 import { main } from '../../cli/main.ts';
 
@@ -52,8 +53,6 @@ const started: ServiceProcess[] = [];
 const effects = new Map<string, number>();
 /** Targets `deploy` ran for. */
 const deployed: string[] = [];
-/** The arguments each run of `pick_branch` was given answers for. */
-const askRuns: unknown[][] = [];
 
 const deploy = defineTool({
   name: 'deploy',
@@ -69,23 +68,8 @@ const deploy = defineTool({
   },
 });
 
-const pickBranch = defineTool({
-  name: 'pick_branch',
-  description: 'asks the user which branch to release, then releases it',
-  parameters: z.object({}),
-  tier: 'side_effecting',
-  timeoutMs: 10_000,
-  idempotent: false,
-  execute: async (_args, context) => {
-    askRuns.push([]);
-    const branch = await context.ask('Which branch should I release?', { schema: { type: 'string', enum: ['main', 'next'] } });
-    askRuns.at(-1)!.push(branch);
-    const notes = await context.ask('Any release notes?');
-    askRuns.at(-1)!.push(notes);
-    effects.set(context.effectId, (effects.get(context.effectId) ?? 0) + 1);
-    return `released ${String(branch)} with notes: ${String(notes)}`;
-  },
-});
+/** `pick_branch`, and the answers each of its runs was given; each release counts as a side effect. */
+const { tool: pickBranch, runs: askRuns } = createPickBranchTool({ onReleased: (effectId) => effects.set(effectId, (effects.get(effectId) ?? 0) + 1) });
 
 function runtimeNode(nodeId: string): ServiceProcess {
   const node = startServiceProcess('services/runtime/main.ts', {
