@@ -226,8 +226,7 @@ export const turnMachine = setup({
     running: ({ context }) => context.outcome === undefined,
     needsCompaction: ({ context }, params: { needsCompaction: boolean }) => params.needsCompaction && !context.compacted,
     overCost: ({ context }) => context.maxCost !== undefined && context.cost > context.maxCost,
-    // Another provider call would spend past `maxCost`: nothing of it is left.
-    // A typed answer that did not match, with no cost left for asking again.
+    // A typed answer that did not match, with no cost left for asking again: another provider call would pass `maxCost`.
     retryPastBudget: ({ context }) => context.outputRetry !== undefined && context.maxCost !== undefined && context.cost >= context.maxCost,
     retriesOutput: ({ context }) => context.outputRetry !== undefined,
     // A human is waited for: a call asks the user something, or a privileged call awaits its decision.
