@@ -288,7 +288,7 @@ async function ask(nc: NatsConnection, options: AskOptions, context: CliContext)
  * nothing is logged.
  */
 async function dryRun(nc: NatsConnection, options: AskOptions, context: CliContext): Promise<number> {
-  const client = createAgentbusClient({ nc, prefix: context.env.AGENTBUS_PREFIX ?? 'agentbus' });
+  const client = createAgentbusClient({ nc, prefix: prefixFromEnv(context.env) });
   const target = { tenant: options.tenant, sessionId: options.sessionId };
   const signal = AbortSignal.any([context.signal, AbortSignal.timeout(options.timeoutMs)]);
   const watch = await client.watch(target, { signal });

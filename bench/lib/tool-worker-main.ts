@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
 import { connectBus, drainOnSignals } from '../../src/bus/connect.ts';
 import { createLogger } from '../../src/logging.ts';
-import { SafetyTier, createCodec, createSubjects } from '../../src/protocol/index.ts';
+import { SafetyTier, createCodec, createSubjects, prefixFromEnv } from '../../src/protocol/index.ts';
 import { createToolWorker, defineTool } from '../../src/tool-sdk/index.ts';
 import { RECORDED_TOOL_NAME, TOOL_NAME, lookup } from './workload.ts';
 
@@ -40,7 +40,7 @@ const benchRecord = defineTool({
 
 const worker = createToolWorker({
   nc,
-  subjects: createSubjects(process.env.AGENTBUS_PREFIX ?? 'agentbus'),
+  subjects: createSubjects(prefixFromEnv(process.env)),
   codec: createCodec(),
   logger,
   tools: [benchLookup, benchRecord],

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect } from '@nats-io/transport-node';
 import type { NatsConnection, Subscription } from '@nats-io/nats-core';
-import { createCodec } from '../../src/protocol/index.ts';
+import { contentTypeOf, createCodec } from '../../src/protocol/index.ts';
 import { startNatsServer } from '../helpers/nats-server.ts';
 import type { TestNatsServer } from '../helpers/nats-server.ts';
 import { startServiceProcess } from '../helpers/service-process.ts';
@@ -92,7 +92,7 @@ beforeAll(async () => {
   caller = await connect({ servers: server.url, inboxPrefix: '_INBOX.agents' });
   log = caller.subscribe('agentbus.acme.sessions.*.log', {
     callback: (_error, message) => {
-      const event = codec.decode(message.data, message.headers?.get('Content-Type') || undefined) as Logged;
+      const event = codec.decode(message.data, contentTypeOf(message)) as Logged;
       logged.push(event);
     },
   });

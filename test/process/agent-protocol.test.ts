@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect } from '@nats-io/transport-node';
 import type { NatsConnection } from '@nats-io/nats-core';
-import { createCodec } from '../../src/protocol/index.ts';
+import { contentTypeOf, createCodec } from '../../src/protocol/index.ts';
 import { startNatsServer } from '../helpers/nats-server.ts';
 import type { TestNatsServer } from '../helpers/nats-server.ts';
 import { startServiceProcess } from '../helpers/service-process.ts';
@@ -188,7 +188,7 @@ describe('prompts and the response stream (§5, §6)', () => {
     const logged: Array<{ type: string; data: { text?: string; metadata?: unknown } }> = [];
     const log = caller.subscribe('agentbus.acme.sessions.*.log', {
       callback: (_error, message) => {
-        logged.push(codec.decode(message.data, message.headers?.get('Content-Type') || undefined) as (typeof logged)[number]);
+        logged.push(codec.decode(message.data, contentTypeOf(message)) as (typeof logged)[number]);
       },
     });
     const messages = await promptStream(caller, FRESH, body);
