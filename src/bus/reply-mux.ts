@@ -8,6 +8,13 @@ export interface ReplyRoute {
   readonly subject: string;
   /** Stops routing: later messages on the subject are dropped. */
   close(): void;
+  /**
+   * Hands the route's messages that came but wait for a later turn of the loop (the mux paces what it hands out) to
+   * its handler now. A timer that is about to give up on the route calls it first: timers run before the
+   * `setImmediate` that hands waiting messages out, so under a backlog an on-time reply would otherwise lose to
+   * its own timeout.
+   */
+  deliverWaiting(): void;
 }
 
 /**
@@ -62,10 +69,14 @@ export function createReplyMux(nc: NatsConnection, options: { perTurn?: number }
     route(handler) {
       if (!subscription || subscription.isClosed()) subscribe();
       const token = (next++).toString(36);
+      const subject = prefix + token;
       handlers.set(token, handler);
       return {
-        subject: prefix + token,
+        subject,
         close: () => void handlers.delete(token),
+        deliverWaiting: () => {
+          if (dispatch.waiting > 0 && handlers.has(token)) dispatch.handleWaiting((message) => message.subject === subject);
+        },
       };
     },
   };

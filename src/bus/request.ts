@@ -65,8 +65,13 @@ export function request(nc: NatsConnection, subject: string, payload: Uint8Array
     });
     // Timers run before I/O in a turn of the event loop: when this one fires late (the loop was held: a loaded
     // process), a reply that came meanwhile sits unread in the socket. One more turn reads it before the wait is over.
+    // A reply already read may wait in the mux's paced queue, handed out only after timers: it is taken first.
     const timer = setTimeout(() => {
+      route.deliverWaiting();
+      if (finished) return;
       setImmediate(() => {
+        if (finished) return;
+        route.deliverWaiting();
         if (finished) return;
         finish();
         reject(new TimeoutError(`no reply on ${subject} within ${options.timeoutMs} ms`, options.timeoutMs, subject));

@@ -51,6 +51,8 @@ export async function* streamRequest(
         wake = undefined;
       }
       if (options.signal?.aborted) throw abortReason(options.signal);
+      // The timer fired: a message already read may wait in the mux's paced queue, handed out only after timers.
+      if (queue.length === 0) route.deliverWaiting();
       if (queue.length === 0) {
         const total = Date.now() - started >= options.timeoutMs;
         const limit = total ? options.timeoutMs : options.idleTimeoutMs;

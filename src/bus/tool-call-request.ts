@@ -49,7 +49,10 @@ export function requestToolCall(nc: NatsConnection, subject: string, payload: Ui
     }
     let lapse: ReturnType<typeof setTimeout> | undefined;
     let heardAt = Date.now();
+    let heard = 0;
+    let finished = false;
     const finish = () => {
+      finished = true;
       route.close();
       clearTimeout(timer);
       clearTimeout(lapse);
@@ -64,6 +67,10 @@ export function requestToolCall(nc: NatsConnection, subject: string, payload: Ui
       clearTimeout(lapse);
       const due = Date.now() + ms;
       lapse = setTimeout(() => {
+        // A heartbeat or the reply may have been read already and wait in the mux's paced queue: taken first.
+        const before = heard;
+        route.deliverWaiting();
+        if (finished || heard !== before) return;
         // A timer that fires late means this process's own event loop was held (a long synchronous task, a GC
         // pause): the heartbeats that came meanwhile may still wait in the socket, read only after timers run.
         // Let the loop read them before the worker is judged, a few times at most.
@@ -81,6 +88,7 @@ export function requestToolCall(nc: NatsConnection, subject: string, payload: Ui
       const kind = message.headers?.get(ToolCallHeader.event);
       if (kind) {
         heardAt = Date.now();
+        heard += 1;
         deferrals = 0;
         armLapse();
         const event = toolCallEventSchema.safeParse(decodeQuietly(options.codec, message));
@@ -99,6 +107,8 @@ export function requestToolCall(nc: NatsConnection, subject: string, payload: Ui
       else resolve(message);
     });
     const timer = setTimeout(() => {
+      route.deliverWaiting();
+      if (finished) return;
       finish();
       reject(new TimeoutError(`no reply on ${subject} within ${options.timeoutMs} ms`, options.timeoutMs, subject));
     }, options.timeoutMs);

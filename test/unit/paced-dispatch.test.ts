@@ -85,4 +85,36 @@ describe('pacedDispatch', () => {
     await new Promise((resolve) => setTimeout(resolve, 50));
     expect(seen).toEqual(Array.from({ length: 100 }, (_, i) => i));
   });
+
+  it('hands out the waiting items asked for at once, in order, and keeps the others in theirs', () => {
+    const loop = manualLoop();
+    const seen: number[] = [];
+    const dispatch = pacedDispatch((item: number) => seen.push(item), { perTurn: 2, later: loop.later });
+    for (let i = 0; i < 8; i++) dispatch(i);
+    expect(seen).toEqual([0, 1]);
+    expect(dispatch.waiting).toBe(6);
+    dispatch.handleWaiting((item) => item % 3 === 0);
+    expect(seen).toEqual([0, 1, 3, 6]);
+    expect(dispatch.waiting).toBe(4);
+    // Taken items neither come again nor count against a turn's share.
+    loop.turn();
+    expect(seen).toEqual([0, 1, 3, 6, 2, 4]);
+    loop.turn();
+    expect(seen).toEqual([0, 1, 3, 6, 2, 4, 5, 7]);
+    expect(dispatch.waiting).toBe(0);
+    dispatch.handleWaiting(() => true);
+    expect(seen).toHaveLength(8);
+  });
+
+  it('handles the next item at once when handleWaiting emptied the queue', () => {
+    const loop = manualLoop();
+    const seen: number[] = [];
+    const dispatch = pacedDispatch((item: number) => seen.push(item), { perTurn: 1, later: loop.later });
+    dispatch(1);
+    dispatch(2);
+    dispatch.handleWaiting(() => true);
+    loop.turn();
+    dispatch(3);
+    expect(seen).toEqual([1, 2, 3]);
+  });
 });
