@@ -6,7 +6,7 @@ import type { NodeLiveness } from './node-liveness.ts';
 import { withTimeout } from '../../../src/with-timeout.ts';
 import { isRevisionConflict } from '../../../src/bus/revision-conflict.ts';
 import { rendezvousOwner } from './rendezvous.ts';
-import { createReleasedMarkers, markerListing, RELEASED_PREFIX } from './released-markers.ts';
+import { createReleasedMarkers, markerListing, markerRemoval, RELEASED_PREFIX } from './released-markers.ts';
 import type { ReleasedMarkers } from './released-markers.ts';
 
 /** A lease as stored in the KV bucket, one key per session (`<tenant>.<sessionId>`). */
@@ -105,7 +105,14 @@ export function createSessionLeases(deps: {
   const { codec, liveness } = deps;
   // Every bucket operation is bounded: a lease claim must never stall a session's messages for good.
   const bound = deps.opTimeoutMs ?? 5_000;
-  const markers = deps.markers ?? createReleasedMarkers({ kv: deps.kv, codec, list: markerListing(deps.kv, codec, bound), logger: deps.logger, opTimeoutMs: bound });
+  const markers = deps.markers ?? createReleasedMarkers({
+      kv: deps.kv,
+      codec,
+      list: markerListing(deps.kv, codec, bound),
+      remove: markerRemoval(deps.kv),
+      logger: deps.logger,
+      opTimeoutMs: bound,
+    });
   const kv = {
     create: (key: string, value: Uint8Array) => withTimeout(deps.kv.create(key, value), bound, `lease create ${key}`),
     get: (key: string) => withTimeout(deps.kv.get(key), bound, `lease read ${key}`),

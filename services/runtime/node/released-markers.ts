@@ -4,6 +4,8 @@ import type { JsMsg } from '@nats-io/jetstream';
 import type { Codec } from '../../../src/protocol/index.ts';
 import type { Logger } from '../../../src/logging.ts';
 import { withTimeout } from '../../../src/with-timeout.ts';
+import { isRevisionConflict } from '../../../src/bus/revision-conflict.ts';
+import { TimeoutError } from '../../../src/errors.ts';
 
 /**
  * Marker keys live in the leases bucket under this first token: `released.<tenant>.<sessionId>`. A lease key has
@@ -31,6 +33,17 @@ export interface MarkerEntry {
  */
 export type MarkerListing = (from: number) => Promise<MarkerEntry[]>;
 
+/**
+ * Removes a marker's messages up to and including stream sequence `revision`, leaving nothing behind (no delete
+ * marker); a newer marker of the same key, written after `revision`, stays.
+ */
+export type MarkerRemoval = (key: string, revision: number) => Promise<void>;
+
+/** Delete markers left by earlier versions compacted per pass, at most: one stream purge each. */
+const LEFTOVERS_PER_PASS = 64;
+/** Delete markers kept to compact, at most; past it they are found again by a node's first pass. */
+const MAX_LEFTOVERS = 10_000;
+
 /** A released lease to resume, and the marker that said so. */
 export interface MarkedRelease {
   readonly key: string;
@@ -40,8 +53,11 @@ export interface MarkedRelease {
 /**
  * The released-with-work markers of one node. A node that releases a lease marked `active` writes a marker for it
  * (after the lease); the sweeper lists only the markers written since its last pass, so a sweep costs what was
- * released, not what the bucket holds. A marker is removed (compare-and-delete on its own revision) once its lease
- * has moved on from the release it names: claimed again, deleted or purged.
+ * released, not what the bucket holds. A marker is removed once its lease has moved on from the release it names
+ * (claimed again, deleted or purged): its messages up to its own revision are purged from the stream, so no delete
+ * marker stays behind to pile up (nothing reads markers' deletes: a node that listed the marker and misses its
+ * removal finds the lease moved on, and its own removal purges nothing). Delete markers already in the bucket
+ * (written by earlier versions, which deleted markers) are purged as they are listed, a few per pass.
  */
 export interface ReleasedMarkers {
   /** Writes the marker of a lease released active at `leaseRevision`; kept to write again if the bucket did not answer. */
@@ -53,12 +69,20 @@ export interface ReleasedMarkers {
    * session to resume). Markers whose lease moved on are removed; ones this node cannot tell yet stay for the next pass.
    */
   pending(readLeaseRevision: (key: string) => Promise<number | null>): Promise<MarkedRelease[]>;
-  /** Markers waiting here: listed and not settled, or not written yet. */
-  size(): { readonly listed: number; readonly unwritten: number };
+  /** Markers waiting here: listed and not settled, or not written yet; delete markers listed and not compacted yet. */
+  size(): { readonly listed: number; readonly unwritten: number; readonly leftovers: number };
 }
 
 /** Creates the markers of one node over the leases bucket. */
-export function createReleasedMarkers(deps: { kv: KV; codec: Codec; list: MarkerListing; logger: Logger; opTimeoutMs: number }): ReleasedMarkers {
+export function createReleasedMarkers(deps: {
+  kv: KV;
+  codec: Codec;
+  list: MarkerListing;
+  /** Purges a marker; without it (or once the server refuses it) markers are deleted, leaving delete markers. */
+  remove?: MarkerRemoval;
+  logger: Logger;
+  opTimeoutMs: number;
+}): ReleasedMarkers {
   const { kv, codec, logger, opTimeoutMs: bound } = deps;
   const markerKey = (key: string) => `${RELEASED_PREFIX}.${key}`;
   /** Markers whose write failed: lease key → lease revision. */
@@ -67,6 +91,43 @@ export function createReleasedMarkers(deps: { kv: KV; codec: Codec; list: Marker
   const listed = new Map<string, MarkerEntry>();
   /** The next stream sequence to list from. */
   let from = 0;
+  /** Delete markers listed, to purge: `released.<key>` through `revision`. */
+  const leftovers: MarkerEntry[] = [];
+  let purge = deps.remove;
+
+  /** Purges a marker through `revision`; false when the bucket did not answer (tried again at the next pass). */
+  async function purgeMarker(key: string, revision: number): Promise<boolean> {
+    if (!purge) return false;
+    try {
+      await withTimeout(purge(key, revision), bound, `release marker purge ${key}`);
+      return true;
+    } catch (err) {
+      if (err instanceof TimeoutError || !isPermissionDenied(err)) {
+        logger.info({ err, key }, 'release marker not purged this time');
+        return false;
+      }
+      // A server config that does not let this node purge the bucket's stream: deleting still works.
+      logger.warn({ err }, 'release markers cannot be purged (no permission for the leases stream\'s purge API); deleting them, which leaves delete markers behind');
+      purge = undefined;
+      return false;
+    }
+  }
+
+  /** Removes a marker whose lease moved on; false when it may still be there. */
+  async function remove(key: string, revision: number): Promise<boolean> {
+    if (await purgeMarker(key, revision)) return true;
+    if (purge) return false;
+    try {
+      await withTimeout(kv.delete(markerKey(key), { previousSeq: revision }), bound, `release marker delete ${key}`);
+      return true;
+    } catch (err) {
+      // Someone else removed it (a purge leaves nothing to compare with) or wrote a newer marker, which is listed
+      // in turn: this one is done with either way.
+      if (isRevisionConflict(err)) return true;
+      logger.info({ err, key }, 'release marker not removed this time');
+      return false;
+    }
+  }
 
   async function write(key: string, leaseRevision: number): Promise<boolean> {
     try {
@@ -90,8 +151,12 @@ export function createReleasedMarkers(deps: { kv: KV; codec: Codec; list: Marker
     async pending(readLeaseRevision) {
       for (const entry of await deps.list(from)) {
         from = Math.max(from, entry.revision + 1);
-        if (entry.lease === undefined) listed.delete(entry.key);
-        else listed.set(entry.key, entry);
+        if (entry.lease === undefined) {
+          listed.delete(entry.key);
+          if (purge && leftovers.length < MAX_LEFTOVERS) leftovers.push(entry);
+        } else {
+          listed.set(entry.key, entry);
+        }
       }
       const found: MarkedRelease[] = [];
       for (const [key, entry] of [...listed]) {
@@ -104,18 +169,39 @@ export function createReleasedMarkers(deps: { kv: KV; codec: Codec; list: Marker
           continue;
         }
         // The lease moved on (claimed again, deleted, purged): the marker is done with. A newer marker of the same
-        // key (a second release) fails the compare and is listed at the next pass.
-        try {
-          await withTimeout(kv.delete(markerKey(key), { previousSeq: entry.revision }), bound, `release marker delete ${key}`);
-        } catch (err) {
-          logger.info({ err, key }, 'release marker not removed this time');
-          continue;
-        }
-        if (listed.get(key) === entry) listed.delete(key);
+        // key (a second release) is past its revision, so it stays, and is listed at the next pass.
+        if ((await remove(key, entry.revision)) && listed.get(key) === entry) listed.delete(key);
       }
+      // Bounded: a node's first pass over a bucket of an earlier version may list many.
+      for (let count = 0; count < LEFTOVERS_PER_PASS && leftovers.length > 0; count++) {
+        const { key, revision } = leftovers[0]!;
+        if (!(await purgeMarker(key, revision))) break;
+        leftovers.shift();
+      }
+      if (!purge) leftovers.length = 0;
       return found;
     },
-    size: () => ({ listed: listed.size, unwritten: unwritten.size }),
+    size: () => ({ listed: listed.size, unwritten: unwritten.size, leftovers: leftovers.length }),
+  };
+}
+
+/** True when the server refused an operation for want of a permission (nats.js' permission violation). */
+function isPermissionDenied(error: unknown): boolean {
+  for (let cause = error; cause instanceof Error; cause = cause.cause) {
+    if (cause.name === 'PermissionViolationError' || /permissions? violation/i.test(cause.message)) return true;
+  }
+  return false;
+}
+
+/**
+ * The {@link MarkerRemoval} of a nats.js KV bucket: a stream purge filtered to the marker's subject, up to the
+ * sequence after `revision` (`$JS.API.STREAM.PURGE.<stream>`; nats-server 2.3 and later).
+ */
+export function markerRemoval(kv: KV): MarkerRemoval {
+  if (!(kv instanceof Bucket)) throw new TypeError('release markers need a nats.js KV bucket');
+  const bucket = kv;
+  return async (key, revision) => {
+    await bucket.jsm.streams.purge(bucket.stream, { filter: bucket.fullKeyName(`${RELEASED_PREFIX}.${key}`), seq: revision + 1 });
   };
 }
 
