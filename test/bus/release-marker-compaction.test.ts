@@ -5,7 +5,8 @@ import { connect } from '@nats-io/transport-node';
 import { pino } from 'pino';
 import { createSessionLeases } from '../../services/runtime/node/leases.ts';
 import { startNodeLiveness } from '../../services/runtime/node/node-liveness.ts';
-import { createReleasedMarkers, markerListing, markerRemoval } from '../../services/runtime/node/released-markers.ts';
+import { markerListing, markerRemoval } from '../../services/runtime/node/marker-stream.ts';
+import { createReleasedMarkers } from '../../services/runtime/node/released-markers.ts';
 import { createCodec } from '../../src/protocol/index.ts';
 import { useNatsServer } from '../helpers/nats-fixture.ts';
 

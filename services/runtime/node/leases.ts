@@ -1,27 +1,19 @@
-import { KvWatchInclude } from '@nats-io/kv';
 import type { KV } from '@nats-io/kv';
 import type { Codec } from '../../../src/protocol/index.ts';
 import type { Logger } from '../../../src/logging.ts';
-import type { NodeLiveness } from './node-liveness.ts';
-import { withTimeout } from '../../../src/with-timeout.ts';
 import { isRevisionConflict } from '../../../src/bus/revision-conflict.ts';
-import { rendezvousOwner } from './rendezvous.ts';
-import { createReleasedMarkers, markerListing, markerRemoval, RELEASED_PREFIX } from './released-markers.ts';
+import { createKnownOwners } from './known-owners.ts';
+import { createLeaseStore, leaseKey, sessionOfKey } from './lease-store.ts';
+import type { OrphanSession } from './lease-store.ts';
+import type { NodeLiveness } from './node-liveness.ts';
+import { scanOrphans } from './orphan-scan.ts';
+import { markerListing, markerRemoval } from './marker-stream.ts';
+import { createReleasedMarkers } from './released-markers.ts';
 import type { ReleasedMarkers } from './released-markers.ts';
+import { createReleasedSessions } from './released-sessions.ts';
+import { rendezvousOwner } from './rendezvous.ts';
 
-/** A lease as stored in the KV bucket, one key per session (`<tenant>.<sessionId>`). */
-interface LeaseValue {
-  /** Owner node id; empty once released. The lease is the owner's while that node is alive ({@link NodeLiveness}). */
-  readonly node: string;
-  /** True while the session has a turn running or queued: a node that finds its owner dead resumes it. */
-  readonly active: boolean;
-}
-
-/** A session another node should pick up. */
-export interface OrphanSession {
-  readonly tenant: string;
-  readonly sessionId: string;
-}
+export type { OrphanSession } from './lease-store.ts';
 
 /** The outcome of a claim: held by this node, or the live node that holds it. */
 export type ClaimResult =
@@ -105,21 +97,11 @@ export function createSessionLeases(deps: {
   const { codec, liveness } = deps;
   // Every bucket operation is bounded: a lease claim must never stall a session's messages for good.
   const bound = deps.opTimeoutMs ?? 5_000;
-  const markers = deps.markers ?? createReleasedMarkers({
-      kv: deps.kv,
-      codec,
-      list: markerListing(deps.kv, codec, bound),
-      remove: markerRemoval(deps.kv),
-      logger: deps.logger,
-      opTimeoutMs: bound,
-    });
-  const kv = {
-    create: (key: string, value: Uint8Array) => withTimeout(deps.kv.create(key, value), bound, `lease create ${key}`),
-    get: (key: string) => withTimeout(deps.kv.get(key), bound, `lease read ${key}`),
-    update: (key: string, value: Uint8Array, revision: number) => withTimeout(deps.kv.update(key, value, revision), bound, `lease update ${key}`),
-    delete: (key: string, options: { previousSeq: number }) => withTimeout(deps.kv.delete(key, options), bound, `lease delete ${key}`),
-    purge: (key: string) => withTimeout(deps.kv.purge(key), bound, `lease purge ${key}`),
-  };
+  const kv = createLeaseStore({ kv: deps.kv, codec, logger: deps.logger, opTimeoutMs: bound });
+  const markers =
+    deps.markers ??
+    createReleasedMarkers({ kv: deps.kv, codec, list: markerListing(deps.kv, codec, bound), remove: markerRemoval(deps.kv), logger: deps.logger, opTimeoutMs: bound });
+  const releases = createReleasedSessions({ store: kv, markers });
   const nodeId = liveness.nodeId;
   interface HeldLease {
     revision: number;
@@ -128,70 +110,18 @@ export function createSessionLeases(deps: {
     chain: Promise<void> | undefined;
   }
   const held = new Map<string, HeldLease>();
-  /** Leases whose release with work may or may not have been written (no answer): read back by `retryMarkers`. */
-  const unsure = new Set<string>();
-  const keyOf = (tenant: string, sessionId: string) => `${tenant}.${sessionId}`;
-  const encode = (active: boolean, node = nodeId): Uint8Array => codec.encode({ node, active } satisfies LeaseValue);
-  const decode = (bytes: Uint8Array): LeaseValue | undefined => {
-    try {
-      const value = codec.decode(bytes) as Partial<LeaseValue> | undefined;
-      if (value && typeof value.node === 'string') return { node: value.node, active: value.active === true };
-    } catch (err) {
-      deps.logger.warn({ err }, 'unreadable lease');
-    }
-    return undefined;
-  };
-
+  const isHeld = (key: string) => held.has(key);
   // Claims of one key in flight: a second claim waits for the first instead of racing it. Raced, the loser
   // (this same node) read the winner's fresh lease, failed its compare-and-set and deleted the winner's record,
   // and its message (a second prompt sent at once to a new session) got no reply at all.
-  /**
-   * Calls `onLease` with every lease in the bucket now (its last value per key, deleted keys skipped), in one
-   * pass: a watch's first entries are the bucket as it is, the last of them flagged `isUpdate`. An empty bucket
-   * has nothing to deliver, so the bucket's status is asked first; the whole pass is bounded.
-   */
-  async function latestLeases(onLease: (key: string, value: LeaseValue) => void): Promise<void> {
-    const status = await withTimeout(deps.kv.status(), bound, 'lease bucket status');
-    if (status.values === 0) return;
-    // The whole bucket, release markers included (a filtered watch with nothing to deliver would never end its pass).
-    const watch = await withTimeout(deps.kv.watch({ include: KvWatchInclude.LastValue }), bound, 'lease listing');
-    const pass = (async () => {
-      for await (const entry of watch) {
-        // A release marker (`released.<tenant>.<sessionId>`, three tokens) is not a lease.
-        if (entry.operation === 'PUT' && !entry.key.startsWith(`${RELEASED_PREFIX}.`)) {
-          const value = decode(entry.value);
-          if (value) onLease(entry.key, value);
-        }
-        if (entry.isUpdate) break;
-      }
-    })();
-    try {
-      await withTimeout(pass, bound, 'lease listing');
-    } finally {
-      watch.stop();
-    }
-  }
-
   const claiming = new Map<string, Promise<ClaimResult>>();
-  // Who holds the sessions this node does not: every node hears every message, and one held by a node
-  // heard from within its TTL is not this node's to claim, so it costs no bucket operation at all. Entries of
-  // a node found dead go at once; the map is cleared when it grows past its bound.
-  const owners = new Map<string, string>();
+  const owners = createKnownOwners(liveness);
   /** Claims answered by rendezvous hashing, without the bucket: a figure for the bench. */
   let presumedClaims = 0;
   let askedClaims = 0;
-  const MAX_OWNERS = 100_000;
-  const noteOwner = (key: string, owner: string) => {
-    if (owner === '' || owner === nodeId) return;
-    if (owners.size >= MAX_OWNERS) owners.clear();
-    owners.set(key, owner);
-  };
-  liveness.onDead((node) => {
-    for (const [key, owner] of owners) if (owner === node) owners.delete(key);
-  });
 
   async function claim(tenant: string, sessionId: string, options: { active?: boolean; presume?: boolean } = {}): Promise<ClaimResult> {
-    const key = keyOf(tenant, sessionId);
+    const key = leaseKey(tenant, sessionId);
     // The common case, a lease held while this node is current, asks the bucket nothing.
     if (held.has(key) && liveness.selfCurrent() && !claiming.has(key)) return HELD;
     const owner = owners.get(key);
@@ -202,7 +132,7 @@ export function createSessionLeases(deps: {
       const picked = view.settled ? rendezvousOwner(key, view.members) : undefined;
       if (picked !== undefined && picked !== nodeId) {
         presumedClaims += 1;
-        noteOwner(key, picked);
+        owners.note(key, picked);
         return { held: false, owner: picked };
       }
       alone = picked === nodeId;
@@ -211,7 +141,7 @@ export function createSessionLeases(deps: {
     askedClaims += 1;
     const attempt = claimOnce(key, options).then((result) => {
       if (result.held) owners.delete(key);
-      else noteOwner(key, result.owner);
+      else owners.note(key, result.owner);
       return result;
     });
     claiming.set(key, attempt);
@@ -229,7 +159,7 @@ export function createSessionLeases(deps: {
     if (!mine) {
       // Most claims are of sessions nobody holds: try to create the key first, one KV write instead of a get and a write.
       try {
-        const revision = await kv.create(key, encode(options.active === true));
+        const revision = await kv.create(key, { node: nodeId, active: options.active === true });
         held.set(key, { revision, active: options.active === true, chain: undefined });
         return HELD;
       } catch {
@@ -237,7 +167,7 @@ export function createSessionLeases(deps: {
       }
     }
     const entry = await kv.get(key);
-    const current = entry && entry.operation === 'PUT' ? decode(entry.value) : undefined;
+    const current = kv.valueOf(entry);
     if (current && current.node !== '' && current.node !== nodeId && (await liveness.isAlive(current.node))) {
       if (mine) {
         deps.logger.warn({ key, owner: current.node }, 'lease lost');
@@ -249,7 +179,7 @@ export function createSessionLeases(deps: {
     if (mine && current?.node === nodeId && entry!.revision === mine.revision && (mine.active || options.active !== true)) return HELD;
     const active = options.active === true || (mine?.active ?? current?.active ?? false);
     try {
-      const revision = entry?.operation === 'PUT' ? await kv.update(key, encode(active), entry.revision) : await kv.create(key, encode(active));
+      const revision = entry?.operation === 'PUT' ? await kv.update(key, { node: nodeId, active }, entry.revision) : await kv.create(key, { node: nodeId, active });
       if (mine) {
         // Writes chained on this lease keep working on the same object.
         mine.revision = revision;
@@ -266,7 +196,7 @@ export function createSessionLeases(deps: {
       }
       // Someone else won the race, or our own write did (applied, but its reply lost across a reconnect).
       const winner = await kv.get(key).catch(() => null);
-      const value = winner && winner.operation === 'PUT' ? decode(winner.value) : undefined;
+      const value = kv.valueOf(winner);
       if (winner && value?.node === nodeId) {
         if (mine) {
           mine.revision = winner.revision;
@@ -288,7 +218,7 @@ export function createSessionLeases(deps: {
       for (let tries = 0; tries < 3; tries += 1) {
         if (held.get(key) !== lease) return 'gone';
         try {
-          lease.revision = await kv.update(key, encode(lease.active), lease.revision);
+          lease.revision = await kv.update(key, { node: nodeId, active: lease.active }, lease.revision);
           return 'held';
         } catch (err) {
           if (!isRevisionConflict(err)) {
@@ -296,7 +226,7 @@ export function createSessionLeases(deps: {
             return 'held';
           }
           const current = await kv.get(key).catch(() => null);
-          const value = current && current.operation === 'PUT' ? decode(current.value) : undefined;
+          const value = kv.valueOf(current);
           if (!current || value?.node !== nodeId) {
             deps.logger.warn({ err, key, owner: value?.node }, 'lease lost');
             held.delete(key);
@@ -318,14 +248,14 @@ export function createSessionLeases(deps: {
     claim,
     counts: () => ({ asked: askedClaims, presumed: presumedClaims }),
     async setActive(tenant, sessionId, active) {
-      const key = keyOf(tenant, sessionId);
+      const key = leaseKey(tenant, sessionId);
       const lease = held.get(key);
       if (!lease || lease.active === active) return;
       lease.active = active;
       await write(key, lease);
     },
     async release(tenant, sessionId) {
-      const key = keyOf(tenant, sessionId);
+      const key = leaseKey(tenant, sessionId);
       const lease = held.get(key);
       if (!lease) return;
       await lease.chain;
@@ -333,22 +263,21 @@ export function createSessionLeases(deps: {
       let releasedAt: number;
       try {
         if (!lease.active) {
-          await kv.delete(key, { previousSeq: lease.revision });
+          await kv.delete(key, lease.revision);
           return;
         }
-        releasedAt = await kv.update(key, encode(true, ''), lease.revision);
+        releasedAt = await kv.update(key, { node: '', active: true }, lease.revision);
       } catch (err) {
         deps.logger.warn({ err, key }, 'lease not released; it is free once this node is gone');
         // The write may have been applied with its reply lost (a reconnect): read back at the next sweep, and marked then.
-        if (!isRevisionConflict(err)) unsure.add(key);
+        if (!isRevisionConflict(err)) releases.unsure(key);
         return;
       }
-      // After the lease, so a marker never names a release that did not happen. Should this node die between the
-      // two, the nodes that find it dead read every lease; should the bucket not answer, the marker is written again.
-      await markers.mark(key, releasedAt);
+      // After the lease, so a marker never names a release that did not happen (see `ReleasedSessions.mark`).
+      await releases.mark(key, releasedAt);
     },
     async forget(tenant, sessionId) {
-      const key = keyOf(tenant, sessionId);
+      const key = leaseKey(tenant, sessionId);
       const lease = held.get(key);
       if (lease) {
         // A write in flight would write the key again after the purge.
@@ -357,53 +286,14 @@ export function createSessionLeases(deps: {
       }
       await kv.purge(key);
     },
-    async orphans() {
-      const found: OrphanSession[] = [];
-      const candidates: Array<{ key: string; node: string }> = [];
-      // One pass over the bucket with each lease's value (an ordered consumer, last value per key), not a key
-      // listing plus a read per key: a node that does not know a lease's owner (in `queue` ingress it hears only
-      // its share of the messages) read every such key on every sweep, a cost of nodes × leases.
-      await latestLeases((key, value) => {
-        if (held.has(key) || !value.active) return;
-        candidates.push({ key, node: value.node });
-      });
-      let complete = true;
-      for (const { key, node } of candidates) {
-        if (node !== '' && node !== nodeId && (await liveness.isAlive(node))) {
-          // Alive for want of an answer: its heartbeat could not be read. A node liveness knows is judged again by its
-          // own sweep (and this read made again when it is found dead); one it does not know is nobody's to judge.
-          if (!liveness.heardFrom(node) && !liveness.knows(node)) complete = false;
-          continue;
-        }
-        const [tenant, sessionId] = key.split('.');
-        if (tenant && sessionId) found.push({ tenant, sessionId });
-      }
-      return { found, complete };
-    },
-    async released() {
-      const found: OrphanSession[] = [];
-      const readRevision = async (key: string) => (await kv.get(key))?.revision ?? null;
-      for (const { key } of await markers.pending(readRevision)) {
-        if (held.has(key)) continue;
-        const [tenant, sessionId] = key.split('.');
-        if (tenant && sessionId) found.push({ tenant, sessionId });
-      }
-      return found;
-    },
-    async retryMarkers() {
-      for (const key of [...unsure]) {
-        const entry = await kv.get(key);
-        unsure.delete(key);
-        const value = entry && entry.operation === 'PUT' ? decode(entry.value) : undefined;
-        if (entry && value?.node === '' && value.active) await markers.mark(key, entry.revision);
-      }
-      await markers.retry();
-    },
+    orphans: () => scanOrphans({ kv: deps.kv, store: kv, liveness, opTimeoutMs: bound, isHeld }),
+    released: () => releases.found(isHeld),
+    retryMarkers: () => releases.retry(),
     async verifyAll(onLost) {
       await Promise.all(
         [...held].map(async ([key, lease]) => {
           const current = await kv.get(key);
-          const value = current && current.operation === 'PUT' ? decode(current.value) : undefined;
+          const value = kv.valueOf(current);
           if (current && value?.node === nodeId) {
             if (current.revision !== lease.revision) lease.revision = current.revision;
             return;
@@ -411,8 +301,8 @@ export function createSessionLeases(deps: {
           if (held.get(key) !== lease) return;
           held.delete(key);
           deps.logger.warn({ key, owner: value?.node }, 'lease lost while this node was silent');
-          const [tenant, sessionId] = key.split('.');
-          if (tenant && sessionId) onLost(tenant, sessionId);
+          const session = sessionOfKey(key);
+          if (session) onLost(session.tenant, session.sessionId);
         }),
       );
     },
