@@ -1,6 +1,6 @@
 import { DeliverPolicy } from '@nats-io/jetstream';
 import type { JetStreamClient, JsMsg } from '@nats-io/jetstream';
-import { headers as createHeaders } from '@nats-io/nats-core';
+import { headers as createHeaders, nuid } from '@nats-io/nats-core';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { AgentbusError, ErrorCode, InvalidInputError, LogConflictError, NoRespondersError, PayloadTooLargeError, QuotaExceededError, TimeoutError, abortReason } from '../errors.ts';
 import type { Logger } from '../logging.ts';
@@ -24,6 +24,16 @@ export interface SessionLogRead {
   readonly lastSeq: number;
   /** True when the read stopped at its `limit` or `maxBytes` before the session's last message. */
   readonly more: boolean;
+}
+
+/** Options of {@link SessionLog.appendGroup}. */
+export interface AppendGroupOptions {
+  /**
+   * The event to send again in place of one JetStream refused, under a new id: a clustered server (2.10 and later)
+   * keeps the id of a message its replicas refused as "in process" for its duplicate window, and would refuse it
+   * again. By default the same event with a new NUID.
+   */
+  readonly renew?: (event: LogEvent) => LogEvent;
 }
 
 /** Options of {@link SessionLog.read}. */
@@ -60,11 +70,17 @@ export interface SessionLog {
    * `Nats-Expected-Last-Msg-Id` with the id of the event before it, so it is stored only right behind that one in
    * the stream: when the first is refused, so is the rest, and no event of a writer that lost the session lands
    * behind another writer's. Where another publisher's message (another session's append) came between two of them,
-   * the rest is sent again from there, fenced by the last one's sequence. `onStored` hears each event's sequence, in
-   * order; resolves once all are stored, or rejects with the first failure, after `onStored` was called for every
-   * event stored before it (none after it is stored).
+   * the rest is sent again from there under new ids (`renew`), fenced by the last one's sequence. `onStored` hears
+   * each event's sequence, in order, and the event as stored (given by this log always; a log that stores events as
+   * given may leave it out); resolves once all are stored, or rejects with the first
+   * failure, after `onStored` was called for every event stored before it (nothing after a refused event is stored).
    */
-  appendGroup(events: readonly LogEvent[], expectedSeq: number, onStored: (index: number, seq: number) => void): Promise<void>;
+  appendGroup(
+    events: readonly LogEvent[],
+    expectedSeq: number,
+    onStored: (index: number, seq: number, event?: LogEvent) => void,
+    options?: AppendGroupOptions,
+  ): Promise<void>;
   /**
    * Reads every event of a session in order, each with its `seq`. A message on the session's log subject
    * that is not a valid log event of this session (malformed bytes, wrong shape, another session's event)
@@ -193,16 +209,18 @@ export function createSessionLog(deps: {
       return result;
     },
 
-    async appendGroup(events, expectedSeq, onStored) {
-      // A round sends events[from..] pipelined: the first fenced by the session's last sequence, each later one
+    async appendGroup(events, expectedSeq, onStored, options = {}) {
+      // A round sends group[from..] pipelined: the first fenced by the session's last sequence, each later one
       // chained to the one before it. A chain that broke only because another publisher's message came between two
       // of them (another session's append: they share the stream) is sent again from the break, fenced by the
       // sequence of the last one stored. Every round stores at least its first event or throws: at most one per event.
+      const group = [...events];
+      const renew = options.renew ?? withNewId;
       let from = 0;
       let expected = expectedSeq;
-      while (from < events.length) {
-        const results = events.slice(from).map((event, offset) =>
-          send(event, offset === 0 ? expectedLastSubjectSequence(expected) : expectedLastMessageId(events[from + offset - 1]!.id)),
+      while (from < group.length) {
+        const results = group.slice(from).map((event, offset) =>
+          send(event, offset === 0 ? expectedLastSubjectSequence(expected) : expectedLastMessageId(group[from + offset - 1]!.id)),
         );
         let failure: unknown;
         let brokeAt: number | undefined;
@@ -212,12 +230,12 @@ export function createSessionLog(deps: {
             const seq = await result;
             if (failure !== undefined || brokeAt !== undefined) continue;
             if (typeof seq === 'number') {
-              onStored(index, seq);
+              onStored(index, seq, group[index]!);
               expected = seq;
             } else if (offset > 0 && seq.err_code === WRONG_LAST_MSG_ID) {
               brokeAt = index;
             } else {
-              failure = refused(events[index]!, expected, seq);
+              failure = refused(group[index]!, expected, seq);
             }
           } catch (error) {
             if (brokeAt === undefined) failure ??= error;
@@ -225,6 +243,7 @@ export function createSessionLog(deps: {
         }
         if (failure !== undefined) throw failure;
         if (brokeAt === undefined) return;
+        for (let index = brokeAt; index < group.length; index++) group[index] = renew(group[index]!);
         from = brokeAt;
       }
     },
@@ -278,6 +297,11 @@ export function createSessionLog(deps: {
 
     lastSeq,
   };
+}
+
+/** The event under a new id (a NUID, as the runtime's envelopes have). */
+function withNewId(event: LogEvent): LogEvent {
+  return { ...event, id: nuid.next() };
 }
 
 /** JetStream's answer to an append it refused. */

@@ -207,9 +207,14 @@ describe('session log, a pipelined group from a writer that lost the session', (
       // Another session's append reaches the stream between the group's first and second event.
       if (published === 2) nats.nc.publish('agentbus.acme.sessions.g3-other.log', codec.encode(userMessage('g3-other', 'between')));
     });
-    const stored: Array<[number, number]> = [];
-    await hooked.appendGroup([userMessage('g3', 'a'), userMessage('g3', 'b'), userMessage('g3', 'c')], first, (index, seq) => stored.push([index, seq]));
+    const stored: Array<[number, number, string | undefined]> = [];
+    const group = [userMessage('g3', 'a'), userMessage('g3', 'b'), userMessage('g3', 'c')];
+    await hooked.appendGroup(group, first, (index, seq, event) => stored.push([index, seq, event?.id]));
     expect(stored.map(([index]) => index)).toEqual([0, 1, 2]);
+    // b and c were refused once: they went out again under new ids, which `onStored` hands back.
+    expect(stored[0]![2]).toBe(group[0]!.id);
+    expect(stored.slice(1).map(([, , id]) => group.some((event) => event.id === id))).toEqual([false, false]);
+    expect((await log.read('acme', 'g3')).events.slice(1).map((event) => event.id)).toEqual(stored.map(([, , id]) => id));
     const between = await log.lastSeq('acme', 'g3-other');
     // a, the other session's event, then b and c sent again behind it (three sends, then two).
     expect(stored.map(([, seq]) => seq)).toEqual([between - 1, between + 1, between + 2]);

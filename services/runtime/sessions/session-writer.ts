@@ -270,27 +270,37 @@ class SerialWriter implements SessionWriter {
    * `SessionLog.appendGroup`): nothing of it lands behind another writer's event. When an append is refused because
    * the log moved past the expected sequence, what was stored there is read: messages that are not valid events of
    * this session (anyone may publish on the log subject) are stepped over and what is left is appended again past
-   * them, at most {@link MAX_JUNK_RETRIES} times. A valid event of this session there means another writer: the
+   * them (under new ids), at most {@link MAX_JUNK_RETRIES} times. A valid event of this session there means another writer: the
    * refusal goes on.
    */
   private async storeAll(envelopes: readonly LogEvent[], stored: Array<LogEvent | undefined>): Promise<void> {
     const { deps } = this;
-    const record = (index: number, seq: number) => {
-      const event = withSeq(envelopes[index]!, seq);
-      deps.transcript.add(event);
-      stored[index] = event;
+    // What goes out: an event refused once goes out again under a new id (see `AppendGroupOptions.renew`).
+    const current = [...envelopes];
+    const record = (index: number, seq: number, event = current[index]!) => {
+      const appended = withSeq(event, seq);
+      deps.transcript.add(appended);
+      stored[index] = appended;
     };
+    const renew = (event: LogEvent) => this.envelope(event.type, scopeOf(event), event.data);
     for (let attempt = 0; ; attempt++) {
       const pending: number[] = [];
-      envelopes.forEach((_, index) => {
+      current.forEach((_, index) => {
         if (!stored[index]) pending.push(index);
       });
       const expectedSeq = this.expectedSeq();
       try {
         const guard = deps.beforeWrite?.();
         if (guard) await guard;
-        if (pending.length === 1) record(pending[0]!, await deps.log.append(envelopes[pending[0]!]!, expectedSeq));
-        else await deps.log.appendGroup(pending.map((index) => envelopes[index]!), expectedSeq, (position, seq) => record(pending[position]!, seq));
+        if (pending.length === 1) record(pending[0]!, await deps.log.append(current[pending[0]!]!, expectedSeq));
+        else {
+          await deps.log.appendGroup(
+            pending.map((index) => current[index]!),
+            expectedSeq,
+            (position, seq, event) => record(pending[position]!, seq, event),
+            { renew },
+          );
+        }
         return;
       } catch (error) {
         if (!(error instanceof LogConflictError) || attempt >= MAX_JUNK_RETRIES) throw error;
@@ -299,9 +309,18 @@ class SerialWriter implements SessionWriter {
         const moved = await deps.log.read(deps.tenant, deps.sessionId, { after: this.expectedSeq() });
         if (moved.events.length > 0) throw error;
         this.skippedSeq = moved.lastSeq;
+        for (const index of pending) if (!stored[index]) current[index] = renew(current[index]!);
       }
     }
   }
+}
+
+/** The turn and step an event belongs to. */
+function scopeOf(event: LogEvent): { turnId?: string; step?: number } {
+  const scope: { turnId?: string; step?: number } = {};
+  if (event.turnId !== undefined) scope.turnId = event.turnId;
+  if (event.step !== undefined) scope.step = event.step;
+  return scope;
 }
 
 /** The envelope as stored in the transcript: one object literal per shape, so its fields sit in the object itself. */
