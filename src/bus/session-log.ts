@@ -1,6 +1,6 @@
 import { DeliverPolicy } from '@nats-io/jetstream';
 import type { JetStreamClient, JsMsg } from '@nats-io/jetstream';
-import { headers as createHeaders } from '@nats-io/nats-core';
+import { headers as createHeaders, nuid } from '@nats-io/nats-core';
 import type { NatsConnection } from '@nats-io/nats-core';
 import { AgentbusError, ErrorCode, InvalidInputError, LogConflictError, NoRespondersError, PayloadTooLargeError, QuotaExceededError, TimeoutError, abortReason } from '../errors.ts';
 import type { Logger } from '../logging.ts';
@@ -24,6 +24,16 @@ export interface SessionLogRead {
   readonly lastSeq: number;
   /** True when the read stopped at its `limit` or `maxBytes` before the session's last message. */
   readonly more: boolean;
+}
+
+/** Options of {@link SessionLog.appendGroup}. */
+export interface AppendGroupOptions {
+  /**
+   * The event to send again in place of one JetStream refused, under a new id: a clustered server (2.10 and later)
+   * keeps the id of a message its replicas refused as "in process" for its duplicate window, and would refuse it
+   * again. By default the same event with a new NUID.
+   */
+  readonly renew?: (event: LogEvent) => LogEvent;
 }
 
 /** Options of {@link SessionLog.read}. */
@@ -56,11 +66,21 @@ export interface SessionLog {
   append(event: LogEvent, expectedSeq: number, options?: { signal?: AbortSignal }): Promise<number>;
   /**
    * Appends events of one session in order without waiting for each acknowledgement: the first carries
-   * `expectedSeq` (so a second writer is caught there), the rest follow on the same connection, and the acks
-   * are awaited together. `onStored` hears each event's sequence, in order; resolves once all are stored,
-   * or rejects with the first failure, after `onStored` was called for every event stored before it.
+   * `expectedSeq` as {@link append}'s does (so a second writer is caught there), each later one
+   * `Nats-Expected-Last-Msg-Id` with the id of the event before it, so it is stored only right behind that one in
+   * the stream: when the first is refused, so is the rest, and no event of a writer that lost the session lands
+   * behind another writer's. Where another publisher's message (another session's append) came between two of them,
+   * the rest is sent again from there under new ids (`renew`), fenced by the last one's sequence. `onStored` hears
+   * each event's sequence, in order, and the event as stored (given by this log always; a log that stores events as
+   * given may leave it out); resolves once all are stored, or rejects with the first
+   * failure, after `onStored` was called for every event stored before it (nothing after a refused event is stored).
    */
-  appendGroup(events: readonly LogEvent[], expectedSeq: number, onStored: (index: number, seq: number) => void): Promise<void>;
+  appendGroup(
+    events: readonly LogEvent[],
+    expectedSeq: number,
+    onStored: (index: number, seq: number, event?: LogEvent) => void,
+    options?: AppendGroupOptions,
+  ): Promise<void>;
   /**
    * Reads every event of a session in order, each with its `seq`. A message on the session's log subject
    * that is not a valid log event of this session (malformed bytes, wrong shape, another session's event)
@@ -151,17 +171,13 @@ export function createSessionLog(deps: {
   }
 
   /**
-   * A JetStream publish as the protocol has it (headers `Nats-Msg-Id` and `Nats-Expected-Last-Subject-Sequence`,
-   * a PubAck or an error on the reply subject), the reply taken through the mux: pipelined appends share one
-   * subscription and cost no request object each.
+   * A JetStream publish as the protocol has it (headers `Nats-Msg-Id` and the guard, a PubAck or an error on the
+   * reply subject), the reply taken through the mux: pipelined appends share one subscription and cost no request
+   * object each. Resolves with the sequence, or with JetStream's refusal as data; rejects when no answer comes.
    */
-  async function publish(event: LogEvent, expectedSeq: number | undefined): Promise<number> {
+  async function send(event: LogEvent, guard: Guard): Promise<number | Refusal> {
     const subject = subjects.log(event.tenant, event.sessionId);
-    const headers = presetHeaders(
-      expectedSeq === undefined
-        ? [['Content-Type', ContentType.msgpack], ['Nats-Msg-Id', event.id]]
-        : [['Content-Type', ContentType.msgpack], ['Nats-Msg-Id', event.id], ['Nats-Expected-Last-Subject-Sequence', String(expectedSeq)]],
-    );
+    const headers = presetHeaders([['Content-Type', ContentType.msgpack], ['Nats-Msg-Id', event.id], guard]);
     let reply;
     try {
       reply = await request(nc, subject, codec.encode(event), { timeoutMs: requestTimeoutMs, headers, replies });
@@ -172,36 +188,64 @@ export function createSessionLog(deps: {
       throw error;
     }
     const ack = readAck(reply.data);
-    if (ack.error) {
-      if (expectedSeq !== undefined && ack.error.err_code === WRONG_LAST_SEQUENCE) {
-        throw new LogConflictError(event.sessionId, expectedSeq, { cause: new Error(ack.error.description) });
-      }
-      throw appendRefused(subject, ack.error);
-    }
+    if (ack.error) return ack.error;
     if (ack.stream !== stream || !ack.seq) {
       throw new AgentbusError(ErrorCode.internal, `an append to ${subject} was acknowledged as ${ack.stream ?? 'no stream'} seq ${ack.seq ?? 'none'}, not by ${stream}`);
     }
     return ack.seq;
   }
 
+  /** The error of a refused append; `expectedSeq` is what its `Nats-Expected-Last-Subject-Sequence` said. */
+  function refused(event: LogEvent, expectedSeq: number, refusal: Refusal): Error {
+    if (refusal.err_code === WRONG_LAST_SEQUENCE) return new LogConflictError(event.sessionId, expectedSeq, { cause: new Error(refusal.description) });
+    return appendRefused(subjects.log(event.tenant, event.sessionId), refusal);
+  }
+
   return {
     async append(event, expectedSeq, options = {}) {
       options.signal?.throwIfAborted();
-      return publish(event, expectedSeq);
+      const result = await send(event, expectedLastSubjectSequence(expectedSeq));
+      if (typeof result !== 'number') throw refused(event, expectedSeq, result);
+      return result;
     },
 
-    async appendGroup(events, expectedSeq, onStored) {
-      const acks = events.map((event, index) => publish(event, index === 0 ? expectedSeq : undefined));
-      let failure: unknown;
-      for (const [index, ack] of acks.entries()) {
-        try {
-          const seq = await ack;
-          if (failure === undefined) onStored(index, seq);
-        } catch (error) {
-          failure ??= error;
+    async appendGroup(events, expectedSeq, onStored, options = {}) {
+      // A round sends group[from..] pipelined: the first fenced by the session's last sequence, each later one
+      // chained to the one before it. A chain that broke only because another publisher's message came between two
+      // of them (another session's append: they share the stream) is sent again from the break, fenced by the
+      // sequence of the last one stored. Every round stores at least its first event or throws: at most one per event.
+      const group = [...events];
+      const renew = options.renew ?? withNewId;
+      let from = 0;
+      let expected = expectedSeq;
+      while (from < group.length) {
+        const results = group.slice(from).map((event, offset) =>
+          send(event, offset === 0 ? expectedLastSubjectSequence(expected) : expectedLastMessageId(group[from + offset - 1]!.id)),
+        );
+        let failure: unknown;
+        let brokeAt: number | undefined;
+        for (const [offset, result] of results.entries()) {
+          const index = from + offset;
+          try {
+            const seq = await result;
+            if (failure !== undefined || brokeAt !== undefined) continue;
+            if (typeof seq === 'number') {
+              onStored(index, seq, group[index]!);
+              expected = seq;
+            } else if (offset > 0 && seq.err_code === WRONG_LAST_MSG_ID) {
+              brokeAt = index;
+            } else {
+              failure = refused(group[index]!, expected, seq);
+            }
+          } catch (error) {
+            if (brokeAt === undefined) failure ??= error;
+          }
         }
+        if (failure !== undefined) throw failure;
+        if (brokeAt === undefined) return;
+        for (let index = brokeAt; index < group.length; index++) group[index] = renew(group[index]!);
+        from = brokeAt;
       }
-      if (failure !== undefined) throw failure;
     },
 
     async read(tenant, sessionId, options = {}) {
@@ -254,6 +298,33 @@ export function createSessionLog(deps: {
     lastSeq,
   };
 }
+
+/** The event under a new id (a NUID, as the runtime's envelopes have). */
+function withNewId(event: LogEvent): LogEvent {
+  return { ...event, id: nuid.next() };
+}
+
+/** JetStream's answer to an append it refused. */
+type Refusal = { readonly code: number; readonly err_code?: number | undefined; readonly description: string };
+
+/** The header that makes an append conditional: on the session's last sequence, or on the stream's last message. */
+type Guard = readonly [key: string, value: string];
+
+/** Stored only if the session's last message (its log subject's) has this sequence (0: none): the single writer's fence. */
+function expectedLastSubjectSequence(seq: number): Guard {
+  return ['Nats-Expected-Last-Subject-Sequence', String(seq)];
+}
+
+/**
+ * Stored only if the stream's last message has this `Nats-Msg-Id`: the event just before it in a group, so a later
+ * event of a group is stored only right behind the one before it, hence only if the group's first passed its fence.
+ */
+function expectedLastMessageId(id: string): Guard {
+  return ['Nats-Expected-Last-Msg-Id', id];
+}
+
+/** JetStream's error code for an append whose `Nats-Expected-Last-Msg-Id` is not the stream's last message's id. */
+const WRONG_LAST_MSG_ID = 10070;
 
 /** JetStream's error codes of an append past the log's limits (see `ensureStreams`). */
 const MESSAGE_TOO_LARGE = 10054;

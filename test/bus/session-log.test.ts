@@ -144,3 +144,103 @@ describe('session log', () => {
     expect(await log.read('acme', 'nobody')).toEqual({ events: [], lastSeq: 0, more: false });
   });
 });
+
+/** The texts of a session's user messages, as read back. */
+async function texts(sessionId: string): Promise<Array<string | false>> {
+  return (await log.read('acme', sessionId)).events.map((event) => event.type === 'user.message' && event.data.text);
+}
+
+/**
+ * A session log over a connection that calls `beforePublish` before each message it publishes: what the test stores
+ * there (with the real connection) is taken by the server before that message, as if another publisher came first.
+ */
+function logWithHook(beforePublish: (subject: string) => void): SessionLog {
+  const nc = nats.nc;
+  const hooked = new Proxy(nc, {
+    get(target, key) {
+      if (key === 'publish') {
+        return (...args: Parameters<typeof nc.publish>) => {
+          beforePublish(args[0]);
+          target.publish(...args);
+        };
+      }
+      const value: unknown = Reflect.get(target, key);
+      return typeof value === 'function' ? (value as (...values: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+  return createSessionLog({ nc: hooked, js: jetstream(nc), subjects: createSubjects(), codec, stream: 'AGENTBUS_LOG' });
+}
+
+describe('session log, a pipelined group from a writer that lost the session', () => {
+  it('stores none of the group when its first event is refused: nothing of the old writer lands behind the new one', async () => {
+    const first = await log.append(userMessage('g1', 'one'), 0);
+    // The new holder read the log through `first` and appended; the old one, paused meanwhile, still expects `first`.
+    const taken = await log.append(userMessage('g1', 'new holder'), first);
+    const stored: number[] = [];
+    const ghosts = [userMessage('g1', 'ghost 1'), userMessage('g1', 'ghost 2'), userMessage('g1', 'ghost 3')];
+    await expect(log.appendGroup(ghosts, first, (index) => stored.push(index))).rejects.toBeInstanceOf(LogConflictError);
+    expect(stored).toEqual([]);
+    expect(await texts('g1')).toEqual(['one', 'new holder']);
+    // The new holder goes on as if the old writer had never tried.
+    await expect(log.append(userMessage('g1', 'two'), taken)).resolves.toBeGreaterThan(taken);
+  });
+
+  it('stores nothing after an event of the group that was refused for what it is (too large): the log has no hole', async () => {
+    const names = await ensureStreams(await jetstreamManager(nats.nc), { prefix: 'small', limits: { maxEventBytes: 4096 } });
+    const small = createSessionLog({ nc: nats.nc, js: jetstream(nats.nc), subjects: createSubjects('small'), codec, stream: names.log });
+    const first = await small.append(userMessage('g2', 'one'), 0);
+    const stored: number[] = [];
+    const group = [userMessage('g2', 'two'), userMessage('g2', 'x'.repeat(8192)), userMessage('g2', 'four')];
+    await expect(small.appendGroup(group, first, (index) => stored.push(index))).rejects.toMatchObject({ code: 'payload_too_large' });
+    expect(stored).toEqual([0]);
+    const { events } = await small.read('acme', 'g2');
+    expect(events.map((event) => event.type === 'user.message' && event.data.text)).toEqual(['one', 'two']);
+  });
+
+  it('sends the rest again, fenced, when another session appended between two events of the group: all stored, in order', async () => {
+    const first = await log.append(userMessage('g3', 'one'), 0);
+    const subject = 'agentbus.acme.sessions.g3.log';
+    let published = 0;
+    const hooked = logWithHook((target) => {
+      if (target !== subject) return;
+      published += 1;
+      // Another session's append reaches the stream between the group's first and second event.
+      if (published === 2) nats.nc.publish('agentbus.acme.sessions.g3-other.log', codec.encode(userMessage('g3-other', 'between')));
+    });
+    const stored: Array<[number, number, string | undefined]> = [];
+    const group = [userMessage('g3', 'a'), userMessage('g3', 'b'), userMessage('g3', 'c')];
+    await hooked.appendGroup(group, first, (index, seq, event) => stored.push([index, seq, event?.id]));
+    expect(stored.map(([index]) => index)).toEqual([0, 1, 2]);
+    // b and c were refused once: they went out again under new ids, which `onStored` hands back.
+    expect(stored[0]![2]).toBe(group[0]!.id);
+    expect(stored.slice(1).map(([, , id]) => group.some((event) => event.id === id))).toEqual([false, false]);
+    expect((await log.read('acme', 'g3')).events.slice(1).map((event) => event.id)).toEqual(stored.map(([, , id]) => id));
+    const between = await log.lastSeq('acme', 'g3-other');
+    // a, the other session's event, then b and c sent again behind it (three sends, then two).
+    expect(stored.map(([, seq]) => seq)).toEqual([between - 1, between + 1, between + 2]);
+    expect(published).toBe(5);
+    expect(await texts('g3')).toEqual(['one', 'a', 'b', 'c']);
+  });
+
+  it('refuses the rest when the writer that came between two events of the group is another writer of the session', async () => {
+    const first = await log.append(userMessage('g4', 'one'), 0);
+    const subject = 'agentbus.acme.sessions.g4.log';
+    let published = 0;
+    let intruder: LogEvent | undefined;
+    const hooked = logWithHook((target) => {
+      if (target !== subject) return;
+      published += 1;
+      if (published === 2) {
+        intruder = userMessage('g4', 'other writer');
+        nats.nc.publish(subject, codec.encode(intruder));
+      }
+    });
+    const stored: number[] = [];
+    await expect(hooked.appendGroup([userMessage('g4', 'a'), userMessage('g4', 'b'), userMessage('g4', 'c')], first, (index) => stored.push(index))).rejects.toBeInstanceOf(
+      LogConflictError,
+    );
+    expect(stored).toEqual([0]);
+    expect(intruder).toBeDefined();
+    expect(await texts('g4')).toEqual(['one', 'a', 'other writer']);
+  });
+});

@@ -17,6 +17,7 @@ function fakeLog() {
   let seq = 0;
   const appends: Array<{ ids: string[]; expectedSeq: number }> = [];
   const reads: number[] = [];
+  let beforeNext: ((index: number) => void) | undefined;
   const last = () => stored.at(-1)?.seq ?? 0;
   const publish = (event: LogEvent, expectedSeq: number | undefined): number => {
     if (expectedSeq !== undefined && expectedSeq !== last()) throw new LogConflictError(event.sessionId, expectedSeq);
@@ -30,17 +31,15 @@ function fakeLog() {
     },
     async appendGroup(events, expectedSeq, onStored) {
       appends.push({ ids: events.map((event) => event.id), expectedSeq });
-      // As JetStream: only the first carries the expected sequence, the rest are stored whatever happened to it.
-      let failure: unknown;
-      events.forEach((event, index) => {
-        try {
-          const at = publish(event, index === 0 ? expectedSeq : undefined);
-          if (failure === undefined) onStored(index, at);
-        } catch (error) {
-          failure ??= error;
-        }
-      });
-      if (failure !== undefined) throw failure;
+      // As the real log: the first is fenced by the expected sequence, each later one stored only right behind the one
+      // before it, so nothing is stored past the first refusal. `beforeNext` may store a message in between, as
+      // another publisher could: the real log's fenced resend of the rest then meets it (a refusal past it).
+      let last = expectedSeq;
+      for (const [index, event] of events.entries()) {
+        if (index > 0) beforeNext?.(index);
+        last = publish(event, last);
+        onStored(index, last);
+      }
     },
     async read(_tenant, _sessionId, options = {}): Promise<SessionLogRead> {
       const after = options.after ?? 0;
@@ -62,6 +61,8 @@ function fakeLog() {
     junk: () => (stored.push({ seq: ++seq }), seq),
     /** Stores a valid event of the session written by someone else; its sequence. */
     foreign: (event: LogEvent) => (stored.push({ seq: ++seq, event }), seq),
+    /** Calls `hook` before each event of a group but its first is stored. */
+    beforeNext: (hook: (index: number) => void) => void (beforeNext = hook),
     /** The valid events in the log, in order. */
     events: () => stored.flatMap((message) => (message.event ? [message.event] : [])),
   };
@@ -122,25 +123,58 @@ describe('session writer, when its append is refused because the log moved', () 
     await expect(log.prompt('three')).resolves.toMatchObject({ data: { text: 'three' } });
   });
 
-  it('recovers a group whose first append met junk: its later events, stored after the junk, keep their place', async () => {
+  it('appends a group whose first append met junk again past it, whole and in order', async () => {
     const log = setup();
     await log.prompt('one');
     const junk = log.junk();
     const [a, b, c] = await Promise.all([log.prompt('a'), log.prompt('b'), log.prompt('c')]);
-    // b and c went in without an expected sequence right after the refused a; a is appended again after them.
-    expect([b!.seq, c!.seq, a!.seq]).toEqual([junk + 1, junk + 2, junk + 3]);
-    expect(log.events().map((event) => event.type === 'user.message' && event.data.text)).toEqual(['one', 'b', 'c', 'a']);
+    expect([a!.seq, b!.seq, c!.seq]).toEqual([junk + 1, junk + 2, junk + 3]);
+    expect(log.events().map((event) => event.type === 'user.message' && event.data.text)).toEqual(['one', 'a', 'b', 'c']);
     expect(log.transcript.events.map((event) => event.seq)).toEqual([1, junk + 1, junk + 2, junk + 3]);
-    expect(log.appends.at(-1)).toEqual({ ids: [a!.id], expectedSeq: junk + 2 });
+    expect(log.reads).toEqual([1]);
+    // Sent again under new ids: a clustered server keeps the ids of messages it refused as in process for a while.
+    const [refused, again] = log.appends.slice(1);
+    expect(refused).toMatchObject({ expectedSeq: 1 });
+    expect(again).toEqual({ ids: [a!.id, b!.id, c!.id], expectedSeq: junk });
+    expect(refused!.ids.filter((id) => again!.ids.includes(id))).toEqual([]);
+    expect([a, b, c].map((event) => [event!.type, event!.turnId])).toEqual(Array(3).fill(['user.message', 'turn-1']));
   });
 
-  it('refuses a group whose first append met another writer, though its own later events landed', async () => {
+  it('appends the rest of a group refused past its stored part again past the junk found there', async () => {
+    const log = setup();
+    await log.prompt('one');
+    let junk = 0;
+    log.beforeNext((index) => {
+      if (index === 1 && junk === 0) junk = log.junk();
+    });
+    const [a, b, c] = await Promise.all([log.prompt('a'), log.prompt('b'), log.prompt('c')]);
+    expect([a!.seq, b!.seq, c!.seq]).toEqual([2, junk + 1, junk + 2]);
+    // The read starts past `a`, stored and in the transcript already: only the junk is there.
+    expect(log.reads).toEqual([a!.seq]);
+    expect(log.appends.at(-1)).toEqual({ ids: [b!.id, c!.id], expectedSeq: junk });
+    expect(log.events().map((event) => event.type === 'user.message' && event.data.text)).toEqual(['one', 'a', 'b', 'c']);
+  });
+
+  it('refuses a group whose first append met another writer, storing none of it', async () => {
     const log = setup();
     await log.prompt('one');
     log.foreign(log.foreignEvent());
     const results = await Promise.allSettled([log.prompt('a'), log.prompt('b')]);
     expect(results.map((result) => result.status)).toEqual(['rejected', 'rejected']);
     expect(log.appends).toHaveLength(2);
+    expect(log.events().map((event) => event.type === 'user.message' && event.data.text)).toEqual(['one', 'second writer']);
+  });
+
+  it('refuses the rest of a group when another writer came between its events, keeping what was stored before', async () => {
+    const log = setup();
+    await log.prompt('one');
+    log.beforeNext((index) => {
+      if (index === 1) log.foreign(log.foreignEvent());
+    });
+    const results = await Promise.allSettled([log.prompt('a'), log.prompt('b'), log.prompt('c')]);
+    expect(results.map((result) => result.status)).toEqual(['fulfilled', 'rejected', 'rejected']);
+    expect(log.events().map((event) => event.type === 'user.message' && event.data.text)).toEqual(['one', 'a', 'second writer']);
+    expect(log.transcript.events.map((event) => event.type === 'user.message' && event.data.text)).toEqual(['one', 'a']);
   });
 
   it('starts past the messages skipped when the session was read', async () => {

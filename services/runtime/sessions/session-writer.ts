@@ -16,10 +16,11 @@ export interface AppendOptions {
 
 /**
  * Appends one session's events to the log in order and keeps the transcript in step. Appends requested
- * while others are in flight are written together as one pipelined group (see `SessionLog.appendGroup`):
- * each still resolves only once its own event is acknowledged. An append refused because messages that are
- * not valid events of the session were stored on its log subject is made again past them (a few times at
- * most); one refused because another writer's event is there rejects with `LogConflictError`.
+ * while others are in flight are written together as one pipelined group (see `SessionLog.appendGroup`: its
+ * events are stored in order, none behind another writer's): each still resolves only once its own event is
+ * acknowledged. An append refused because messages that are not valid events of the session were stored on its log
+ * subject is made again past them (a few times at most); one refused because another writer's event is there
+ * rejects with `LogConflictError`.
  */
 export interface SessionWriter {
   append: AppendFn;
@@ -265,47 +266,61 @@ class SerialWriter implements SessionWriter {
 
   /**
    * Appends `envelopes` in order (one append, or a pipelined group), setting `stored[i]` (and adding it to the
-   * transcript) as each is acknowledged. When the first is refused because the log moved past the expected
-   * sequence, what was stored there is read: messages that are not valid events of this session (anyone may
-   * publish on the log subject) are stepped over, and so are the group's own later events that landed after
-   * them (only the first carries the expected sequence); the rest is appended again, at most
-   * {@link MAX_JUNK_RETRIES} times. A valid event of this session that is not ours means another writer: the
+   * transcript) as each is acknowledged. A group is stored in order or not past its first refusal (see
+   * `SessionLog.appendGroup`): nothing of it lands behind another writer's event. When an append is refused because
+   * the log moved past the expected sequence, what was stored there is read: messages that are not valid events of
+   * this session (anyone may publish on the log subject) are stepped over and what is left is appended again past
+   * them (under new ids), at most {@link MAX_JUNK_RETRIES} times. A valid event of this session there means another writer: the
    * refusal goes on.
    */
   private async storeAll(envelopes: readonly LogEvent[], stored: Array<LogEvent | undefined>): Promise<void> {
     const { deps } = this;
-    const record = (index: number, seq: number) => {
-      const event = withSeq(envelopes[index]!, seq);
-      deps.transcript.add(event);
-      stored[index] = event;
+    // What goes out: an event refused once goes out again under a new id (see `AppendGroupOptions.renew`).
+    const current = [...envelopes];
+    const record = (index: number, seq: number, event = current[index]!) => {
+      const appended = withSeq(event, seq);
+      deps.transcript.add(appended);
+      stored[index] = appended;
     };
+    const renew = (event: LogEvent) => this.envelope(event.type, scopeOf(event), event.data);
     for (let attempt = 0; ; attempt++) {
       const pending: number[] = [];
-      envelopes.forEach((_, index) => {
+      current.forEach((_, index) => {
         if (!stored[index]) pending.push(index);
       });
       const expectedSeq = this.expectedSeq();
       try {
         const guard = deps.beforeWrite?.();
         if (guard) await guard;
-        if (pending.length === 1) record(pending[0]!, await deps.log.append(envelopes[pending[0]!]!, expectedSeq));
-        else await deps.log.appendGroup(pending.map((index) => envelopes[index]!), expectedSeq, (position, seq) => record(pending[position]!, seq));
+        if (pending.length === 1) record(pending[0]!, await deps.log.append(current[pending[0]!]!, expectedSeq));
+        else {
+          await deps.log.appendGroup(
+            pending.map((index) => current[index]!),
+            expectedSeq,
+            (position, seq, event) => record(pending[position]!, seq, event),
+            { renew },
+          );
+        }
         return;
       } catch (error) {
         if (!(error instanceof LogConflictError) || attempt >= MAX_JUNK_RETRIES) throw error;
-        const ours = new Map(pending.map((index) => [envelopes[index]!.id, index]));
-        // Invalid messages are reported at warn by the read, as when a session is opened.
-        const moved = await deps.log.read(deps.tenant, deps.sessionId, { after: expectedSeq });
-        const own = (event: LogEvent) => {
-          const index = ours.get(event.id);
-          return index !== undefined && !stored[index];
-        };
-        if (!moved.events.every(own)) throw error;
-        for (const event of moved.events) record(ours.get(event.id)!, event.seq!);
+        // Invalid messages are reported at warn by the read, as when a session is opened. Read past what the refused
+        // append expected: the group's events stored before it (in the transcript now), not `expectedSeq`.
+        const moved = await deps.log.read(deps.tenant, deps.sessionId, { after: this.expectedSeq() });
+        if (moved.events.length > 0) throw error;
         this.skippedSeq = moved.lastSeq;
+        for (const index of pending) if (!stored[index]) current[index] = renew(current[index]!);
       }
     }
   }
+}
+
+/** The turn and step an event belongs to. */
+function scopeOf(event: LogEvent): { turnId?: string; step?: number } {
+  const scope: { turnId?: string; step?: number } = {};
+  if (event.turnId !== undefined) scope.turnId = event.turnId;
+  if (event.step !== undefined) scope.step = event.step;
+  return scope;
 }
 
 /** The envelope as stored in the transcript: one object literal per shape, so its fields sit in the object itself. */
