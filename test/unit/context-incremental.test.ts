@@ -127,11 +127,12 @@ describe('context preparation after a step', () => {
 /**
  * `counter` with a `later` that queues work until the test runs it, as the runtime's counter does until the
  * event loop is free (the step's request sent): `run` takes the queued counts, as many rounds as they queue.
+ * A character count is at least 1 a message (`minMessageTokens`), so a long history's total is settled unread.
  */
 function countingLater(counter: TokenCounter): { counter: TokenCounter; queued: () => number; run: () => void } {
   const queue: Array<() => void> = [];
   return {
-    counter: { ...counter, later: (work) => queue.push(work) },
+    counter: { ...counter, minMessageTokens: 1, later: (work) => queue.push(work) },
     queued: () => queue.length,
     run: () => {
       while (queue.length > 0) queue.shift()!();

@@ -236,26 +236,27 @@ function settle(sizes: MessageSizes, fit: KeptFit, budget: number, extra: number
 }
 
 /**
- * Queues, with the counter's `later`, the counts of the short fits' windows (one job per index at a time): the
- * bounds a fit was decided on are counted after the caller got its answer, and the next fit takes back the
- * older messages that then fit. The job reads the fits as they are when it runs (a summary or an insertion may
- * have dropped them since).
+ * Queues, with the counter's `later`, the settling of the short fits (one job per index at a time): the bounds
+ * a fit was decided on are counted after the caller got its answer, and the fit takes back the older messages
+ * that then fit, so that the next caller finds it exact. The job reads the fits as they are when it runs (a
+ * summary or an insertion may have dropped them since).
  */
 function settleLater(sizes: MessageSizes): void {
   const counter = sizes.counter;
   if (!counter?.later || sizes.settling) return;
   sizes.settling = true;
-  counter.later((sizes.settleJob ??= () => countShortFits(sizes)));
+  counter.later((sizes.settleJob ??= () => settleShortFits(sizes)));
 }
 
-/** The job {@link settleLater} queues: counts the bounds left in the short fits' windows, newest first. */
-function countShortFits(sizes: MessageSizes): void {
+/**
+ * The job {@link settleLater} queues: walks each short fit back with no slack, which counts what it must (the
+ * older message's count where its bound does not fit, the window's bounds while it does not fit by them) and
+ * leaves the fit exact.
+ */
+function settleShortFits(sizes: MessageSizes): void {
   sizes.settling = false;
   try {
-    for (const fit of sizes.fits ?? []) {
-      if (!fit.short) continue;
-      for (let at = fit.end - 1; at >= fit.start && fit.uncounted > 0; at--) if (sizes.tokens[at]! < 0) countAt(sizes, at);
-    }
+    for (const fit of sizes.fits ?? []) if (fit.short) walkBack(sizes, fit, fit.budget, 0);
   } catch {
     // A count that fails leaves its message a bound, and its fit short (never over budget). A fit that must
     // count it does so on its own path, where the error fails that step as it did before counts were taken later.
