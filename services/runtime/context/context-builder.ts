@@ -104,8 +104,8 @@ export function buildContext(input: {
 }
 
 /**
- * Exactly whether the history's tokens pass `limit`. The fit's start is exact, so `fitsWhole` tells whether
- * they are within `budget`; for a limit on the other side of the budget the view settles it, counting no more
+ * Exactly whether the history's tokens pass `limit`. `fitsWhole` tells exactly whether they are within
+ * `budget` (a short fit asked the view); for a limit on the other side of the budget the view settles it, counting no more
  * than it must. A function, not a closure: under tsx every closure made is given its name, at a cost per step.
  */
 function exceeds(history: ConversationView, fitsWhole: boolean, budget: number, limit: number): boolean {

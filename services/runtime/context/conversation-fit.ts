@@ -56,8 +56,6 @@ export interface MessageSizes {
   fits: KeptFit[] | undefined;
   /** True while counts of short fits' windows are queued with the counter's `later` (one job at a time). */
   settling: boolean;
-  /** That job, made once per index (a step queues it, and a closure per step would be garbage per step). */
-  settleJob: (() => void) | undefined;
 }
 
 /** A new message's size: minus its bound, or its count when the counter has no bound or the bound is 0. */
@@ -245,7 +243,7 @@ function settleLater(sizes: MessageSizes): void {
   const counter = sizes.counter;
   if (!counter?.later || sizes.settling) return;
   sizes.settling = true;
-  counter.later((sizes.settleJob ??= () => settleShortFits(sizes)));
+  counter.later(() => settleShortFits(sizes));
 }
 
 /**

@@ -107,7 +107,6 @@ class TurnOrderedIndex implements ConversationIndex, MessageSizes {
   strayResults = 0;
   fits: KeptFit[] | undefined = undefined;
   settling = false;
-  settleJob: (() => void) | undefined = undefined;
 
   constructor(counter: TokenCounter | undefined) {
     this.summary = undefined;
