@@ -7,9 +7,10 @@ export interface ConversationFit {
   /** At least the tokens of messages `[start, length)` and at most the budget: their counts where taken, bounds elsewhere. */
   readonly used: number;
   /**
-   * Present (true) when the window was decided on the bounds of some of its messages, not counted yet (at most
-   * `slack` tokens of bounds, see `ConversationView.fit`): it never passes the budget, but it may leave out
-   * older messages that exact counts would keep, less than `slack` tokens of them besides message `start - 1`.
+   * Present (true) when the start was decided while some messages of the window were bounds, not counted yet
+   * (at most `slack` tokens of bounds, see `ConversationView.fit`): the window never passes the budget, but it
+   * may leave out older messages that exact counts would keep, less than `slack` tokens of them besides message
+   * `start - 1`.
    * Absent, `start` is the exact one: message `start - 1` does not fit, by exact counts.
    */
   readonly short?: true;
@@ -22,8 +23,8 @@ const MAX_FITS = 4;
  * A fit of messages `[start, end)` in `budget`, kept to be moved on as the conversation grows. `used` is the
  * sum of the window's sizes, `uncounted` how many of them are bounds and `uncountedBounds` the sum of those
  * bounds; counting a message of the window updates all three. `start` is exact (message `start - 1` does not
- * fit, by exact counts) unless `short`: then the fit was left with bounds in its window, and may take older
- * messages back once they are counted.
+ * fit, by exact counts) unless `short`: then the start was decided while bounds were in the window, and the
+ * fit may take older messages back once they are counted.
  */
 export interface KeptFit {
   readonly budget: number;
@@ -161,19 +162,22 @@ export function fitBudget(sizes: MessageSizes, end: number, budget: number, slac
     fit.end = end;
     if (fit.used > budget) settle(sizes, fit, budget, 0, end, allowed);
     // Let go of the oldest while over budget, each on its count (taken while it is in the window, so that the
-    // fit's sums follow; once counted it may fit after all). The start is then exact unless bounds are left in
-    // the window; a start that did not move is what it was, and a short one may take older messages back.
+    // fit's sums follow; once counted it may fit after all). The start is then exact unless a message was let
+    // go of while bounds were in the window (counting one of them later may let it back); a start that did not
+    // move is what it was, and a short one may take older messages back.
     let dropped = false;
+    let onBounds = false;
     while (fit.used > budget && fit.start < end) {
       if (tokens[fit.start]! < 0) {
         countAt(sizes, fit.start);
         if (fit.used <= budget) break;
       }
+      if (fit.uncounted > 0) onBounds = true;
       fit.used -= tokens[fit.start]!;
       fit.start += 1;
       dropped = true;
     }
-    if (dropped) fit.short = fit.uncounted > 0;
+    if (dropped) fit.short = onBounds;
     else if (fit.short) walkBack(sizes, fit, budget, allowed);
   } else {
     if (fit) {
