@@ -276,3 +276,23 @@ describe('context preparation after a step, with counts taken later', () => {
     }
   });
 });
+
+describe('whether a history passes a limit', () => {
+  it('is answered exactly with the fewest tokens a message counts standing in for the messages not counted', () => {
+    for (let seed = 1; seed <= 20; seed++) {
+      const random = createRandom(500 + seed);
+      const log = createLogBuilder();
+      // Short messages (1 to 3 characters: 2 to 4 tokens), so that a lower bound of a few tokens each decides.
+      const events: LogEvent[] = [];
+      for (let turn = 0; turn < 40; turn++) events.push(log.prompt(`t${turn}`, text(random, 2)), log.answer(`t${turn}`, text(random, 2)), log.ended(`t${turn}`));
+      const total = createTranscript(events, createCharCounter()).conversation().totalTokens();
+      // Around the lower bound with nothing counted (80 messages, 2 tokens each) and around the total.
+      for (const limit of [0, 159, 160, 161, total - 1, total, total + 1, random.int(total + 10)]) {
+        // A new transcript for each question: the answer to one counts messages the next would then know.
+        const counter: TokenCounter = { ...createBoundedCharCounter(), minMessageTokens: 2 };
+        const view = createTranscript(events, counter).conversation();
+        expect(view.totalExceeds(limit), `seed ${seed}, limit ${limit} of ${total}`).toBe(total > limit);
+      }
+    }
+  });
+});
