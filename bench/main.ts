@@ -60,9 +60,14 @@ if (process.argv.includes('--context')) {
   const base = prep[0]!;
   for (const r of prep) {
     process.stdout.write(
-      `context prep, ${r.messages} messages (${r.kept} fit), p50 after a step / repeated: ${(r.stepMs.p50 * 1000).toFixed(1)} / ${(r.warmMs.p50 * 1000).toFixed(1)} µs (${(r.stepMs.p50 / base.stepMs.p50).toFixed(2)}× / ${(r.warmMs.p50 / base.warmMs.p50).toFixed(2)}× of ${base.messages}), ${r.countsPerStep.toFixed(2)} exact counts a step taking ${(r.countingMs.p50 * 1000).toFixed(1)} µs, the step less them ${(r.stepLessCountingMs.p50 * 1000).toFixed(1)} µs (${(r.stepLessCountingMs.p50 / base.stepLessCountingMs.p50).toFixed(2)}×); cold ${r.coldMs.toFixed(1)} ms\n`,
+      `context prep, ${r.messages} messages (${r.kept} fit), p50 after a step / repeated: ${(r.stepMs.p50 * 1000).toFixed(1)} / ${(r.warmMs.p50 * 1000).toFixed(1)} µs (${(r.stepMs.p50 / base.stepMs.p50).toFixed(2)}× / ${(r.warmMs.p50 / base.warmMs.p50).toFixed(2)}× of ${base.messages}), ${r.countsPerStep.toFixed(2)} exact counts a step taking ${(r.countingMs.p50 * 1000).toFixed(1)} µs, the step less them ${(r.stepLessCountingMs.p50 * 1000).toFixed(1)} µs (${(r.stepLessCountingMs.p50 / base.stepLessCountingMs.p50).toFixed(2)}×); counted after it (off its path, while the model answers) ${r.laterCountsPerStep.toFixed(2)} a step taking ${(r.laterMs.p50 * 1000).toFixed(1)} µs; cold ${r.coldMs.toFixed(1)} ms\n`,
     );
   }
+  // Every count on Preparing's path (uncountedRatio 0), as before counts could be taken later.
+  const onPath = measureContextPrep(createTokenCounter(), [10, 10_000], quick ? 20 : 100, { uncountedRatio: 0 });
+  process.stdout.write(
+    `every count on its path (uncountedRatio 0), p50 after a step: ${onPath.map((r) => `${r.messages} messages ${(r.stepMs.p50 * 1000).toFixed(1)} µs (${r.countsPerStep.toFixed(2)} counts)`).join(', ')} (${(onPath[1]!.stepMs.p50 / onPath[0]!.stepMs.p50).toFixed(2)}×)\n`,
+  );
   // The same with counts that cost next to nothing: what is left when the tokenizer is taken out.
   const free = measureContextPrep(withFreeCounts(createTokenCounter()), [10, 10_000], quick ? 20 : 100);
   process.stdout.write(
@@ -185,7 +190,7 @@ for (const peer of peers) {
 
 // 2. Context preparation, pure.
 const contextPrep = measureContextPrep(createTokenCounter(), [10, 1_000, 10_000], plan.prepIterations);
-log(`context prep p50 after a step / repeated: ${contextPrep.map((r) => `${r.messages}: ${(r.stepMs.p50 * 1000).toFixed(1)} / ${(r.warmMs.p50 * 1000).toFixed(1)} µs`).join(', ')}`);
+log(`context prep p50 after a step / repeated: ${contextPrep.map((r) => `${r.messages}: ${(r.stepMs.p50 * 1000).toFixed(1)} / ${(r.warmMs.p50 * 1000).toFixed(1)} µs (counts after the request ${(r.laterMs.p50 * 1000).toFixed(1)} µs)`).join(', ')}`);
 
 // 3. The stack across processes.
 const server = await startNatsServer();

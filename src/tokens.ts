@@ -18,6 +18,20 @@ export interface TokenCounter {
    */
   boundMessage?(message: ChatMessage): number;
   /**
+   * Runs `work` once the current task is done, off the path of whoever waits for its result. The conversation
+   * index takes this way the counts it chose not to wait for: with it, Preparing may decide a window on the
+   * bounds of a step's new messages (a little short of older messages, never over budget) and count them
+   * after the request has gone out, while the model answers. A counter without it has every decision taken on
+   * counts.
+   */
+  later?(work: () => void): void;
+  /**
+   * The fewest tokens `countMessage` gives any message (its chat format's overhead): with the counts taken,
+   * a lower bound of a long history's total that settles, without counting the rest, that it passes a limit.
+   * Default 0.
+   */
+  readonly minMessageTokens?: number;
+  /**
    * Loads the encoding and compiles the encoder's paths now (half a second or so), so that no later count,
    * in a turn, pays for it.
    */
@@ -87,6 +101,11 @@ export interface TokenCounterOptions {
    * measuring another byte-pair encoder behind the same guards and budget (bench/lib/tokenizer-ab-main.ts).
    */
   readonly encoder?: (encoding: TokenEncoding) => (text: string) => number;
+  /**
+   * How {@link TokenCounter.later} runs work: default `setImmediate` (after the I/O callbacks and microtasks of the
+   * current turn of the event loop, so after a request they sent went out). `null`: the counter has no `later`.
+   */
+  readonly later?: ((work: () => void) => void) | null;
 }
 
 /** An encoding's ranks as gpt-tokenizer takes them: one entry (a string, or its bytes) per rank. */
@@ -142,8 +161,14 @@ export function gptTokenizerCount(encoding: TokenEncoding, ranksDir: URL | undef
  * counter per process and pass it around.
  */
 export function createTokenCounter(options: TokenEncoding | TokenCounterOptions = {}): TokenCounter {
-  const { encoding = 'o200k_base', exactMsPerWindow = 25, windowMs = 100, now = () => performance.now(), encoder: makeEncoder = gptTokenizerCount } =
-    typeof options === 'string' ? { encoding: options } : options;
+  const {
+    encoding = 'o200k_base',
+    exactMsPerWindow = 25,
+    windowMs = 100,
+    now = () => performance.now(),
+    encoder: makeEncoder = gptTokenizerCount,
+    later = runAfterThisTask,
+  } = typeof options === 'string' ? { encoding: options } : options;
   let encoder: ((text: string) => number) | undefined;
   let windowStart = -Infinity;
   let spent = 0;
@@ -190,7 +215,14 @@ export function createTokenCounter(options: TokenEncoding | TokenCounterOptions 
       return tokens;
     },
     boundMessage,
+    minMessageTokens: MESSAGE_OVERHEAD,
+    ...(later ? { later } : {}),
   };
+}
+
+/** The default {@link TokenCounter.later}: the check phase of this turn of the event loop. */
+function runAfterThisTask(work: () => void): void {
+  setImmediate(work);
 }
 
 /**

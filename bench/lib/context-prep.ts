@@ -20,15 +20,24 @@ export interface ContextPrepResult {
   readonly warmMs: Summary;
   /**
    * Preparation after one more step was logged, as a step sees it: an assistant message with one tool call
-   * and its result, both counted then (ms). The history grows by two messages per sample.
+   * and its result (ms). The history grows by two messages per sample. Counts it leaves for later (see
+   * `laterMs`) are not in it.
    */
   readonly stepMs: Summary;
   /**
-   * Exact token counts taken per step sample, on average (the system prompt's, kept per text, not included):
-   * 0 while the bounds of the history fit under the compaction trigger, about one per new message once the
-   * history is at its budget. A count of a short message costs several µs, most of a step at that size.
+   * Exact token counts taken per step sample, on average, on Preparing's path (the system prompt's, kept per
+   * text, not included): 0 while the bounds of the history fit under the compaction trigger; at its budget,
+   * 0 too while the step's new messages take at most `uncountedRatio` (1%) of the budget by their bounds, and
+   * about one per new message past that. A count of a short message costs several µs, most of a step at that size.
    */
   readonly countsPerStep: number;
+  /**
+   * Of each step sample, the counts Preparing left for later (`TokenCounter.later`, which the runtime runs when
+   * the event loop is free, after the step's request went out, while the model answers): taken right after
+   * the sample, timed apart (ms), and how many per step. The CPU a step costs is `stepMs` plus this.
+   */
+  readonly laterMs: Summary;
+  readonly laterCountsPerStep: number;
   /**
    * Of each step sample, the time spent in those exact counts (ms): the tokenizer's share, which a history
    * whose bounds fit never pays. Timed around each count, so a sample that counts also pays two clock reads.
@@ -90,6 +99,21 @@ export function withFreeCounts(counter: TokenCounter): TokenCounter {
   };
 }
 
+/**
+ * The counter's `later` as a queue the measurement runs itself, after each timed preparation: in the runtime the
+ * queued counts run once the event loop is free (after the step's request went out); here no loop turns between
+ * samples, and they are timed apart.
+ */
+function laterQueue(): { later: (work: () => void) => void; run: () => void } {
+  const queue: Array<() => void> = [];
+  return {
+    later: (work) => queue.push(work),
+    run: () => {
+      while (queue.length > 0) queue.shift()!();
+    },
+  };
+}
+
 /** Preparations run untimed before any size is measured, so that no size is timed on code still being optimized. */
 const JIT_WARMUP = 2_000;
 
@@ -101,16 +125,24 @@ const JIT_WARMUP = 2_000;
  *
  * `model` (default: the runtime's default model, a 32,000-token window) sets the budget. Token counts are
  * taken only where bounds cannot decide, so a history whose bounds fit under the compaction trigger is never
- * counted, and one over its budget counts each new message: pass a large-window model to time the former at
- * every size.
+ * counted, and one over its budget counts each new message: on Preparing's path past `uncountedRatio` of the
+ * budget (default 0.01, as the runtime's; 0 counts them all there), after it otherwise (`laterMs`). Pass a
+ * large-window model to time a history that fits at every size.
  */
-export function measureContextPrep(counter: TokenCounter, sizes: readonly number[], iterations: number, options: { model?: string } = {}): ContextPrepResult[] {
+export function measureContextPrep(
+  counter: TokenCounter,
+  sizes: readonly number[],
+  iterations: number,
+  options: { model?: string; uncountedRatio?: number } = {},
+): ContextPrepResult[] {
   // The counter as given, but for a tally of the exact counts of history messages and the time they take (the
   // system prompt's count, kept per text by the counter, is neither).
   let counts = 0;
   let countingMs = 0;
+  const queue = laterQueue();
   const tokens: TokenCounter = {
     ...counter,
+    later: queue.later,
     countMessage: (message) => {
       if (message.role === 'system') return counter.countMessage(message);
       counts += 1;
@@ -143,7 +175,12 @@ export function measureContextPrep(counter: TokenCounter, sizes: readonly number
           tools,
           toolTokens,
           tokens,
-          options: { systemPrompt: DEFAULT_RUNTIME_CONFIG.systemPrompt, contextWindow: contextWindowOf(model), maxOutputTokens: DEFAULT_RUNTIME_CONFIG.maxOutputTokens },
+          options: {
+            systemPrompt: DEFAULT_RUNTIME_CONFIG.systemPrompt,
+            contextWindow: contextWindowOf(model),
+            maxOutputTokens: DEFAULT_RUNTIME_CONFIG.maxOutputTokens,
+            ...(options.uncountedRatio === undefined ? {} : { uncountedRatio: options.uncountedRatio }),
+          },
         }),
       /** Logs one step of the open turn. */
       logStep: () => {
@@ -162,6 +199,7 @@ export function measureContextPrep(counter: TokenCounter, sizes: readonly number
     for (let i = 0; i < JIT_WARMUP; i++) {
       if (i % 10 === 0) warmup.logStep();
       warmup.prepare();
+      queue.run();
     }
   }
   return sizes.map((size) => {
@@ -169,28 +207,39 @@ export function measureContextPrep(counter: TokenCounter, sizes: readonly number
     const t0 = now();
     const first = prepare();
     const coldMs = now() - t0;
+    queue.run();
     const messages = transcript.conversation(turnId).length - 1;
     const warm: number[] = [];
     for (let i = 0; i < iterations; i++) {
       const t = now();
       prepare();
       warm.push(now() - t);
+      queue.run();
     }
     const steps: number[] = [];
     const counting: number[] = [];
     const lessCounting: number[] = [];
-    const countsBefore = counts;
+    const later: number[] = [];
+    let onPath = 0;
+    let afterwards = 0;
     for (let i = 0; i < iterations; i++) {
       logStep();
       const countedBefore = countingMs;
+      const countsBefore = counts;
       const t = now();
       prepare();
       const took = now() - t;
       steps.push(took);
       counting.push(countingMs - countedBefore);
       lessCounting.push(took - (countingMs - countedBefore));
+      onPath += counts - countsBefore;
+      const queuedFrom = counts;
+      const t1 = now();
+      queue.run();
+      later.push(now() - t1);
+      afterwards += counts - queuedFrom;
     }
-    const countsPerStep = iterations > 0 ? (counts - countsBefore) / iterations : 0;
+    const countsPerStep = iterations > 0 ? onPath / iterations : 0;
     return {
       messages,
       kept: first.request.messages.length - 2,
@@ -198,6 +247,8 @@ export function measureContextPrep(counter: TokenCounter, sizes: readonly number
       warmMs: summarize(warm),
       stepMs: summarize(steps),
       countsPerStep,
+      laterMs: summarize(later),
+      laterCountsPerStep: iterations > 0 ? afterwards / iterations : 0,
       countingMs: summarize(counting),
       stepLessCountingMs: summarize(lessCounting),
     };

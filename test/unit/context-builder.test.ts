@@ -203,8 +203,62 @@ describe('buildContext', () => {
     }
   }
 
+  for (const [kind, simulate] of Object.entries(sessions)) {
+    it(`with counts taken later, never passes the budget and prepares as exact counts do once they ran: ${kind}`, () => {
+      const exact = createCharCounter();
+      let short = 0;
+      for (let seed = 1; seed <= 20; seed++) {
+        const random = createRandom(1_000 + seed);
+        const session = simulate(random);
+        // The runtime's counter queues counts with `later`; here they wait until the test runs them.
+        const queue: Array<() => void> = [];
+        const run = () => {
+          while (queue.length > 0) queue.shift()!();
+        };
+        const counter: TokenCounter = { ...createBoundedCharCounter(), minMessageTokens: 1, later: (work) => queue.push(work) };
+        let transcript = createTranscript([], counter);
+        let models = [random.pick(budgets)];
+        for (let step = 0; step < 200; step++) {
+          // Most steps, what the last one queued ran while its model answered.
+          if (random.chance(0.8)) run();
+          for (const event of session.advance(transcript)) transcript.add(event);
+          if (random.chance(0.03)) transcript = createTranscript(session.events, counter);
+          if (random.chance(0.3)) models = random.chance(0.7) ? [random.pick(budgets)] : [random.pick(budgets), random.pick(budgets)];
+          const turnId = random.chance(0.9) ? session.running() : undefined;
+          const fresh = createTranscript(session.events, exact).conversation(turnId);
+          for (const budget of models) {
+            const uncountedRatio = random.pick([0.01, 0.1, 0.3]);
+            const build = () =>
+              buildContext({ model: 'scripted:default', history: transcript.conversation(turnId), tools: [], toolTokens: 0, tokens: counter, options: { ...options(budget), uncountedRatio } });
+            const context = `seed ${seed}, step ${step}, turn ${turnId}, budget ${budget}, ratio ${uncountedRatio}`;
+            const built = build();
+            const reference = referenceContext(fresh, budget, exact);
+            // Exact: the budget, whether to compact, the model choice.
+            expect(built.budget, context).toBe(reference.budget);
+            expect(built.needsCompaction, context).toBe(reference.needsCompaction);
+            expect(built.historyTokens > built.budget, context).toBe(reference.historyTokens > reference.budget);
+            // The window: never over budget (but for the newest message alone) and never longer than the exact one.
+            const sent = built.request.messages.slice(1);
+            if (sent.length > 1) expect(sent.reduce((sum, message) => sum + exact.countMessage(message), 0), context).toBeLessThanOrEqual(built.budget);
+            expect(sent.length, context).toBeLessThanOrEqual(reference.request.messages.length - 1);
+            if (sent.length < reference.request.messages.length - 1) short += 1;
+            // Once what was queued ran, the same step prepares as exact counts do.
+            let rebuilt = built;
+            while (queue.length > 0) {
+              run();
+              rebuilt = build();
+            }
+            expectSameDecisions(rebuilt, reference, `${context}, counted`);
+          }
+        }
+      }
+      expect(short).toBeGreaterThan(20);
+    });
+  }
+
   it('gives the context exact counts give with the tiktoken counter, over text of every script', () => {
-    const tokens = createTokenCounter();
+    // Without `later`, every decision is taken on counts (with it, see context-incremental.test.ts).
+    const tokens = createTokenCounter({ later: null });
     // Exact counts for the reference, kept by message so that a history is not counted again at every step.
     const counts = new Map<string, number>();
     const exact = exactOnly({

@@ -33,7 +33,7 @@ describe('token counter', () => {
     }
   });
 
-  it('bounds a message from above by its UTF-8 length: never under the count, over text of every script and any code units', () => {
+  it('bounds a message from above by its UTF-8 length and from below by minMessageTokens, over text of every script and any code units', () => {
     for (const [seed, encoding] of ENCODINGS.entries()) {
       const tokens = createTokenCounter(encoding);
       const random = createRandom(seed + 1);
@@ -42,8 +42,12 @@ describe('token counter', () => {
         const piece = text(random);
         expect(tokens.count(piece), `${encoding}: ${JSON.stringify(piece)}`).toBeLessThanOrEqual(Buffer.byteLength(piece, 'utf8'));
         const message = randomMessage(random, text);
-        expect(tokens.boundMessage!(message), `${encoding}: ${JSON.stringify(message)}`).toBeGreaterThanOrEqual(tokens.countMessage(message));
+        const count = tokens.countMessage(message);
+        expect(tokens.boundMessage!(message), `${encoding}: ${JSON.stringify(message)}`).toBeGreaterThanOrEqual(count);
+        // And from below by the fewest tokens any message counts, which settles a long history's total unread.
+        expect(count, `${encoding}: ${JSON.stringify(message)}`).toBeGreaterThanOrEqual(tokens.minMessageTokens!);
       }
+      expect(tokens.countMessage({ role: 'user', content: '' })).toBe(tokens.minMessageTokens);
     }
   });
 

@@ -13,6 +13,14 @@ export interface ContextOptions {
   readonly safetyRatio?: number;
   /** Compact when the history passes this share of its budget. Default 0.8. */
   readonly compactTriggerRatio?: number;
+  /**
+   * Share of the budget that messages not counted yet may take in the window by their bounds (the `slack` of
+   * `ConversationView.fit`), where the token counter can count them after the step's request went out
+   * (`TokenCounter.later`). The window never passes the budget either way; with bounds in it, it may leave out
+   * less than this share of older messages that exact counts would keep, until the next step. Default 0.01;
+   * 0 takes every decision on exact counts.
+   */
+  readonly uncountedRatio?: number;
 }
 
 /** The result of Preparing. */
@@ -39,10 +47,13 @@ export interface PreparedContext {
  * added since, and the window is one slice of the view's messages. So a warm step costs O(new messages)
  * plus that slice, not O(history) nor O(messages that fit).
  *
- * Every decision is the one exact token counts give, but the view counts a message only when its bound
- * cannot decide (see {@link ConversationView}): the window, whether compaction is due and where it cuts,
- * and whether the history passes the budget (`historyTokens`). A history whose bounds fit under the
- * compaction trigger is never counted.
+ * Whether compaction is due and whether the history passes the budget (`historyTokens`) are the decisions
+ * exact token counts give, but the view counts a message only when its bound cannot decide (see
+ * {@link ConversationView}). So are the window and the compaction's cut, but for the newest messages the
+ * counter can count later (`uncountedRatio`): up to that share of the budget, the window is fitted on their
+ * bounds and they are counted after the request went out. Such a window never passes the budget; it may leave
+ * out a few older messages that counts would keep (less than that share, besides one message), until the
+ * next step takes them back. A history whose bounds fit under the compaction trigger is never counted.
  */
 export function buildContext(input: {
   model: string;
@@ -62,7 +73,11 @@ export function buildContext(input: {
   const budget = Math.max(0, options.contextWindow - reserved);
 
   const length = history.length;
-  const fit = history.fit(budget);
+  const slack = Math.floor(budget * (options.uncountedRatio ?? 0.01));
+  let fit = history.fit(budget, slack);
+  // A short fit says nothing exact about the whole history: ask. Within the budget, the exact fit is the whole
+  // history, and the question counted enough of it for the fit to find that.
+  if (fit.short && !history.totalExceeds(budget)) fit = history.fit(budget, slack);
   const fitsWhole = fit.start === 0;
   // The newest message (the prompt or a tool result) always goes, even when it alone is too big.
   const start = fit.start === length && length > 0 ? length - 1 : fit.start;
@@ -75,7 +90,7 @@ export function buildContext(input: {
     // Summarize the oldest messages until the rest fits in half the budget (the newest one always stays):
     // the cut is just before the longest run of newest messages that fits in half the budget. The whole
     // history is over half the budget here, so that run never starts at the first message.
-    const cut = Math.min(history.fit(budget / 2).start - 1, length - 2);
+    const cut = Math.min(history.fit(budget / 2, slack).start - 1, length - 2);
     if (cut >= 0) compactThroughSeq = history.seq(cut);
   }
   return {
@@ -89,8 +104,8 @@ export function buildContext(input: {
 }
 
 /**
- * Exactly whether the history's tokens pass `limit`. The fit's start is exact, so `fitsWhole` tells whether
- * they are within `budget`; for a limit on the other side of the budget the view settles it, counting no more
+ * Exactly whether the history's tokens pass `limit`. `fitsWhole` tells exactly whether they are within
+ * `budget` (a short fit asked the view); for a limit on the other side of the budget the view settles it, counting no more
  * than it must. A function, not a closure: under tsx every closure made is given its name, at a cost per step.
  */
 function exceeds(history: ConversationView, fitsWhole: boolean, budget: number, limit: number): boolean {

@@ -13,8 +13,8 @@ export type { ConversationFit } from './conversation-fit.ts';
  * Tokens are counted only where a decision needs them. Each message gets a cheap upper bound of its count
  * when it is placed ({@link TokenCounter.boundMessage}: its UTF-8 length, give or take); its exact count is
  * taken, once, only when bounds cannot settle a question: whether the next message still fits a budget, or
- * whether the total passes a limit. So every answer is the one exact counts give, and a conversation whose
- * bounds fit is never counted at all.
+ * whether the total passes a limit. So every answer is the one exact counts give (but a fit asked with a
+ * `slack`, which may be short by less than it), and a conversation whose bounds fit is never counted at all.
  */
 export interface ConversationView {
   /** Text of the newest `summary.created`, if any. */
@@ -53,8 +53,14 @@ export interface ConversationView {
    * to at most `budget`. Messages are counted only where their bounds cannot tell whether the next older one
    * still fits. The last fits are kept, so asking the same budget again as the conversation grows at its end
    * costs O(new messages); anything else walks back from the newest message.
+   *
+   * `slack` (default 0) lets a counter that can count later ({@link TokenCounter.later}) leave up to that many
+   * tokens of bounds uncounted in the window: the fit is then decided on them, so it never passes the budget
+   * but may be short of older messages (less than `slack` tokens of them, besides message `start - 1`; the
+   * answer says `short`), and they are counted later, off the caller's path; the next fit takes back what then
+   * fits. Preparing passes a small share of the budget, so that a step's new messages are not counted on its path.
    */
-  fit(budget: number): ConversationFit;
+  fit(budget: number, slack?: number): ConversationFit;
   /** Messages `[start, length)` as a new array, after `head` when given: one copy either way. */
   messages(start: number, head?: ChatMessage): ChatMessage[];
 }
@@ -96,9 +102,11 @@ class TurnOrderedIndex implements ConversationIndex, MessageSizes {
   turns: Array<{ readonly turnId: string; end: number }> = [];
   known = 0;
   uncounted = 0;
+  uncountedBounds = 0;
   /** Tool results placed where {@link ConversationView.resultsFollowCalls} does not hold. */
   strayResults = 0;
   fits: KeptFit[] | undefined = undefined;
+  settling = false;
 
   constructor(counter: TokenCounter | undefined) {
     this.summary = undefined;
@@ -179,7 +187,10 @@ function place(target: TurnOrderedIndex, event: LogEvent): void {
     if (target.fits) target.fits = target.fits.filter((fit) => fit.end <= position);
   }
   target.known += Math.abs(size);
-  if (size < 0) target.uncounted += 1;
+  if (size < 0) {
+    target.uncounted += 1;
+    target.uncountedBounds -= size;
+  }
   for (let later = at; later < turns.length; later++) turns[later]!.end += 1;
 }
 
@@ -194,7 +205,10 @@ function summarize(target: TurnOrderedIndex, turnId: string | undefined, summary
   if (cut === 0) return;
   for (const size of target.tokens.splice(0, cut)) {
     target.known -= Math.abs(size);
-    if (size < 0) target.uncounted -= 1;
+    if (size < 0) {
+      target.uncounted -= 1;
+      target.uncountedBounds += size;
+    }
   }
   target.messages.splice(0, cut);
   target.seqs.splice(0, cut);
@@ -286,8 +300,8 @@ class IndexView implements ConversationView {
     return totalExceeds(this.counting(), this.length, limit);
   }
 
-  fit(budget: number): ConversationFit {
-    return fitBudget(this.counting(), this.length, budget);
+  fit(budget: number, slack?: number): ConversationFit {
+    return fitBudget(this.counting(), this.length, budget, slack);
   }
 
   messages(start: number, head?: ChatMessage): ChatMessage[] {
