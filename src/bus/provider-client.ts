@@ -131,7 +131,7 @@ export function createProviderClient(options: ProviderClientOptions): ProviderCl
   function decodeChunk(message: Msg, provider: string): GenerateChunk {
     try {
       const value = codec.decode(message.data, contentTypeOf(message));
-      return textDelta(value) ?? codec.validate(generateChunkSchema, value);
+      return commonChunk(value) ?? codec.validate(generateChunkSchema, value);
     } catch (cause) {
       throw new ProviderError(ErrorCode.providerError, `provider ${provider} sent a malformed chunk: ${(cause as Error).message}`, {
         provider,
@@ -277,12 +277,38 @@ function createHeartbeatWatchdog(options: {
 }
 
 /**
- * The most common chunk, a `text-delta` (one per streamed word or so), checked by hand as `generateChunkSchema` would
- * check it; undefined for any other value, which then goes through the schema.
+ * The chunks of every call (`text-delta`, one per streamed word or so, `tool-call`, `usage` and `done`), checked by
+ * hand as `generateChunkSchema` would check them, and copied with only the fields it keeps; undefined for any other
+ * value (another type, or one that does not match), which then goes through the schema and its error message.
  */
-function textDelta(value: unknown): GenerateChunk | undefined {
-  if (typeof value !== 'object' || value === null) return undefined;
-  const { v, requestId, seq, type, text } = value as Record<string, unknown>;
-  if (type !== 'text-delta' || v !== 1 || typeof requestId !== 'string' || !Number.isSafeInteger(seq) || typeof text !== 'string') return undefined;
-  return { v: 1, requestId, seq: seq as number, type: 'text-delta', text };
+export function commonChunk(value: unknown): GenerateChunk | undefined {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined;
+  const chunk = value as Record<string, unknown>;
+  const { v, requestId, seq, type } = chunk;
+  if (v !== 1 || typeof requestId !== 'string' || !Number.isSafeInteger(seq)) return undefined;
+  const head = { v: 1 as const, requestId, seq: seq as number };
+  switch (type) {
+    case 'text-delta':
+      return typeof chunk.text === 'string' ? { ...head, type, text: chunk.text } : undefined;
+    case 'tool-call': {
+      const { toolCallId, name } = chunk;
+      return typeof toolCallId === 'string' && typeof name === 'string' && 'args' in chunk ? { ...head, type, toolCallId, name, args: chunk.args } : undefined;
+    }
+    case 'usage': {
+      const usage = chunk.usage as Record<string, unknown> | null | undefined;
+      if (typeof usage !== 'object' || usage === null || Array.isArray(usage) || !isFiniteNumber(usage.inputTokens) || !isFiniteNumber(usage.outputTokens)) return undefined;
+      return { ...head, type, usage: { inputTokens: usage.inputTokens, outputTokens: usage.outputTokens } };
+    }
+    case 'done': {
+      const { finishReason, model, cost } = chunk;
+      if (typeof finishReason !== 'string' || (model !== undefined && typeof model !== 'string') || (cost !== undefined && !isFiniteNumber(cost))) return undefined;
+      return { ...head, type, finishReason, ...('model' in chunk ? { model } : {}), ...('cost' in chunk ? { cost } : {}) };
+    }
+    default:
+      return undefined;
+  }
+}
+
+function isFiniteNumber(value: unknown): value is number {
+  return typeof value === 'number' && Number.isFinite(value);
 }
