@@ -286,23 +286,27 @@ export function commonChunk(value: unknown): GenerateChunk | undefined {
   const chunk = value as Record<string, unknown>;
   const { v, requestId, seq, type } = chunk;
   if (v !== 1 || typeof requestId !== 'string' || !Number.isSafeInteger(seq)) return undefined;
-  const head = { v: 1 as const, requestId, seq: seq as number };
+  const at = seq as number;
+  // Each chunk built whole, in the schema's key order: no intermediate object per chunk.
   switch (type) {
     case 'text-delta':
-      return typeof chunk.text === 'string' ? { ...head, type, text: chunk.text } : undefined;
+      return typeof chunk.text === 'string' ? { v: 1, requestId, seq: at, type, text: chunk.text } : undefined;
     case 'tool-call': {
       const { toolCallId, name } = chunk;
-      return typeof toolCallId === 'string' && typeof name === 'string' && 'args' in chunk ? { ...head, type, toolCallId, name, args: chunk.args } : undefined;
+      return typeof toolCallId === 'string' && typeof name === 'string' && 'args' in chunk ? { v: 1, requestId, seq: at, type, toolCallId, name, args: chunk.args } : undefined;
     }
     case 'usage': {
       const usage = chunk.usage as Record<string, unknown> | null | undefined;
       if (typeof usage !== 'object' || usage === null || Array.isArray(usage) || !isFiniteNumber(usage.inputTokens) || !isFiniteNumber(usage.outputTokens)) return undefined;
-      return { ...head, type, usage: { inputTokens: usage.inputTokens, outputTokens: usage.outputTokens } };
+      return { v: 1, requestId, seq: at, type, usage: { inputTokens: usage.inputTokens, outputTokens: usage.outputTokens } };
     }
     case 'done': {
       const { finishReason, model, cost } = chunk;
       if (typeof finishReason !== 'string' || (model !== undefined && typeof model !== 'string') || (cost !== undefined && !isFiniteNumber(cost))) return undefined;
-      return { ...head, type, finishReason, ...('model' in chunk ? { model } : {}), ...('cost' in chunk ? { cost } : {}) };
+      const done: Extract<GenerateChunk, { type: 'done' }> & { model?: string | undefined; cost?: number | undefined } = { v: 1, requestId, seq: at, type, finishReason };
+      if ('model' in chunk) done.model = model;
+      if ('cost' in chunk) done.cost = cost;
+      return done;
     }
     default:
       return undefined;
