@@ -1,5 +1,5 @@
 import { headers as createHeaders } from '@nats-io/nats-core';
-import type { Msg, NatsConnection } from '@nats-io/nats-core';
+import type { Msg, MsgHdrs, NatsConnection } from '@nats-io/nats-core';
 import {
   AgentbusError,
   ErrorCode,
@@ -103,6 +103,8 @@ export function createProviderClient(options: ProviderClientOptions): ProviderCl
   // Streams in flight when the connection drops may have lost chunks no one will resend; they end as
   // interrupted at the reconnect instead of waiting for their idle timeout.
   const inFlight = new Set<AbortController>();
+  // What every call sends but its trace context: encoded once, for the calls that carry none (tracing off).
+  const untracedHeaders = generateHeaders();
   let watchingStatus = false;
   function watchReconnects(): void {
     if (watchingStatus) return;
@@ -167,14 +169,13 @@ export function createProviderClient(options: ProviderClientOptions): ProviderCl
       interrupt: (reason) => interruption.abort(reason),
     });
     try {
-      const requestHeaders = createHeaders();
-      requestHeaders.set(ProviderCallHeader.heartbeat, '1');
       const stream = streamRequest(nc, subject, codec.encode(request), () => false, {
         idleTimeoutMs,
         timeoutMs: callOptions.timeoutMs ?? DEFAULT_GENERATE_TIMEOUT_MS,
         replies,
         signal: interruption.signal,
-        headers: trace.inject(msgpackHeaders(requestHeaders)),
+        // A traced call's headers are its own: the trace context is added to them.
+        headers: trace.untraced ? untracedHeaders : trace.inject(generateHeaders()),
       });
       for await (const batch of stream) {
         // Text deltas that arrived together go on as one: fewer steps (and live events) for the same text.
@@ -231,6 +232,13 @@ export function createProviderClient(options: ProviderClientOptions): ProviderCl
   }
 
   return { generate };
+}
+
+/** The headers of a provider call: msgpack, and heartbeats asked for. */
+function generateHeaders(): MsgHdrs {
+  const extra = createHeaders();
+  extra.set(ProviderCallHeader.heartbeat, '1');
+  return msgpackHeaders(extra);
 }
 
 /**
