@@ -81,7 +81,13 @@ export function createHeaderSharing(options: { slots?: number } = {}): (message:
       }
     }
     const bytes = data.slice(0, length);
-    const headers = SharedHeaders.from(MsgHdrsImpl.decode(bytes));
+    let headers: SharedHeaders;
+    try {
+      headers = SharedHeaders.from(MsgHdrsImpl.decode(bytes));
+    } catch {
+      // A block nats.js cannot read (a malformed key) fails where it is read, as it would without sharing.
+      return;
+    }
     raw._headers = headers;
     kept[next] = { bytes, headers };
     next = (next + 1) % slots;

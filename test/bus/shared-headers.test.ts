@@ -76,6 +76,15 @@ describe('header sharing', () => {
     expect(bare!.headers).toBeUndefined();
   });
 
+  it('leaves a header block nats.js cannot read to fail where it is read, as without sharing', () => {
+    const bytes = new TextEncoder().encode('NATS/1.0\r\nBad Key: v\r\n\r\nbody');
+    // The fields of nats.js' MsgImpl the sharing reads: a header block of 24 bytes, not read yet.
+    const message = { _msg: { hdr: 24 }, _rdata: bytes, _headers: undefined } as unknown as Msg;
+    const share = createHeaderSharing();
+    expect(() => share(message)).not.toThrow();
+    expect((message as unknown as { _headers: unknown })._headers).toBeUndefined();
+  });
+
   it('keeps the last blocks it saw: a message like an older one past the slots decodes its own again', async () => {
     const make = (index: number) => {
       const headers = natsHeaders();
