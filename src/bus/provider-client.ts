@@ -1,5 +1,5 @@
 import { headers as createHeaders } from '@nats-io/nats-core';
-import type { Msg, NatsConnection } from '@nats-io/nats-core';
+import type { Msg, MsgHdrs, NatsConnection } from '@nats-io/nats-core';
 import {
   AgentbusError,
   ErrorCode,
@@ -103,6 +103,8 @@ export function createProviderClient(options: ProviderClientOptions): ProviderCl
   // Streams in flight when the connection drops may have lost chunks no one will resend; they end as
   // interrupted at the reconnect instead of waiting for their idle timeout.
   const inFlight = new Set<AbortController>();
+  // What every call sends but its trace context: encoded once, for the calls that carry none (tracing off).
+  const untracedHeaders = generateHeaders();
   let watchingStatus = false;
   function watchReconnects(): void {
     if (watchingStatus) return;
@@ -131,7 +133,7 @@ export function createProviderClient(options: ProviderClientOptions): ProviderCl
   function decodeChunk(message: Msg, provider: string): GenerateChunk {
     try {
       const value = codec.decode(message.data, contentTypeOf(message));
-      return textDelta(value) ?? codec.validate(generateChunkSchema, value);
+      return commonChunk(value) ?? codec.validate(generateChunkSchema, value);
     } catch (cause) {
       throw new ProviderError(ErrorCode.providerError, `provider ${provider} sent a malformed chunk: ${(cause as Error).message}`, {
         provider,
@@ -167,14 +169,13 @@ export function createProviderClient(options: ProviderClientOptions): ProviderCl
       interrupt: (reason) => interruption.abort(reason),
     });
     try {
-      const requestHeaders = createHeaders();
-      requestHeaders.set(ProviderCallHeader.heartbeat, '1');
       const stream = streamRequest(nc, subject, codec.encode(request), () => false, {
         idleTimeoutMs,
         timeoutMs: callOptions.timeoutMs ?? DEFAULT_GENERATE_TIMEOUT_MS,
         replies,
         signal: interruption.signal,
-        headers: trace.inject(msgpackHeaders(requestHeaders)),
+        // A traced call's headers are its own: the trace context is added to them.
+        headers: trace.untraced ? untracedHeaders : trace.inject(generateHeaders()),
       });
       for await (const batch of stream) {
         // Text deltas that arrived together go on as one: fewer steps (and live events) for the same text.
@@ -233,6 +234,13 @@ export function createProviderClient(options: ProviderClientOptions): ProviderCl
   return { generate };
 }
 
+/** The headers of a provider call: msgpack, and heartbeats asked for. */
+function generateHeaders(): MsgHdrs {
+  const extra = createHeaders();
+  extra.set(ProviderCallHeader.heartbeat, '1');
+  return msgpackHeaders(extra);
+}
+
 /**
  * Watches a stream whose provider instance sends heartbeats. Once one came, silence past `lapseMs` means the
  * instance is gone (`stream_interrupted`), and since heartbeats keep the stream's own idle timer from firing, a
@@ -277,12 +285,42 @@ function createHeartbeatWatchdog(options: {
 }
 
 /**
- * The most common chunk, a `text-delta` (one per streamed word or so), checked by hand as `generateChunkSchema` would
- * check it; undefined for any other value, which then goes through the schema.
+ * The chunks of every call (`text-delta`, one per streamed word or so, `tool-call`, `usage` and `done`), checked by
+ * hand as `generateChunkSchema` would check them, and copied with only the fields it keeps; undefined for any other
+ * value (another type, or one that does not match), which then goes through the schema and its error message.
  */
-function textDelta(value: unknown): GenerateChunk | undefined {
-  if (typeof value !== 'object' || value === null) return undefined;
-  const { v, requestId, seq, type, text } = value as Record<string, unknown>;
-  if (type !== 'text-delta' || v !== 1 || typeof requestId !== 'string' || !Number.isSafeInteger(seq) || typeof text !== 'string') return undefined;
-  return { v: 1, requestId, seq: seq as number, type: 'text-delta', text };
+export function commonChunk(value: unknown): GenerateChunk | undefined {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined;
+  const chunk = value as Record<string, unknown>;
+  const { v, requestId, seq, type } = chunk;
+  if (v !== 1 || typeof requestId !== 'string' || !Number.isSafeInteger(seq)) return undefined;
+  const at = seq as number;
+  // Each chunk built whole, in the schema's key order: no intermediate object per chunk.
+  switch (type) {
+    case 'text-delta':
+      return typeof chunk.text === 'string' ? { v: 1, requestId, seq: at, type, text: chunk.text } : undefined;
+    case 'tool-call': {
+      const { toolCallId, name } = chunk;
+      return typeof toolCallId === 'string' && typeof name === 'string' && 'args' in chunk ? { v: 1, requestId, seq: at, type, toolCallId, name, args: chunk.args } : undefined;
+    }
+    case 'usage': {
+      const usage = chunk.usage as Record<string, unknown> | null | undefined;
+      if (typeof usage !== 'object' || usage === null || Array.isArray(usage) || !isFiniteNumber(usage.inputTokens) || !isFiniteNumber(usage.outputTokens)) return undefined;
+      return { v: 1, requestId, seq: at, type, usage: { inputTokens: usage.inputTokens, outputTokens: usage.outputTokens } };
+    }
+    case 'done': {
+      const { finishReason, model, cost } = chunk;
+      if (typeof finishReason !== 'string' || (model !== undefined && typeof model !== 'string') || (cost !== undefined && !isFiniteNumber(cost))) return undefined;
+      const done: Extract<GenerateChunk, { type: 'done' }> & { model?: string | undefined; cost?: number | undefined } = { v: 1, requestId, seq: at, type, finishReason };
+      if ('model' in chunk) done.model = model;
+      if ('cost' in chunk) done.cost = cost;
+      return done;
+    }
+    default:
+      return undefined;
+  }
+}
+
+function isFiniteNumber(value: unknown): value is number {
+  return typeof value === 'number' && Number.isFinite(value);
 }

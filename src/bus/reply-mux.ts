@@ -1,5 +1,6 @@
 import type { Msg, NatsConnection, Subscription } from '@nats-io/nats-core';
 import { createConnectionInbox } from './inbox.ts';
+import { createHeaderSharing } from './shared-headers.ts';
 import { pacedDispatch } from './paced-dispatch.ts';
 
 /** One reply subject handed out by a {@link ReplyMux}. */
@@ -49,6 +50,8 @@ export function createReplyMux(nc: NatsConnection, options: { perTurn?: number }
   let prefix = '';
   let subscription: Subscription | undefined;
   let next = 0;
+  // Replies are only read: the many alike (every chunk and reply says `Content-Type: application/msgpack`) share headers.
+  const shareHeaders = createHeaderSharing();
   const dispatch = pacedDispatch((message: Msg) => handlers.get(message.subject.slice(prefix.length))?.(message), { perTurn: options.perTurn ?? REPLIES_PER_TURN });
 
   function subscribe(): void {
@@ -56,6 +59,7 @@ export function createReplyMux(nc: NatsConnection, options: { perTurn?: number }
     subscription = nc.subscribe(`${prefix}*`, {
       callback: (error, message) => {
         if (error) return;
+        shareHeaders(message);
         dispatch(message);
       },
     });

@@ -20,8 +20,12 @@ export function msgpackHeaders(extra?: MsgHdrs): MsgHdrs {
   return result;
 }
 
-/** True when a message is the server's 503 "no responders" status. */
+/**
+ * True when a message is the server's 503 "no responders" status. That status has no body: a message with one is
+ * answered without decoding its headers.
+ */
 export function isNoResponders(message: Msg): boolean {
+  if (message.data.byteLength > 0) return false;
   return message.headers?.hasError === true && message.headers.code === 503;
 }
 

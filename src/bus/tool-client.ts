@@ -255,7 +255,9 @@ export function createToolClient(options: ToolClientOptions): ToolClient {
         ...(signal ? { signal } : {}),
         ...(callOptions.onProgress ? { onEvent: progressOnly(callOptions.onProgress) } : {}),
       });
-      const reply = toolCallReplySchema.safeParse(decodeQuietly(message.data, contentTypeOf(message)));
+      const decoded = decodeQuietly(message.data, contentTypeOf(message));
+      const answered = answeredReply(decoded);
+      const reply = answered ? { success: true as const, data: answered } : toolCallReplySchema.safeParse(decoded);
       if (!reply.success || reply.data.callId !== callId) {
         logger.warn({ tool: name, callId }, 'malformed tool reply');
         return failed(callId, { code: ErrorCode.internal, message: `tool ${name} sent a malformed reply`, retryable: false });
@@ -305,6 +307,17 @@ export function createToolClient(options: ToolClientOptions): ToolClient {
       seen.clear();
     },
   };
+}
+
+/**
+ * A reply that answered (`ok: true`, the common one), checked by hand as `toolCallReplySchema` would check it and
+ * copied with only the fields it keeps; undefined for anything else, which then goes through the schema.
+ */
+export function answeredReply(value: unknown): ToolCallReply | undefined {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined;
+  const reply = value as Record<string, unknown>;
+  if (reply.v !== 1 || reply.ok !== true || typeof reply.callId !== 'string' || !('output' in reply)) return undefined;
+  return { v: 1, callId: reply.callId, ok: true, output: reply.output };
 }
 
 /** The headers of a call: msgpack, heartbeats asked for, the attempt when it is a repeat, and scrubbed output when asked. */

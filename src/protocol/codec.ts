@@ -91,6 +91,8 @@ export function createCodec(options: { maxPayload?: number } = {}): Codec {
 
   function decode(bytes: Uint8Array, contentType?: string): unknown {
     if (bytes.byteLength > maxPayload) throw new PayloadTooLargeError(bytes.byteLength, maxPayload);
+    // What almost every message says, as this codec's peers write it: no parameters to split off.
+    if (contentType === ContentType.msgpack) return decodeMsgpack(bytes);
     const type = contentType?.split(';')[0]?.trim().toLowerCase();
     if (type === ContentType.msgpack) return decodeMsgpack(bytes);
     if (type === ContentType.json) return decodeJson(decodeText(bytes));

@@ -22,7 +22,7 @@ export interface RequestTrace {
 }
 
 /** The span of one provider call, as the runtime sees it. */
-export interface ProviderCallTrace extends Pick<RequestTrace, 'inject'> {
+export interface ProviderCallTrace extends Pick<RequestTrace, 'inject' | 'untraced'> {
   /** Passes the call's chunks on, noting usage, the model that answered and the finish reason; the span ends with them. */
   watch(chunks: AsyncIterable<GenerateChunk>): AsyncIterable<GenerateChunk>;
 }
@@ -63,6 +63,7 @@ export function traceProviderCall(request: GenerateRequest): ProviderCallTrace {
   );
   const context = tracing.api.trace.setSpan(tracing.api.ROOT_CONTEXT, span);
   return {
+    untraced: false,
     inject: (headers) => injectHeaders(tracing, context, headers),
     watch: (chunks) => watchChunks(tracing, span, chunks),
   };

@@ -12,6 +12,19 @@ describe('pubAckReader', () => {
     expect(readAck(bytes('{"stream":"AGENTBUS_LOG","seq":123456789012345}'))).toEqual({ stream: 'AGENTBUS_LOG', seq: 123456789012345 });
   });
 
+  it('reads the common ack of nats-server 2.9 (a space after the comma) from its bytes too, without parsing JSON', () => {
+    const codec = createCodec();
+    let decoded = 0;
+    const counting = pubAckReader({ ...codec, decode: (...args) => (decoded++, codec.decode(...args)) }, 'AGENTBUS_LOG');
+    expect(counting(bytes('{"stream":"AGENTBUS_LOG", "seq":1}'))).toEqual({ stream: 'AGENTBUS_LOG', seq: 1 });
+    expect(counting(bytes('{"stream":"AGENTBUS_LOG","seq":42}'))).toEqual({ stream: 'AGENTBUS_LOG', seq: 42 });
+    expect(decoded).toBe(0);
+    // Two spaces, or a space elsewhere, is not the common shape: parsed, with the same result.
+    expect(counting(bytes('{"stream":"AGENTBUS_LOG",  "seq":3}'))).toEqual({ stream: 'AGENTBUS_LOG', seq: 3 });
+    expect(counting(bytes('{"stream":"AGENTBUS_LOG", "seq": 4}'))).toEqual({ stream: 'AGENTBUS_LOG', seq: 4 });
+    expect(decoded).toBe(2);
+  });
+
   it('parses any other shape as JSON: duplicates, a domain, another stream, spaces', () => {
     expect(readAck(bytes('{"stream":"AGENTBUS_LOG","seq":7,"duplicate":true}'))).toEqual({ stream: 'AGENTBUS_LOG', seq: 7, duplicate: true });
     expect(readAck(bytes('{"stream":"AGENTBUS_LOG","domain":"hub","seq":8}'))).toEqual({ stream: 'AGENTBUS_LOG', seq: 8 });
@@ -25,6 +38,7 @@ describe('pubAckReader', () => {
     expect(() => readAck(bytes('{"stream":"AGENTBUS_LOG","seq":1x}'))).toThrow(InvalidInputError);
     expect(() => readAck(bytes('{"stream":"AGENTBUS_LOG","seq":-1}'))).toThrow(InvalidInputError);
     expect(() => readAck(bytes('{"stream":"AGENTBUS_LOG","seq":}'))).toThrow(InvalidInputError);
+    expect(() => readAck(bytes('{"stream":"AGENTBUS_LOG", "seq":}'))).toThrow(InvalidInputError);
     expect(() => readAck(bytes('{"stream":"AGENTBUS_LOG","seq":1234567890123456789}'))).toThrow(InvalidInputError);
   });
 });

@@ -46,6 +46,7 @@ describe('when tracing is on', () => {
     traceTurnEnd('t1', { reason: 'yielded', steps: 1 });
     const request = { v: 1 as const, requestId: 'r1', model: 'scripted:default', messages: [], tools: [], turnId: 't1' };
     const providerCall = traceProviderCall(request);
+    expect(providerCall.untraced).toBe(true);
     const plain = headers();
     expect(providerCall.inject(plain)).toBe(plain);
     expect(plain.has('traceparent')).toBe(false);
@@ -80,6 +81,11 @@ describe('turn spans across failover', () => {
       const fresh = traceTurnStart({ tenant: 'acme', sessionId: 's1', turnId: 'fresh', model: 'openai:gpt-5.4-mini', logged: [logged('user.message', { text: 'hi', trace: { traceparent: CALLER } }, 'fresh')] });
       expect(traceIdOf(fresh.trace?.traceparent)).toBe('a1b2c3d4e5f60718293a4b5c6d7e8f90');
       traceStep('fresh', 1);
+      // A traced provider call says so: its client gives it headers of its own, which get the trace context.
+      const providerCall = traceProviderCall({ v: 1, requestId: 'r2', model: 'openai:gpt-5.4-mini', messages: [], tools: [], turnId: 'fresh' });
+      expect(providerCall.untraced).toBe(false);
+      const own = headers();
+      expect(providerCall.inject(own).has('traceparent')).toBe(true);
       traceTurnEnd('fresh', { reason: 'yielded', steps: 1, usage: { inputTokens: 12, outputTokens: 3 }, cost: 0.001 });
 
       // Another node logged this turn's start, then died: its span never reached the collector, its context is in the log.

@@ -78,13 +78,15 @@ export function isServiceAbsent(error: unknown): boolean {
  */
 export async function waitForService<T>(options: ServiceWaitOptions<T>): Promise<T> {
   const { signal } = options;
-  const schedule = serviceWaitSchedule(options.waitMs, options.delaysMs);
+  // Made at the first wait: almost every call is answered at once.
+  let schedule: number[] | undefined;
   for (let attempt = 1; ; attempt++) {
     signal.throwIfAborted();
     try {
       return await options.call();
     } catch (error) {
       if (signal.aborted || !isServiceAbsent(error)) throw error;
+      schedule ??= serviceWaitSchedule(options.waitMs, options.delaysMs);
       const delayMs = schedule[attempt - 1];
       if (delayMs === undefined) throw gaveUp(error, options.waitMs);
       options.onWait?.({ attempt: attempt + 1, maxAttempts: schedule.length + 1, delayMs, error: toErrorData(error) });

@@ -84,7 +84,8 @@ export async function callToolWithRecovery(
   const safeTwice = info.tier === SafetyTier.readOnly || info.idempotent;
   const repeatable = safeTwice || info.ledger === true;
   const first = scope.firstAttempt ?? 1;
-  const waits = serviceWaitSchedule(services.config.waitForServiceMs, TOOL_WAIT_DELAYS_MS);
+  // Made at the first wait for a worker: almost every call is taken at once.
+  let waits: readonly number[] | undefined;
   let attempt = first;
   let busyTries = 0;
   let waited = 0;
@@ -98,15 +99,17 @@ export async function callToolWithRecovery(
     const timeoutMs = sends === 0 ? options.timeoutMs : withinDeadline(options.timeoutMs, notAfter, services.now());
     const deadline = sends === 0 ? request.deadline : services.now() + timeoutMs;
     const reply = await services.tools.call({ ...request, callId, toolCallId: scope.toolCallId, deadline }, { ...callOptions, timeoutMs, attempt, onProgress, scrubOutput: true });
-    if (!reply.ok && reply.error.code === ErrorCode.noResponders && waited < waits.length) {
+    const noWorker = !reply.ok && reply.error.code === ErrorCode.noResponders;
+    if (noWorker) waits ??= serviceWaitSchedule(services.config.waitForServiceMs, TOOL_WAIT_DELAYS_MS);
+    const delayMs = noWorker ? waits?.[waited] : undefined;
+    if (!reply.ok && delayMs !== undefined) {
       // No worker took it (none listening, or one stopping passed it on): it never started, so it goes out again
       // whatever its tier, and as the same attempt (not a repeat: nothing ran that a ledger could record).
-      const delayMs = waits[waited]!;
       waited += 1;
       services.logger.debug({ tool: request.name, attempt, delayMs, error: reply.error }, 'no tool worker took a call; waiting for one');
       services.live.publish(LiveEventType.retry, where, {
         attempt: waited + 1,
-        maxAttempts: waits.length + 1,
+        maxAttempts: (waits?.length ?? 0) + 1,
         delayMs,
         error: reply.error,
         tool: request.name,
