@@ -77,6 +77,25 @@ describe('release markers', () => {
     }
   });
 
+  it('are never confused with the leases of a tenant named "released"', async () => {
+    const bucket = 'LEASES_TENANT_RELEASED_TEST';
+    const { kv, a, b, stop } = await twoNodes(bucket);
+    try {
+      // `released.victim` is a lease (two tokens); `released.released.gone` is the marker of its sibling's release.
+      expect(await a.claim('released', 'victim', { active: true })).toEqual({ held: true });
+      expect(await a.claim('released', 'gone', { active: true })).toEqual({ held: true });
+      await a.release('released', 'gone');
+      expect(await b.released()).toEqual([{ tenant: 'released', sessionId: 'gone' }]);
+      expect((await kv.get('released.victim'))?.operation).toBe('PUT');
+      expect(await b.claim('released', 'victim')).toEqual({ held: false, owner: 'node-a' });
+      // The whole read finds the lease too: a session of that tenant is adopted when its node is gone.
+      await a.release('released', 'victim');
+      expect((await b.orphans()).found).toContainEqual({ tenant: 'released', sessionId: 'victim' });
+    } finally {
+      await stop();
+    }
+  });
+
   it('keeps a newer marker of the same session when an older one is removed', async () => {
     const kv = await new Kvm(jetstream(nats.nc)).create('LEASES_NEWER_TEST', { history: 1 });
     const older = await kv.put('released.t.s', codec.encode({ lease: 1 }));

@@ -21,13 +21,14 @@ export function markerRemoval(kv: KV): MarkerRemoval {
 }
 
 /**
- * The {@link MarkerListing} of a nats.js KV bucket: an ordered push consumer over `$KV.<bucket>.released.>` from the
+ * The {@link MarkerListing} of a nats.js KV bucket: an ordered push consumer over `$KV.<bucket>.released.*.*` from the
  * given stream sequence, read up to the count pending at its creation. A removed marker's `DEL` is listed too, once.
  */
 export function markerListing(kv: KV, codec: Codec, opTimeoutMs: number): MarkerListing {
   if (!(kv instanceof Bucket)) throw new TypeError('release markers need a nats.js KV bucket');
   const bucket = kv;
-  const subject = bucket.fullKeyName(`${RELEASED_PREFIX}.>`);
+  // Three tokens exactly: `released.>` would also list the leases of a tenant named `released` (and purge them).
+  const subject = bucket.fullKeyName(`${RELEASED_PREFIX}.*.*`);
   const keyStart = bucket.fullKeyName(`${RELEASED_PREFIX}.`).length;
   return async (from) => {
     const consumer = await withTimeout(

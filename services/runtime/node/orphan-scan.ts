@@ -4,7 +4,7 @@ import { withTimeout } from '../../../src/with-timeout.ts';
 import type { NodeLiveness } from './node-liveness.ts';
 import { sessionOfKey } from './lease-store.ts';
 import type { LeaseStore, LeaseValue, OrphanSession } from './lease-store.ts';
-import { RELEASED_PREFIX } from './released-markers.ts';
+import { isMarkerKey } from './released-markers.ts';
 
 /**
  * Calls `onLease` with every lease in the bucket now (its last value per key, deleted keys skipped), in one
@@ -23,7 +23,7 @@ export async function latestLeases(
   const pass = (async () => {
     for await (const entry of watch) {
       // A release marker (`released.<tenant>.<sessionId>`, three tokens) is not a lease.
-      if (entry.operation === 'PUT' && !entry.key.startsWith(`${RELEASED_PREFIX}.`)) {
+      if (entry.operation === 'PUT' && !isMarkerKey(entry.key)) {
         const value = deps.store.decode(entry.value);
         if (value) onLease(entry.key, value);
       }

@@ -11,6 +11,14 @@ import { TimeoutError } from '../../../src/errors.ts';
  */
 export const RELEASED_PREFIX = 'released';
 
+/**
+ * True for a release marker's key: `released.<tenant>.<sessionId>`, three tokens. A lease key has two, so the lease
+ * of a session of a tenant named `released` (`released.<sessionId>`) is not one.
+ */
+export function isMarkerKey(key: string): boolean {
+  return key.startsWith(`${RELEASED_PREFIX}.`) && key.indexOf('.', RELEASED_PREFIX.length + 1) !== -1;
+}
+
 /** A marker as stored: the lease revision its release wrote (node `''`, `active: true`). */
 export interface MarkerValue {
   readonly lease: number;
