@@ -10,8 +10,9 @@ import { measureScaleOut } from './scale-out.ts';
 import { providerScript } from './workload.ts';
 
 // Only the bench's scale-out part (bench/lib/scale-out.ts), for measuring the runtime's ingress without the whole
-// bench: `node --import tsx bench/lib/scale-out-main.ts [--ms=4000] [--modes=broadcast,queue] [--nodes=1,3,4] [--warm-ms=3000]`.
-// Prints the rows as JSON on stdout; the in-flight part runs with 200 sessions.
+// bench: `node --import tsx bench/lib/scale-out-main.ts [--ms=4000] [--modes=broadcast,queue] [--nodes=1,3,4] [--warm-ms=3000]
+// [--idle-ms=3000] [--concurrency=200] [--in-flight=0] [--node-flags=a,b]`. Prints the rows as JSON on stdout; the in-flight part runs with
+// 200 sessions (`--in-flight=0` skips it); `--node-flags` are passed to the runtime nodes (e.g. `--cpu-prof`).
 const arg = (name: string) => process.argv.find((value) => value.startsWith(`--${name}=`))?.slice(name.length + 3);
 const durationMs = Number(arg('ms') ?? 4_000);
 const began = performance.now();
@@ -32,7 +33,8 @@ try {
     ...(arg('modes') ? { ingressModes: arg('modes')!.split(',') } : {}),
     ...(arg('nodes') ? { nodeCounts: arg('nodes')!.split(',').map(Number) } : {}),
     start: (entry, extra = {}) => {
-      const started = startServiceProcess(entry, { NATS_URL: server.url, LOG_LEVEL: 'info', ...extra });
+      const flags = entry === 'services/runtime/main.ts' && arg('node-flags') ? arg('node-flags')!.split(',') : [];
+      const started = startServiceProcess(entry, { NATS_URL: server.url, LOG_LEVEL: 'info', ...extra }, flags);
       processes.push(started);
       return started;
     },
@@ -41,7 +43,9 @@ try {
     slowScriptPath,
     durationMs,
     ...(arg('warm-ms') ? { warmMsPerNode: Number(arg('warm-ms')) } : {}),
-    inFlightSessions: [200],
+    ...(arg('concurrency') ? { concurrency: Number(arg('concurrency')) } : {}),
+    ...(arg('idle-ms') ? { idleMs: Number(arg('idle-ms')) } : {}),
+    inFlightSessions: arg('in-flight') === '0' ? [] : [200],
     providerLatencyMs: 1000,
     log,
   });

@@ -1,6 +1,7 @@
 import type { NatsConnection } from '@nats-io/nats-core';
 import { createInbox } from '@nats-io/nats-core';
 import type { ServiceProcess } from '../../test/helpers/service-process.ts';
+import { readFileSync, readdirSync } from 'node:fs';
 import { cpuTimeMs } from './cpu.ts';
 import { closedLoop } from './load.ts';
 import type { Summary } from './stats.ts';
@@ -50,6 +51,83 @@ export interface ScaleOutRow {
    * is not moved by other processes on the machine.
    */
   readonly runtimeMessagesPerSession?: number | undefined;
+  /**
+   * Where the runtime nodes' CPU went, all nodes together, per session of the workload (Linux `/proc` counts, summed
+   * over every thread of each node): user and system CPU ms, context switches (voluntary: the thread waited, e.g. an
+   * idle event loop; involuntary: the kernel took the core away), and read and write system calls (socket reads and
+   * writes: fewer messages per call costs more calls per session). Undefined off Linux.
+   */
+  readonly runtimeDetail?: ProcessCounters | undefined;
+  /** CPU ms per second of one runtime node with no load (heartbeats, sweeps, maintenance), mean over the row's nodes. */
+  readonly idleCpuMsPerNodeSecond?: number | undefined;
+}
+
+/** Counts of a process from `/proc` (see {@link ScaleOutRow.runtimeDetail}). */
+export interface ProcessCounters {
+  readonly userMs: number;
+  readonly systemMs: number;
+  /** User + system CPU ms of the main thread (the event loop) alone; the rest is V8's and libuv's helper threads. */
+  readonly mainThreadMs: number;
+  readonly voluntarySwitches: number;
+  readonly involuntarySwitches: number;
+  readonly readCalls: number;
+  readonly writeCalls: number;
+}
+
+const COUNTER_KEYS = ['userMs', 'systemMs', 'mainThreadMs', 'voluntarySwitches', 'involuntarySwitches', 'readCalls', 'writeCalls'] as const;
+
+/** The {@link ProcessCounters} of `pid` so far, every thread together; undefined when `/proc` does not say. */
+function processCounters(pid: number | undefined): ProcessCounters | undefined {
+  if (pid === undefined) return undefined;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    let voluntarySwitches = 0;
+    let involuntarySwitches = 0;
+    for (const task of readdirSync(`/proc/${pid}/task`)) {
+      let status: string;
+      try {
+        status = readFileSync(`/proc/${pid}/task/${task}/status`, 'utf8');
+      } catch {
+        continue; // a thread that ended since the listing
+      }
+      voluntarySwitches += Number(/^voluntary_ctxt_switches:\s+(\d+)/m.exec(status)?.[1] ?? 0);
+      involuntarySwitches += Number(/^nonvoluntary_ctxt_switches:\s+(\d+)/m.exec(status)?.[1] ?? 0);
+    }
+    const io = readFileSync(`/proc/${pid}/io`, 'utf8');
+    const main = readFileSync(`/proc/${pid}/task/${pid}/stat`, 'utf8');
+    const mainFields = main.slice(main.lastIndexOf(')') + 2).split(' ');
+    return {
+      mainThreadMs: (Number(mainFields[11]) + Number(mainFields[12])) * 10,
+      userMs: Number(fields[11]) * 10,
+      systemMs: Number(fields[12]) * 10,
+      voluntarySwitches,
+      involuntarySwitches,
+      readCalls: Number(/^syscr:\s+(\d+)/m.exec(io)?.[1] ?? NaN),
+      writeCalls: Number(/^syscw:\s+(\d+)/m.exec(io)?.[1] ?? NaN),
+    };
+  } catch {
+    return undefined;
+  }
+}
+
+/** {@link processCounters} of every process in `pids` added up. */
+function countersOf(pids: ReadonlyArray<number | undefined>): ProcessCounters | undefined {
+  const total: Record<(typeof COUNTER_KEYS)[number], number> = { userMs: 0, systemMs: 0, mainThreadMs: 0, voluntarySwitches: 0, involuntarySwitches: 0, readCalls: 0, writeCalls: 0 };
+  for (const pid of pids) {
+    const counters = processCounters(pid);
+    if (!counters) return undefined;
+    for (const key of COUNTER_KEYS) total[key] += counters[key];
+  }
+  return total;
+}
+
+/** `(after - before) / per` for each counter; undefined when either is. */
+function countersPer(after: ProcessCounters | undefined, before: ProcessCounters | undefined, per: number): ProcessCounters | undefined {
+  if (!after || !before || per === 0) return undefined;
+  const result: Record<(typeof COUNTER_KEYS)[number], number> = { userMs: 0, systemMs: 0, mainThreadMs: 0, voluntarySwitches: 0, involuntarySwitches: 0, readCalls: 0, writeCalls: 0 };
+  for (const key of COUNTER_KEYS) result[key] = (after[key] - before[key]) / per;
+  return result;
 }
 
 /** Sessions/s with more runtime nodes on one server, and many sessions in flight behind a slow model. */
@@ -84,6 +162,10 @@ export interface ScaleOutDeps {
   readonly providerLatencyMs: number;
   /** Warm-up per runtime node of a row before it is measured (default 3 s: a row of N nodes warms for N × this). */
   readonly warmMsPerNode?: number;
+  /** Sessions in flight at once in the measured stretch (default 200). */
+  readonly concurrency?: number;
+  /** After the warm-up, the nodes' CPU with no load is measured for this long (default 3 s; 0: not measured). */
+  readonly idleMs?: number;
   readonly log: (text: string) => void;
 }
 
@@ -171,12 +253,25 @@ export async function measureScaleOut(deps: ScaleOutDeps): Promise<ScaleOutFigur
         // 3 s, their CPU per session read about twice the later rows' (the control column), and the row with them.
         const stackWarmUp = nodes.length === 0 ? 3 : 1;
         await closedLoop((index) => deps.session(`${tag}w${index}`), { concurrency: 50, durationMs: (deps.warmMsPerNode ?? 3_000) * count * stackWarmUp });
+        // Each node's fixed cost (heartbeats and the watch of them, sweeps, maintenance), with no session traffic.
+        const idleMs = deps.idleMs ?? 3_000;
+        let idleCpuMsPerNodeSecond: number | undefined;
+        if (idleMs > 0) {
+          const idleBefore = runtimeCpuMs(running);
+          const idleStart = performance.now();
+          await new Promise((resolve) => setTimeout(resolve, idleMs));
+          const idleAfter = runtimeCpuMs(running);
+          const idleSeconds = (performance.now() - idleStart) / 1000;
+          idleCpuMsPerNodeSecond = idleBefore === undefined || idleAfter === undefined ? undefined : (idleAfter - idleBefore) / idleSeconds / count;
+        }
+        const countersBefore = countersOf(running.map((node) => node.child.pid));
         const before = await ingressSoFar(deps.nc, count);
         const cpuBefore = runtimeCpuMs(running);
         const controlBefore = runtimeCpuMs([provider, tools]);
         const messagesBefore = await runtimeMessages(deps.monitorUrl);
-        const load = await closedLoop((index) => deps.session(`${tag}${index}`), { concurrency: 200, durationMs: deps.durationMs });
+        const load = await closedLoop((index) => deps.session(`${tag}${index}`), { concurrency: deps.concurrency ?? 200, durationMs: deps.durationMs });
         const cpuAfter = runtimeCpuMs(running);
+        const countersAfter = countersOf(running.map((node) => node.child.pid));
         const controlAfter = runtimeCpuMs([provider, tools]);
         const messagesAfter = await runtimeMessages(deps.monitorUrl);
         const after = await ingressSoFar(deps.nc, count);
@@ -210,11 +305,16 @@ export async function measureScaleOut(deps: ScaleOutDeps): Promise<ScaleOutFigur
           controlCpuPerSessionMs,
           runtimeMessagesPerSession: perUnit(messagesAfter, messagesBefore, load.sessions),
           controlCpuRatioToOne: controlCpuPerSessionMs === undefined || controlBase === undefined ? undefined : controlCpuPerSessionMs / controlBase,
+          runtimeDetail: countersPer(countersAfter, countersBefore, load.sessions),
+          idleCpuMsPerNodeSecond,
         });
+        const detail = nodes[nodes.length - 1]!.runtimeDetail;
         const figure = (value: number | undefined, digits = 2) => (value === undefined ? 'n/a' : value.toFixed(digits));
         deps.log(
-          `scale-out (${ingress}): ${count} runtime node(s): ${load.sessionsPerSecond.toFixed(0)} sessions/s at 200 concurrent (p50 ${load.latencyMs.p50.toFixed(1)} ms), runtime CPU ${figure(runtimeCpuPerSessionMs)} ms/session (provider + tools ${figure(controlCpuPerSessionMs)}), ` +
-            `session messages handled per message published ${figure(handledPerMessage)} (new sessions), ${figure(heldHandledPerMessage)} (held sessions), lease claims asked per new session ${figure(leaseClaimsPerNewSession)}, runtime messages per session ${figure(perUnit(messagesAfter, messagesBefore, load.sessions), 1)}`,
+          `scale-out (${ingress}): ${count} runtime node(s): ${load.sessionsPerSecond.toFixed(0)} sessions/s at ${deps.concurrency ?? 200} concurrent (p50 ${load.latencyMs.p50.toFixed(1)} ms), runtime CPU ${figure(runtimeCpuPerSessionMs)} ms/session (provider + tools ${figure(controlCpuPerSessionMs)}), ` +
+            `session messages handled per message published ${figure(handledPerMessage)} (new sessions), ${figure(heldHandledPerMessage)} (held sessions), lease claims asked per new session ${figure(leaseClaimsPerNewSession)}, runtime messages per session ${figure(perUnit(messagesAfter, messagesBefore, load.sessions), 1)}; ` +
+            `per session user ${figure(detail?.userMs)} / system ${figure(detail?.systemMs)} ms (main thread ${figure(detail?.mainThreadMs)}), switches ${figure(detail?.voluntarySwitches)} voluntary / ${figure(detail?.involuntarySwitches)} involuntary, ` +
+            `read calls ${figure(detail?.readCalls)}, write calls ${figure(detail?.writeCalls)}; idle CPU ${figure(idleCpuMsPerNodeSecond)} ms/s per node`,
         );
       }
       for (const node of running.splice(0)) await node.stop();
@@ -225,6 +325,7 @@ export async function measureScaleOut(deps: ScaleOutDeps): Promise<ScaleOutFigur
     await tools.stop();
   }
 
+  if (deps.inFlightSessions.length === 0) return { nodes, inFlight: [] };
   // Latency-bound: one model call of providerLatencyMs per session, hundreds to thousands in flight on one node.
   const slow = deps.start('services/provider/main.ts', { AGENTBUS_SCRIPT: deps.slowScriptPath });
   const node = deps.start('services/runtime/main.ts', UNLIMITED);
