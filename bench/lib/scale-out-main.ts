@@ -1,3 +1,4 @@
+import { createWriteStream } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,8 +11,8 @@ import { measureScaleOut } from './scale-out.ts';
 import { providerScript } from './workload.ts';
 
 // Only the bench's scale-out part (bench/lib/scale-out.ts), for measuring the runtime's ingress without the whole
-// bench: `node --import tsx bench/lib/scale-out-main.ts [--ms=4000] [--modes=broadcast,queue] [--nodes=1,3,4] [--warm-ms=3000]
-// [--idle-ms=3000] [--concurrency=200] [--in-flight=0] [--node-flags=a,b]`. Prints the rows as JSON on stdout; the in-flight part runs with
+// bench: `node --import tsx bench/lib/scale-out-main.ts [--ms=4000] [--modes=broadcast,queue] [--nodes=1,3,4] [--warm-ms=9000]
+// [--idle-ms=3000] [--concurrency=200] [--in-flight=0] [--node-flags=a,b] [--node-output=DIR]`. Prints the rows as JSON on stdout; the in-flight part runs with
 // 200 sessions (`--in-flight=0` skips it); `--node-flags` are passed to the runtime nodes (e.g. `--cpu-prof`).
 const arg = (name: string) => process.argv.find((value) => value.startsWith(`--${name}=`))?.slice(name.length + 3);
 const durationMs = Number(arg('ms') ?? 4_000);
@@ -36,6 +37,8 @@ try {
       const flags = entry === 'services/runtime/main.ts' && arg('node-flags') ? arg('node-flags')!.split(',') : [];
       const started = startServiceProcess(entry, { NATS_URL: server.url, LOG_LEVEL: 'info', ...extra }, flags);
       processes.push(started);
+      // --node-output=DIR: each runtime node's stdout (e.g. `--node-flags=--trace-opt`) to DIR/<pid>.log.
+      if (flags.length > 0 && arg('node-output')) started.child.stdout?.pipe(createWriteStream(join(arg('node-output')!, `${started.child.pid}.log`)));
       return started;
     },
     session: async (sessionId, options) => void (await client.runTurn(sessionId, options)),

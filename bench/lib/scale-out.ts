@@ -1,6 +1,7 @@
 import type { NatsConnection } from '@nats-io/nats-core';
 import { createInbox } from '@nats-io/nats-core';
 import type { ServiceProcess } from '../../test/helpers/service-process.ts';
+import { spawn } from 'node:child_process';
 import { readFileSync, readdirSync } from 'node:fs';
 import { cpuTimeMs } from './cpu.ts';
 import { closedLoop } from './load.ts';
@@ -160,7 +161,7 @@ export interface ScaleOutDeps {
   /** Counts of sessions in flight at once behind the slow model, one row each (e.g. 200 and 2,000). */
   readonly inFlightSessions: readonly number[];
   readonly providerLatencyMs: number;
-  /** Warm-up per runtime node of a row before it is measured (default 3 s: a row of N nodes warms for N × this). */
+  /** Warm-up per runtime node of a row before it is measured (default 9 s: a row of N nodes warms for N × this). */
   readonly warmMsPerNode?: number;
   /** Sessions in flight at once in the measured stretch (default 200). */
   readonly concurrency?: number;
@@ -251,8 +252,11 @@ export async function measureScaleOut(deps: ScaleOutDeps): Promise<ScaleOutFigur
         // compiling N times inside the measured stretch, which reads as a per-session cost growing with N.
         // The first row also warms the provider and the tool worker, started fresh above: measured after the same
         // 3 s, their CPU per session read about twice the later rows' (the control column), and the row with them.
+        // 3 s per node was not enough: `perf record` of the measured stretch (SCALE_OUT_PERF) found a node of 3 still
+        // spending 9.6–9.7% of its CPU in V8's compilers and 12% in inline-cache misses and runtime lookups, against
+        // 5.6–6.2% and 10% for the 1-node row's node; after 15 s per node, 2.0% compiling in both.
         const stackWarmUp = nodes.length === 0 ? 3 : 1;
-        await closedLoop((index) => deps.session(`${tag}w${index}`), { concurrency: 50, durationMs: (deps.warmMsPerNode ?? 3_000) * count * stackWarmUp });
+        await closedLoop((index) => deps.session(`${tag}w${index}`), { concurrency: 50, durationMs: (deps.warmMsPerNode ?? 9_000) * count * stackWarmUp });
         // Each node's fixed cost (heartbeats and the watch of them, sweeps, maintenance), with no session traffic.
         const idleMs = deps.idleMs ?? 3_000;
         let idleCpuMsPerNodeSecond: number | undefined;
@@ -269,7 +273,15 @@ export async function measureScaleOut(deps: ScaleOutDeps): Promise<ScaleOutFigur
         const cpuBefore = runtimeCpuMs(running);
         const controlBefore = runtimeCpuMs([provider, tools]);
         const messagesBefore = await runtimeMessages(deps.monitorUrl);
+        // SCALE_OUT_PERF=DIR: `perf record` (CPU clock, every thread) of the row's nodes over the measured stretch.
+        const perf = process.env.SCALE_OUT_PERF
+          ? spawn('perf', ['record', '-e', 'cpu-clock', '-F', '1999', '-o', `${process.env.SCALE_OUT_PERF}/${ingress}-${count}.data`, '-p', running.map((node) => node.child.pid).join(',')], { stdio: 'ignore' })
+          : undefined;
         const load = await closedLoop((index) => deps.session(`${tag}${index}`), { concurrency: deps.concurrency ?? 200, durationMs: deps.durationMs });
+        if (perf) {
+          perf.kill('SIGINT');
+          await new Promise((resolve) => perf.once('exit', resolve));
+        }
         const cpuAfter = runtimeCpuMs(running);
         const countersAfter = countersOf(running.map((node) => node.child.pid));
         const controlAfter = runtimeCpuMs([provider, tools]);
