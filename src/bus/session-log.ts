@@ -71,14 +71,13 @@ export interface SessionLog {
    * the stream: when the first is refused, so is the rest, and no event of a writer that lost the session lands
    * behind another writer's. Where another publisher's message (another session's append) came between two of them,
    * the rest is sent again from there under new ids (`renew`), fenced by the last one's sequence. `onStored` hears
-   * each event's sequence, in order, and the event as stored (given by this log always; a log that stores events as
-   * given may leave it out); resolves once all are stored, or rejects with the first
+   * each event's sequence, in order, and the event as stored; resolves once all are stored, or rejects with the first
    * failure, after `onStored` was called for every event stored before it (nothing after a refused event is stored).
    */
   appendGroup(
     events: readonly LogEvent[],
     expectedSeq: number,
-    onStored: (index: number, seq: number, event?: LogEvent) => void,
+    onStored: (index: number, seq: number, event: LogEvent) => void,
     options?: AppendGroupOptions,
   ): Promise<void>;
   /**

@@ -15,7 +15,7 @@ export function memoryLog(): SessionLog {
   let seq = 0;
   return {
     append: async () => ++seq,
-    appendGroup: async (events, _expectedSeq, onStored) => events.forEach((_, index) => onStored(index, ++seq)),
+    appendGroup: async (events, _expectedSeq, onStored) => events.forEach((event, index) => onStored(index, ++seq, event)),
     read: async () => ({ events: [], lastSeq: 0, more: false }),
     lastSeq: async () => seq,
   };

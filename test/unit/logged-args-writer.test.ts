@@ -16,7 +16,7 @@ function memoryLog() {
   const log: SessionLog = {
     append: async (event) => (stored.push(event), stored.length),
     async appendGroup(events, _expectedSeq, onStored) {
-      for (const event of events) onStored(events.indexOf(event), stored.push(event));
+      for (const event of events) onStored(events.indexOf(event), stored.push(event), event);
     },
     read: async () => ({ events: [...stored], lastSeq: stored.length, more: false }),
     lastSeq: async () => stored.length,

@@ -17,7 +17,7 @@ function slowLog(): { log: SessionLog; writes: string[][] } {
     async appendGroup(events, _expectedSeq, onStored) {
       writes.push(events.map((event) => event.type));
       await delay(5);
-      events.forEach((_, index) => onStored(index, ++seq));
+      events.forEach((event, index) => onStored(index, ++seq, event));
     },
     read: async () => ({ events: [], lastSeq: 0, more: false }),
     lastSeq: async () => seq,

@@ -38,7 +38,7 @@ function fakeLog() {
       for (const [index, event] of events.entries()) {
         if (index > 0) beforeNext?.(index);
         last = publish(event, last);
-        onStored(index, last);
+        onStored(index, last, event);
       }
     },
     async read(_tenant, _sessionId, options = {}): Promise<SessionLogRead> {

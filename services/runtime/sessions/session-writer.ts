@@ -277,7 +277,7 @@ class SerialWriter implements SessionWriter {
     const { deps } = this;
     // What goes out: an event refused once goes out again under a new id (see `AppendGroupOptions.renew`).
     const current = [...envelopes];
-    const record = (index: number, seq: number, event = current[index]!) => {
+    const record = (index: number, seq: number, event: LogEvent) => {
       const appended = withSeq(event, seq);
       deps.transcript.add(appended);
       stored[index] = appended;
@@ -292,8 +292,10 @@ class SerialWriter implements SessionWriter {
       try {
         const guard = deps.beforeWrite?.();
         if (guard) await guard;
-        if (pending.length === 1) record(pending[0]!, await deps.log.append(current[pending[0]!]!, expectedSeq));
-        else {
+        if (pending.length === 1) {
+          const event = current[pending[0]!]!;
+          record(pending[0]!, await deps.log.append(event, expectedSeq), event);
+        } else {
           await deps.log.appendGroup(
             pending.map((index) => current[index]!),
             expectedSeq,
