@@ -9,6 +9,7 @@ import type { Codec, StateDeleteReply, StateLoadReply, StateSaveReply, StateSave
 import { isRevisionConflict } from '../../src/bus/revision-conflict.ts';
 import { withReservableBytes } from '../../src/bus/reservable-bytes.ts';
 import type { ReservableBytesOptions } from '../../src/bus/reservable-bytes.ts';
+import { isPermissionDenied } from '../../src/bus/permission-denied.ts';
 import { watchStateUsage } from './state-usage.ts';
 import type { StateUsage } from './state-usage.ts';
 
@@ -170,7 +171,7 @@ async function applyLimits(nc: NatsConnection, bucket: string, limits: StateLimi
     );
   } catch (err) {
     // Only a user without $JS.API.STREAM.UPDATE.<stream> goes on: a figure set that cannot be reserved stops memory.
-    if (!/permissions violation/i.test(String((err as Error).message))) throw err;
+    if (!isPermissionDenied(err)) throw err;
     logger.warn({ err, bucket }, 'this user may not update the state bucket ($JS.API.STREAM.UPDATE); it keeps the limits it has');
   }
 }

@@ -2,6 +2,7 @@ import type { KV } from '@nats-io/kv';
 import type { Codec } from '../../../src/protocol/index.ts';
 import type { Logger } from '../../../src/logging.ts';
 import { withTimeout } from '../../../src/with-timeout.ts';
+import { isPermissionDenied } from '../../../src/bus/permission-denied.ts';
 import { isRevisionConflict } from '../../../src/bus/revision-conflict.ts';
 import { TimeoutError } from '../../../src/errors.ts';
 
@@ -189,12 +190,4 @@ export function createReleasedMarkers(deps: {
     },
     size: () => ({ listed: listed.size, unwritten: unwritten.size, leftovers: leftovers.length }),
   };
-}
-
-/** True when the server refused an operation for want of a permission (nats.js' permission violation). */
-function isPermissionDenied(error: unknown): boolean {
-  for (let cause = error; cause instanceof Error; cause = cause.cause) {
-    if (cause.name === 'PermissionViolationError' || /permissions? violation/i.test(cause.message)) return true;
-  }
-  return false;
 }
