@@ -48,8 +48,8 @@ const AGENT_PROMPT = 'agents.prompt.agentbus.acme.desk';
  * JetStream request of a tenant (its account has none).
  */
 const EXPECTED_REFUSALS = {
-  accounts: { refusals: 572, publish: 274, subscribe: 298, byTenants: 211, inboxSubscriptions: 170, consumerCreates: 36 },
-  users: { refusals: 544, publish: 246, subscribe: 298, byTenants: 183, inboxSubscriptions: 170, consumerCreates: 28 },
+  accounts: { refusals: 576, publish: 278, subscribe: 298, byTenants: 212, inboxSubscriptions: 170, consumerCreates: 36 },
+  users: { refusals: 548, publish: 250, subscribe: 298, byTenants: 184, inboxSubscriptions: 170, consumerCreates: 28 },
 } as const;
 /** Refused on purpose by the other tests: the SDK acting for another tenant, and stream info in the accounts layout. */
 const EXPECTED_SDK_REFUSALS = { accounts: 6, users: 3 } as const;
@@ -497,6 +497,9 @@ describe.each([
       publish('acme', '$KV.AGENTBUS_LIMITS.spend.acme.day', '$JS.API.DIRECT.GET.KV_AGENTBUS_LIMITS', '$JS.API.DIRECT.GET.KV_AGENTBUS_LIMITS.$KV.AGENTBUS_LIMITS.spend.globex.day');
       publish('acme', '$JS.API.STREAM.MSG.GET.KV_AGENTBUS_LIMITS', '$JS.API.STREAM.PURGE.KV_AGENTBUS_LIMITS');
       for (const user of ['provider', 'tools', 'memory', 'dashboard', 'client', 'operator', 'hooks', 'agents'] as const) publish(user, '$KV.AGENTBUS_LIMITS.spend.acme.day');
+      // Purging the leases stream (release markers done with) is the runtime's alone: no tenant, nor the dashboard that
+      // watches the leases, may wipe a lease.
+      for (const user of ['acme', 'dashboard', 'memory', 'tools'] as const) publish(user, '$JS.API.STREAM.PURGE.KV_AGENTBUS_LEASES');
 
       const subscriptions: Array<{ attempt: (typeof attempts)[number]; subscription: Subscription }> = [];
       for (const attempt of attempts) {
