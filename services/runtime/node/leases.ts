@@ -11,6 +11,8 @@ import { markerListing, markerRemoval } from './marker-stream.ts';
 import { createReleasedMarkers } from './released-markers.ts';
 import type { ReleasedMarkers } from './released-markers.ts';
 import { createReleasedSessions } from './released-sessions.ts';
+import { createLeaseDeleteMarkers, deleteMarkerRemoval } from './lease-delete-markers.ts';
+import type { LeaseDeleteMarkers } from './lease-delete-markers.ts';
 import { rendezvousOwner } from './rendezvous.ts';
 
 export type { OrphanSession } from './lease-store.ts';
@@ -74,7 +76,10 @@ export interface SessionLeases {
    * A marker stays until its lease has moved on, so a session found here and not claimed is found again.
    */
   released(): Promise<OrphanSession[]>;
-  /** Writes again the release markers the bucket did not take (no I/O when none wait). */
+  /**
+   * Writes again the release markers the bucket did not take, and compacts the lease delete markers due
+   * ({@link LeaseDeleteMarkers}); no I/O when neither waits. Every node's maintenance, every other tick.
+   */
   retryMarkers(): Promise<void>;
   /**
    * Claims that asked the bucket, and claims answered by rendezvous hashing without it (`presume`), since start.
@@ -93,6 +98,8 @@ export function createSessionLeases(deps: {
   opTimeoutMs?: number;
   /** Markers of leases released with work; by default over `kv` itself (keys `released.<tenant>.<sessionId>`). */
   markers?: ReleasedMarkers;
+  /** The lease delete markers to compact; by default purged from `kv`'s stream a minute after they are written. */
+  deleteMarkers?: LeaseDeleteMarkers;
 }): SessionLeases {
   const { codec, liveness } = deps;
   // Every bucket operation is bounded: a lease claim must never stall a session's messages for good.
@@ -102,6 +109,7 @@ export function createSessionLeases(deps: {
     deps.markers ??
     createReleasedMarkers({ kv: deps.kv, codec, list: markerListing(deps.kv, codec, bound), remove: markerRemoval(deps.kv), logger: deps.logger, opTimeoutMs: bound });
   const releases = createReleasedSessions({ store: kv, markers });
+  const deleteMarkers = deps.deleteMarkers ?? createLeaseDeleteMarkers({ remove: deleteMarkerRemoval(deps.kv), logger: deps.logger, opTimeoutMs: bound });
   const nodeId = liveness.nodeId;
   interface HeldLease {
     revision: number;
@@ -263,7 +271,8 @@ export function createSessionLeases(deps: {
       let releasedAt: number;
       try {
         if (!lease.active) {
-          await kv.delete(key, lease.revision);
+          // Deleted, not purged, so the bucket's watchers see the release; the delete marker is compacted later.
+          deleteMarkers.wrote(key, await kv.delete(key, lease.revision));
           return;
         }
         releasedAt = await kv.update(key, { node: '', active: true }, lease.revision);
@@ -284,11 +293,14 @@ export function createSessionLeases(deps: {
         await lease.chain;
         held.delete(key);
       }
-      await kv.purge(key);
+      deleteMarkers.wrote(key, await kv.purge(key));
     },
-    orphans: () => scanOrphans({ kv: deps.kv, store: kv, liveness, opTimeoutMs: bound, isHeld }),
+    orphans: () => scanOrphans({ kv: deps.kv, store: kv, liveness, opTimeoutMs: bound, isHeld, deleteMarkers }),
     released: () => releases.found(isHeld),
-    retryMarkers: () => releases.retry(),
+    async retryMarkers() {
+      await releases.retry();
+      await deleteMarkers.compact();
+    },
     async verifyAll(onLost) {
       await Promise.all(
         [...held].map(async ([key, lease]) => {
