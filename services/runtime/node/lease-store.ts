@@ -54,11 +54,13 @@ export function createLeaseStore(deps: { kv: KV; codec: Codec; logger: Logger; o
   // A delete or purge as nats.js' KV writes it (the `KV-Operation` header; a purge rolls the subject up), published
   // here because `kv.delete` and `kv.purge` drop the acknowledgement, whose sequence the marker's compaction needs.
   const remove = async (key: string, operation: 'DEL' | 'PURGE', previousSeq?: number): Promise<number> => {
+    const encoded = bucket.encodeKey(key);
+    bucket.validateKey(encoded);
     const header = headers();
     header.set('KV-Operation', operation);
     if (operation === 'PURGE') header.set('Nats-Rollup', 'sub');
     if (previousSeq !== undefined) header.set('Nats-Expected-Last-Subject-Sequence', String(previousSeq));
-    return (await bucket.js.publish(bucket.subjectForKey(key, true), Empty, { headers: header })).seq;
+    return (await bucket.js.publish(bucket.subjectForKey(encoded, true), Empty, { headers: header })).seq;
   };
   const encode = (value: LeaseValue): Uint8Array => codec.encode({ node: value.node, active: value.active } satisfies LeaseValue);
   const decode = (bytes: Uint8Array): LeaseValue | undefined => {
