@@ -44,7 +44,8 @@ beforeAll(async () => {
   const common = { nc: nats.nc, js: jetstream(nats.nc), subjects: createSubjects(), codec, stream: names.log };
   reader = createSessionLog(common);
   replies = losingMux(createReplyMux(nats.nc));
-  lossy = createSessionLog({ ...common, replies, requestTimeoutMs: 300 });
+  // Long enough for an ack on a loaded machine; a lost one is waited for this long.
+  lossy = createSessionLog({ ...common, replies, requestTimeoutMs: 1_000 });
 });
 
 /** A writer of the session over `log`, from the log as it is now, as a node that opens the session makes it. */

@@ -79,11 +79,11 @@ describe('lease delete markers', () => {
     try {
       const ids = sessions(40);
       for (const sessionId of ids) expect(await a.leases.claim('t', sessionId)).toEqual({ held: true });
-      await expect.poll(() => watcher.lease('t', 's39')?.node).toBe('node-a');
+      await expect.poll(() => watcher.lease('t', 's39')?.node, { timeout: 5_000 }).toBe('node-a');
       const held = await leaseMessages(bucket);
       for (const sessionId of ids) await a.leases.release('t', sessionId);
       // The dashboard drops the held leases on their deletes.
-      await expect.poll(() => ids.filter((sessionId) => watcher.lease('t', sessionId) !== undefined)).toEqual([]);
+      await expect.poll(() => ids.filter((sessionId) => watcher.lease('t', sessionId) !== undefined), { timeout: 5_000 }).toEqual([]);
       const deleted = await leaseMessages(bucket);
       expect(Object.keys(deleted.subjects)).toHaveLength(40);
       // Not due yet: the markers stay for the watchers that were away.
@@ -181,7 +181,7 @@ describe('lease delete markers', () => {
       // Forgotten by a node that does not hold it.
       expect(await a.leases.claim('t', 'other')).toEqual({ held: true });
       await b.leases.forget('t', 'other');
-      await expect.poll(() => seen).toEqual(['t.gone PUT', 't.gone PURGE', 't.other PUT', 't.other PURGE']);
+      await expect.poll(() => seen, { timeout: 5_000 }).toEqual(['t.gone PUT', 't.gone PURGE', 't.other PUT', 't.other PURGE']);
       clock.now += 60_000;
       await a.leases.retryMarkers();
       await b.leases.retryMarkers();
