@@ -170,7 +170,8 @@ interface TurnSettings {
 
 /**
  * The turn's context. Every `assign` copies it whole (XState makes a new context object per update, a dozen per
- * turn), so what never changes sits in one object, `turn`, copied as one field.
+ * turn), and from 20 fields on V8 makes that copy a slow dictionary object: what never changes sits in one object,
+ * `turn`, copied as one field. A test keeps it at 16 fields at most.
  */
 interface TurnContext {
   readonly turn: TurnSettings;
