@@ -156,7 +156,8 @@ export type TurnEvent =
   | ({ type: 'APPROVAL'; toolCallId: string } & ApprovalDecision)
   | { type: 'INPUT'; toolCallId: string; requestId: string; answer: unknown };
 
-interface TurnContext {
+/** What a turn was started with: no step changes it. */
+interface TurnSettings {
   readonly turnId: string;
   readonly model: string;
   readonly routing: ModelRouting;
@@ -165,6 +166,15 @@ interface TurnContext {
   readonly deadline: number | undefined;
   readonly timeLeftMs: number | undefined;
   readonly finalAnswer: boolean;
+}
+
+/**
+ * The turn's context. Every `assign` copies it whole (XState makes a new context object per update, a dozen per
+ * turn), and from 20 fields on V8 makes that copy a slow dictionary object: what never changes sits in one object,
+ * `turn`, copied as one field. A test keeps it at 16 fields at most.
+ */
+interface TurnContext {
+  readonly turn: TurnSettings;
   /** True in the last call at `maxSteps`. */
   readonly final: boolean;
   readonly step: number;
@@ -193,7 +203,8 @@ function notProvided(name: string) {
 }
 
 function scope(context: TurnContext): StepScope {
-  return { turnId: context.turnId, model: context.model, step: context.step, maxSteps: context.maxSteps, ...(context.deadline === undefined ? {} : { deadline: context.deadline }) };
+  const { turn } = context;
+  return { turnId: turn.turnId, model: turn.model, step: context.step, maxSteps: turn.maxSteps, ...(turn.deadline === undefined ? {} : { deadline: turn.deadline }) };
 }
 
 function routingOf(input: TurnInput): ModelRouting {
@@ -225,9 +236,9 @@ export const turnMachine = setup({
   guards: {
     running: ({ context }) => context.outcome === undefined,
     needsCompaction: ({ context }, params: { needsCompaction: boolean }) => params.needsCompaction && !context.compacted,
-    overCost: ({ context }) => context.maxCost !== undefined && context.cost > context.maxCost,
+    overCost: ({ context }) => context.turn.maxCost !== undefined && context.cost > context.turn.maxCost,
     // A typed answer that did not match, with no cost left for asking again: another provider call would pass `maxCost`.
-    retryPastBudget: ({ context }) => context.outputRetry !== undefined && context.maxCost !== undefined && context.cost >= context.maxCost,
+    retryPastBudget: ({ context }) => context.outputRetry !== undefined && context.turn.maxCost !== undefined && context.cost >= context.turn.maxCost,
     retriesOutput: ({ context }) => context.outputRetry !== undefined,
     // A human is waited for: a call asks the user something, or a privileged call awaits its decision.
     awaitsApproval: ({ context }) => askingCall(context.pending) !== undefined || needsApproval(context.pending, context.decisions),
@@ -238,11 +249,11 @@ export const turnMachine = setup({
     },
     humanAnswered: (_, params: { answer: HumanAnswer | void }) => params.answer !== undefined,
     hasPending: ({ context }) => context.pending.length > 0,
-    outOfSteps: ({ context }) => context.step >= context.maxSteps,
-    answersAtLast: ({ context }) => context.finalAnswer && !context.final && context.step >= context.maxSteps,
+    outOfSteps: ({ context }) => context.step >= context.turn.maxSteps,
+    answersAtLast: ({ context }) => context.turn.finalAnswer && !context.final && context.step >= context.turn.maxSteps,
     finalStep: ({ context }) => context.final,
     outputInvalid: ({ context }) => context.outputError !== undefined,
-    pastDeadline: ({ context }) => context.outcome === undefined && context.timeLeftMs !== undefined,
+    pastDeadline: ({ context }) => context.outcome === undefined && context.turn.timeLeftMs !== undefined,
   },
   actions: {
     /**
@@ -258,7 +269,7 @@ export const turnMachine = setup({
       return { outcome: error.code === ErrorCode.timeout ? TurnEndReason.timeout : TurnEndReason.failed, error };
     }),
     expire: assign(({ context }) => {
-      const at = context.deadline === undefined ? '' : ` at ${new Date(context.deadline).toISOString()}`;
+      const at = context.turn.deadline === undefined ? '' : ` at ${new Date(context.turn.deadline).toISOString()}`;
       const error: ErrorData = { code: ErrorCode.deadlineExceeded, message: `the turn passed its deadline${at}; what was in flight was cancelled`, retryable: false };
       return { outcome: TurnEndReason.deadlineExceeded, error };
     }),
@@ -281,19 +292,21 @@ export const turnMachine = setup({
     }),
   },
   delays: {
-    turnDeadline: ({ context }) => Math.min(Math.max(0, context.timeLeftMs ?? NO_DEADLINE_MS), NO_DEADLINE_MS),
+    turnDeadline: ({ context }) => Math.min(Math.max(0, context.turn.timeLeftMs ?? NO_DEADLINE_MS), NO_DEADLINE_MS),
   },
 }).createMachine({
   id: 'turn',
   context: ({ input }) => ({
-    turnId: input.turnId,
-    model: input.model,
-    routing: routingOf(input),
-    maxSteps: input.maxSteps,
-    maxCost: input.maxCost,
-    deadline: input.deadline,
-    timeLeftMs: input.timeLeftMs,
-    finalAnswer: input.finalAnswer ?? true,
+    turn: {
+      turnId: input.turnId,
+      model: input.model,
+      routing: routingOf(input),
+      maxSteps: input.maxSteps,
+      maxCost: input.maxCost,
+      deadline: input.deadline,
+      timeLeftMs: input.timeLeftMs,
+      finalAnswer: input.finalAnswer ?? true,
+    },
     final: false,
     step: input.resume?.step ?? 1,
     compacted: false,
@@ -331,7 +344,7 @@ export const turnMachine = setup({
       invoke: {
         id: 'prepare',
         src: 'prepare',
-        input: ({ context }) => ({ ...scope(context), ...context.routing, compacted: context.compacted, ...(context.final ? { final: true } : {}) }),
+        input: ({ context }) => ({ ...scope(context), ...context.turn.routing, compacted: context.compacted, ...(context.final ? { final: true } : {}) }),
         onDone: [
           {
             guard: { type: 'needsCompaction', params: ({ event }) => ({ needsCompaction: event.output.needsCompaction }) },

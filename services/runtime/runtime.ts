@@ -121,7 +121,7 @@ export async function startRuntime(deps: RuntimeDeps): Promise<Runtime> {
   // Fleet-wide limits, when configured: every provider call of every node counts in one bucket (see limits/).
   const limits = config.limits ? await openFleetLimits(nc, codec, buckets.limits, config, replicas, deps.now) : undefined;
   const provider = limits && config.limits ? limitProvider(deps.provider, { limits, maxWaitMs: config.limits.rateMaxWaitMs, now: deps.now, logger }) : deps.provider;
-  const tombstones: RuntimeTombstones = createRuntimeTombstones({ kv: tombstoneBucket, codec, nodeId: config.nodeId, now: deps.now });
+  const tombstones: RuntimeTombstones = createRuntimeTombstones({ kv: tombstoneBucket, codec, nodeId: config.nodeId, now: deps.now, direct: { nc, bucket: buckets.tombstones } });
   // A write refused by the lease guard never reached the log: there is no sequence to name.
   const transcriptSeqUnknown = -1;
   const envelopes = createEnvelopeFactory({ newId: deps.newId, now: deps.now });

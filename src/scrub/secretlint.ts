@@ -12,6 +12,17 @@ export interface SecretlintDetector {
 
 const RULE_PREFIX = '@secretlint/secretlint-rule-';
 
+/**
+ * The fewest characters a finding of the recommended rules (secretlint 12) can span: every rule reports the
+ * range of a match of its own patterns, the shortest of which is SendGrid's `SG\.\w+\.\w+[-_]?\w+` (`SG.a.bc`).
+ * Next come Slack's `xoxb-a-b` (8), `mysql://h` (9) and a basic-auth URL (13); every other pattern needs 11 or
+ * more (most 20 to 100: a token's prefix and its fixed-length body), and the GCP rule reads only `.json` and
+ * `.p12` files. A shorter text (a tool call's `"id"` or `"key"` argument) is not handed to secretlint at all:
+ * it costs tens of microseconds per text (hundreds on a busy node) to find nothing. The preset's rule list is
+ * pinned by a test, so an upgrade that adds a rule fails until its patterns are checked against this bound.
+ */
+export const SHORTEST_SECRETLINT_FINDING = 7;
+
 // The `key = ` or `"key": "` a rule's range may start with (the AWS rule reports `aws_secret_access_key = …`
 // whole); not a URL's scheme.
 const ASSIGNMENT_HEAD = /^["']?[A-Za-z_][\w.-]*["']?[ \t]*(?::=|=>|=|:(?!\/\/))[ \t]*["']?(?=.)/;
@@ -53,6 +64,7 @@ export function createSecretlintDetector(): SecretlintDetector {
   };
   return {
     async find(text) {
+      if (text.length < SHORTEST_SECRETLINT_FINDING) return [];
       const result = await lintSource({
         source: { content: text, filePath: 'scrubbed.txt', ext: '.txt', contentType: 'text' },
         options: { config, noPhysicFilePath: true },

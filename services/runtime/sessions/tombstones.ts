@@ -1,6 +1,11 @@
 import type { KV } from '@nats-io/kv';
-import { tombstoneKey } from '../../../src/protocol/index.ts';
+import type { NatsConnection } from '@nats-io/nats-core';
+import { AgentbusError, ErrorCode } from '../../../src/errors.ts';
+import { ContentType, tombstoneKey } from '../../../src/protocol/index.ts';
 import type { Codec, Tombstone } from '../../../src/protocol/index.ts';
+import { presetHeaders } from '../../../src/bus/encoded-headers.ts';
+import { createReplyMux } from '../../../src/bus/reply-mux.ts';
+import { request } from '../../../src/bus/request.ts';
 import { isRevisionConflict } from '../../../src/bus/revision-conflict.ts';
 
 /**
@@ -16,8 +21,16 @@ export interface RuntimeTombstones {
 }
 
 /** Creates the tombstone writer of one node over the bucket. */
-export function createRuntimeTombstones(deps: { kv: KV; codec: Codec; nodeId: string; now: () => number }): RuntimeTombstones {
+export function createRuntimeTombstones(deps: {
+  kv: KV;
+  codec: Codec;
+  nodeId: string;
+  now: () => number;
+  /** With the bucket's name: a session's tombstone is read by a direct get through a reply mux, not `kv.get`. */
+  direct?: { nc: NatsConnection; bucket: string; timeoutMs?: number };
+}): RuntimeTombstones {
   const { kv, codec } = deps;
+  const read = deps.direct ? directRead(deps.direct, kv) : async (key: string) => (await kv.get(key))?.operation === 'PUT';
   return {
     async mark(tenant, sessionId) {
       const key = tombstoneKey(tenant, sessionId);
@@ -32,9 +45,44 @@ export function createRuntimeTombstones(deps: { kv: KV; codec: Codec; nodeId: st
         throw error;
       }
     },
-    async isDeleted(tenant, sessionId) {
-      const entry = await kv.get(tombstoneKey(tenant, sessionId));
-      return entry?.operation === 'PUT';
-    },
+    isDeleted: (tenant, sessionId) => read(tombstoneKey(tenant, sessionId)),
+  };
+}
+
+/**
+ * Whether a key of the bucket holds a value (its last message a put, not a delete or purge marker), read as `kv.get`
+ * reads it, by a direct get of the key's last message (`$JS.API.DIRECT.GET.KV_<bucket>`), but with the reply taken
+ * through a mux: every session a node opens reads its tombstone, and nats.js builds an error object (a stack
+ * trace) for every request it resolves. A bucket made without direct gets (`allow_direct`, asked once: a direct get
+ * there goes unanswered) is read with `kv.get`.
+ */
+function directRead(direct: { nc: NatsConnection; bucket: string; timeoutMs?: number }, kv: KV): (key: string) => Promise<boolean> {
+  const { nc, bucket } = direct;
+  const subject = `$JS.API.DIRECT.GET.KV_${bucket}`;
+  const headers = presetHeaders([['Content-Type', ContentType.json]]);
+  const replies = createReplyMux(nc);
+  const timeoutMs = direct.timeoutMs ?? 10_000;
+  const encoder = new TextEncoder();
+  let directGets: Promise<boolean> | undefined;
+  const directGetsOn = () =>
+    (directGets ??= kv.status().then(
+      (status) => status.streamInfo.config.allow_direct === true,
+      () => {
+        // Asked again next time; this read goes the way that always works.
+        directGets = undefined;
+        return false;
+      },
+    ));
+  return async (key) => {
+    if (!(await directGetsOn())) return (await kv.get(key))?.operation === 'PUT';
+    const body = encoder.encode(JSON.stringify({ last_by_subj: `$KV.${bucket}.${key}` }));
+    const reply = await request(nc, subject, body, { timeoutMs, headers, replies });
+    if (reply.headers?.hasError) {
+      if (reply.headers.code === 404) return false;
+      throw new AgentbusError(ErrorCode.internal, `reading the tombstone ${key} failed: ${reply.headers.code} ${reply.headers.description}`, { retryable: reply.headers.code >= 500 });
+    }
+    // nats.js reads a message without the header as a put (`KvEntry.operation`).
+    const operation = reply.headers?.get('KV-Operation') ?? '';
+    return operation === '' || operation === 'PUT';
   };
 }

@@ -38,7 +38,7 @@ function provideMachines(actors: ReturnType<typeof createActors>, scopeOf: StepA
       turn: turnMachine.provide({
         actors: { prepare, compact, stream, executeTools, requestApproval },
         actions: {
-          stateEntered: ({ context, event, system }, { value }) => scopeOf(system).services.stateEntered?.('turn', value, event.type, context.turnId),
+          stateEntered: ({ context, event, system }, { value }) => scopeOf(system).services.stateEntered?.('turn', value, event.type, context.turn.turnId),
         },
       }),
       startTurn,
