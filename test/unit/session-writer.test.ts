@@ -252,4 +252,22 @@ describe('session writer, an acknowledgement lost (the event stored)', () => {
     expect(log.transcript.events.map((event) => event.seq)).toEqual([1, 2, 3, 4]);
     expect((await log.prompt('after')).seq).toBe(5);
   });
+
+  it('takes the events found stored and rejects the rest with the timeout, expecting the last one found', async () => {
+    const log = setup();
+    await log.prompt('one');
+    const original = log.log.appendGroup;
+    const timeout = new TimeoutError('no reply within 10 ms', 10);
+    log.log.appendGroup = async (events) => {
+      // `a` and `b` stored, their acknowledgements lost; `c` never reached the server.
+      for (const event of events.slice(0, 2)) log.foreign(event);
+      throw timeout;
+    };
+    const results = await Promise.allSettled([log.prompt('a'), log.prompt('b'), log.prompt('c')]);
+    log.log.appendGroup = original;
+    expect(results.map((result) => (result.status === 'fulfilled' ? result.value.seq : result.reason))).toEqual([2, 3, timeout]);
+    expect(log.reads).toEqual([1]);
+    expect((await log.prompt('after')).seq).toBe(4);
+    expect(log.events().map((event) => event.type === 'user.message' && event.data.text)).toEqual(['one', 'a', 'b', 'after']);
+  });
 });
