@@ -15,8 +15,9 @@ import { sessionHostDeps } from '../helpers/session-host-deps.ts';
 
 // An append whose acknowledgement is lost although JetStream stored the event (alone, or anywhere in a pipelined
 // group): the writer reads what the log holds past the last sequence it knows and, finding its own events there in
-// order, takes them as acknowledged and goes on (docs/architecture.md, *Write-through*). Another writer's event there
-// means the session was taken over: the writer gives it up. A log it cannot read in time leaves it as before.
+// order, takes them as acknowledged and goes on (docs/architecture.md, *An acknowledgement lost*). Another writer's
+// event there means the session was taken over: the writer gives it up. A log it cannot read in time leaves it as
+// before.
 const nats = useNatsServer();
 const codec = createCodec();
 let counter = 0;
