@@ -201,7 +201,7 @@ describe('a prompt whose acknowledgement was lost, the prompt stored', () => {
     const first = await host.prompt({ text: 'first' });
     const second = await host.prompt({ text: 'second' });
     expect(first.turnId).not.toBe(second.turnId);
-    await expect.poll(() => turns).toBe(2);
+    await expect.poll(() => turns, { timeout: 5_000 }).toBe(2);
     const { events } = await reader.read('acme', sessionId);
     expect(events.map((event) => (event.type === 'user.message' ? [event.data.text, event.turnId] : [event.type]))).toEqual([
       ['session.created'],
