@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { SessionLog, SessionLogRead } from '../../src/bus/session-log.ts';
-import { LogConflictError } from '../../src/errors.ts';
+import { LogConflictError, TimeoutError } from '../../src/errors.ts';
 import { LogEventType, createEnvelopeFactory } from '../../src/protocol/index.ts';
 import type { LogEvent } from '../../src/protocol/index.ts';
 import { MAX_JUNK_RETRIES, createSessionWriter } from '../../services/runtime/sessions/session-writer.ts';
@@ -226,5 +226,48 @@ describe('session writer, a required append (turn.started, not waited for)', () 
     await expect(log.prompt('later')).rejects.toBe(lost);
     expect(log.events().map((event) => event.type === 'user.message' && event.data.text)).toEqual(['one']);
     expect(log.transcript.events).toHaveLength(1);
+  });
+});
+
+describe('session writer, an acknowledgement lost (the event stored)', () => {
+  it('knows the events of a group sent again under new ids by those ids when it looks for them in the log', async () => {
+    const log = setup();
+    await log.prompt('one');
+    const original = log.log.appendGroup;
+    log.log.appendGroup = async (events, _expectedSeq, onStored, options = {}) => {
+      // `a` stored; another session's message came between it and `b` (the stream is shared), so `b` and `c` went
+      // out again under new ids, were stored, and their acknowledgements were lost.
+      onStored(0, log.foreign(events[0]!), events[0]!);
+      for (const event of events.slice(1)) log.foreign(options.renew!(event));
+      throw new TimeoutError('no reply within 10 ms', 10);
+    };
+    const [a, b, c] = await Promise.all([log.prompt('a'), log.prompt('b'), log.prompt('c')]);
+    log.log.appendGroup = original;
+    expect(log.events().map((event) => [event.id, event.type === 'user.message' && event.data.text])).toEqual([
+      [expect.any(String), 'one'],
+      [a.id, 'a'],
+      [b.id, 'b'],
+      [c.id, 'c'],
+    ]);
+    expect(log.transcript.events.map((event) => event.seq)).toEqual([1, 2, 3, 4]);
+    expect((await log.prompt('after')).seq).toBe(5);
+  });
+
+  it('takes the events found stored and rejects the rest with the timeout, expecting the last one found', async () => {
+    const log = setup();
+    await log.prompt('one');
+    const original = log.log.appendGroup;
+    const timeout = new TimeoutError('no reply within 10 ms', 10);
+    log.log.appendGroup = async (events) => {
+      // `a` and `b` stored, their acknowledgements lost; `c` never reached the server.
+      for (const event of events.slice(0, 2)) log.foreign(event);
+      throw timeout;
+    };
+    const results = await Promise.allSettled([log.prompt('a'), log.prompt('b'), log.prompt('c')]);
+    log.log.appendGroup = original;
+    expect(results.map((result) => (result.status === 'fulfilled' ? result.value.seq : result.reason))).toEqual([2, 3, timeout]);
+    expect(log.reads).toEqual([1]);
+    expect((await log.prompt('after')).seq).toBe(4);
+    expect(log.events().map((event) => event.type === 'user.message' && event.data.text)).toEqual(['one', 'a', 'b', 'after']);
   });
 });

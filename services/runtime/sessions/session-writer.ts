@@ -1,9 +1,10 @@
 import type { SessionLog } from '../../../src/bus/session-log.ts';
-import { LogConflictError } from '../../../src/errors.ts';
+import { LogConflictError, TimeoutError } from '../../../src/errors.ts';
 import type { EnvelopeFactory, EventDataMap, LogEvent, LogEventType } from '../../../src/protocol/index.ts';
 import type { Scrubber } from '../../../src/scrub/index.ts';
 import { argsForLog, carriesArgs, rememberingScrubber } from '../tools/logged-args.ts';
 import type { Transcript } from './transcript.ts';
+import { findUnacked } from './unacked-appends.ts';
 
 /** Appends an event (write-through) and returns it with its `seq`. */
 export type AppendFn = <T extends LogEventType>(type: T, scope: { turnId?: string; step?: number }, data: EventDataMap[T]) => Promise<LogEvent>;
@@ -20,7 +21,8 @@ export interface AppendOptions {
  * events are stored in order, none behind another writer's): each still resolves only once its own event is
  * acknowledged. An append refused because messages that are not valid events of the session were stored on its log
  * subject is made again past them (a few times at most); one refused because another writer's event is there
- * rejects with `LogConflictError`.
+ * rejects with `LogConflictError`. An append whose acknowledgement was lost is looked for in the log: found there,
+ * stored in order and alone, it resolves as if acknowledged (see `findUnacked`).
  */
 export interface SessionWriter {
   append: AppendFn;
@@ -283,15 +285,24 @@ class SerialWriter implements SessionWriter {
       stored[index] = appended;
     };
     const renew = (event: LogEvent) => this.envelope(event.type, scopeOf(event), event.data);
+    // A group's event sent again under a new id is known by that id from then on (see `recoverUnacked`).
+    const renewInGroup = (event: LogEvent) => {
+      const renewed = renew(event);
+      const at = current.indexOf(event);
+      if (at >= 0) current[at] = renewed;
+      return renewed;
+    };
     for (let attempt = 0; ; attempt++) {
       const pending: number[] = [];
       current.forEach((_, index) => {
         if (!stored[index]) pending.push(index);
       });
       const expectedSeq = this.expectedSeq();
+      let sent = false;
       try {
         const guard = deps.beforeWrite?.();
         if (guard) await guard;
+        sent = true;
         if (pending.length === 1) {
           const event = current[pending[0]!]!;
           record(pending[0]!, await deps.log.append(event, expectedSeq), event);
@@ -300,11 +311,15 @@ class SerialWriter implements SessionWriter {
             pending.map((index) => current[index]!),
             expectedSeq,
             (position, seq, event) => record(pending[position]!, seq, event),
-            { renew },
+            { renew: renewInGroup },
           );
         }
         return;
       } catch (error) {
+        if (sent && error instanceof TimeoutError) {
+          await this.recoverUnacked(current, stored, record, error);
+          return;
+        }
         if (!(error instanceof LogConflictError) || attempt >= MAX_JUNK_RETRIES) throw error;
         // Invalid messages are reported at warn by the read, as when a session is opened. Read past what the refused
         // append expected: the group's events stored before it (in the transcript now), not `expectedSeq`.
@@ -314,6 +329,33 @@ class SerialWriter implements SessionWriter {
         for (const index of pending) if (!stored[index]) current[index] = renew(current[index]!);
       }
     }
+  }
+
+  /**
+   * After an append (or one of a group) got no acknowledgement (`timeout`): JetStream may have stored it and lost
+   * the reply, and stored the group's later events too (each chained to the one before it). What the log holds past
+   * the last sequence known is read (see `findUnacked`): this writer's events not yet acknowledged, stored in order
+   * and nothing else, are recorded as acknowledged at the sequences read. Resolves once all of them are; otherwise
+   * rejects: with a `LogConflictError` when another event of the session is there (another writer: the session is
+   * given up), else with `timeout` for those not found (not stored, or the log not read in time: the writer expects
+   * the last sequence it knows, and an event stored later is found as another writer's at its next append).
+   */
+  private async recoverUnacked(
+    current: readonly LogEvent[],
+    stored: ReadonlyArray<LogEvent | undefined>,
+    record: (index: number, seq: number, event: LogEvent) => void,
+    timeout: TimeoutError,
+  ): Promise<void> {
+    const { deps } = this;
+    const unacked: number[] = [];
+    current.forEach((_, index) => {
+      if (!stored[index]) unacked.push(index);
+    });
+    const after = this.expectedSeq();
+    const outcome = await findUnacked(deps.log, { tenant: deps.tenant, sessionId: deps.sessionId, after }, unacked.map((index) => current[index]!.id));
+    if (outcome?.kind === 'foreign') throw new LogConflictError(deps.sessionId, after, { cause: timeout });
+    outcome?.seqs.forEach((seq, position) => record(unacked[position]!, seq, current[unacked[position]!]!));
+    if (!outcome || outcome.seqs.length < unacked.length) throw timeout;
   }
 }
 
