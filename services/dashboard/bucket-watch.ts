@@ -6,6 +6,13 @@ import type { Logger } from '../../src/logging.ts';
 /**
  * Watches one bucket made by the runtime: until it exists, tries again every `retryMs`. A deleted or purged
  * key goes to `onRemove`, a written one to `onPut`.
+ *
+ * After the connection comes back, the watch starts over from the bucket as it is. A watch's consumer resumes
+ * after the last message it delivered, and a message purged from the stream in between (the runtime compacts
+ * lease delete markers a minute after writing them) would never reach it: the key would stay shown for good. So
+ * the new watch's first entries (the bucket as it is) are compared with the keys shown before, and a key they no
+ * longer hold goes to `onRemove`, once those first entries are in (the first entry flagged `isUpdate`, or at once
+ * when the bucket holds no message).
  */
 export function watchBucket(deps: {
   nc: NatsConnection;
@@ -18,33 +25,76 @@ export function watchBucket(deps: {
   let stopped = false;
   let timer: ReturnType<typeof setTimeout> | undefined;
   let watch: { stop(): void } | undefined;
+  /** Which start is current: one overtaken by a reconnect stops itself. */
+  let generation = 0;
+  /** Keys last written (given to `onPut`) and not removed since. */
+  const present = new Set<string>();
+  const remove = (key: string) => {
+    present.delete(key);
+    deps.onRemove(key);
+  };
   const start = async () => {
     if (stopped) return;
+    const mine = ++generation;
+    let kv: Awaited<ReturnType<Kvm['open']>>;
     let iterator: Awaited<ReturnType<Awaited<ReturnType<Kvm['open']>>['watch']>>;
     try {
-      const kv = await new Kvm(deps.nc).open(deps.bucket);
+      kv = await new Kvm(deps.nc).open(deps.bucket);
       await kv.status();
       iterator = await kv.watch();
     } catch (err) {
       deps.logger.debug({ err, bucket: deps.bucket }, 'bucket not there yet');
-      timer = setTimeout(() => void start(), deps.retryMs);
+      if (mine === generation) timer = setTimeout(() => void start(), deps.retryMs);
+      return;
+    }
+    if (stopped || mine !== generation) {
+      iterator.stop();
       return;
     }
     watch = iterator;
-    if (stopped) iterator.stop();
+    // Keys shown before this watch (one before a reconnect): each is struck off as this watch delivers it.
+    let unseen: Set<string> | undefined = present.size > 0 ? new Set(present) : undefined;
+    const sweep = () => {
+      if (!unseen) return;
+      const gone = unseen;
+      unseen = undefined;
+      for (const key of gone) remove(key);
+    };
     void (async () => {
       for await (const entry of iterator) {
-        if (entry.operation === 'PUT') deps.onPut(entry);
-        else deps.onRemove(entry.key);
+        unseen?.delete(entry.key);
+        if (entry.operation === 'PUT') {
+          present.add(entry.key);
+          deps.onPut(entry);
+        } else {
+          remove(entry.key);
+        }
+        if (entry.isUpdate) sweep();
       }
     })().catch((err: unknown) => deps.logger.warn({ err, bucket: deps.bucket }, 'bucket watch stopped'));
+    if (unseen) {
+      // An empty bucket's watch delivers nothing to flag the end of its first entries.
+      const status = await kv.status().catch(() => undefined);
+      if (status?.values === 0 && mine === generation) sweep();
+    }
   };
+  const statuses = deps.nc.status()[Symbol.asyncIterator]();
+  void (async () => {
+    for (let next = await statuses.next(); !next.done && !stopped; next = await statuses.next()) {
+      if (next.value.type !== 'reconnect') continue;
+      watch?.stop();
+      watch = undefined;
+      clearTimeout(timer);
+      void start();
+    }
+  })().catch((err: unknown) => deps.logger.debug({ err, bucket: deps.bucket }, 'connection status not followed'));
   void start();
   return {
     stop() {
       stopped = true;
       clearTimeout(timer);
       watch?.stop();
+      void statuses.return?.();
     },
   };
 }

@@ -19,7 +19,7 @@ export function deleteMarkerRemoval(kv: KV): DeleteMarkerRemoval {
   if (!(kv instanceof Bucket)) throw new TypeError('lease delete markers need a nats.js KV bucket');
   const bucket = kv;
   return async (key, seq) => {
-    await bucket.jsm.streams.purge(bucket.stream, { filter: bucket.fullKeyName(key), seq: seq + 1 });
+    await bucket.jsm.streams.purge(bucket.stream, { filter: bucket.fullKeyName(bucket.encodeKey(key)), seq: seq + 1 });
   };
 }
 

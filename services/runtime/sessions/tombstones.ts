@@ -54,7 +54,7 @@ export function createRuntimeTombstones(deps: {
  * reads it, by a direct get of the key's last message (`$JS.API.DIRECT.GET.KV_<bucket>`), but with the reply taken
  * through a mux: every session a node opens reads its tombstone, and nats.js builds an error object (a stack
  * trace) for every request it resolves. A bucket made without direct gets (`allow_direct`, asked once: a direct get
- * there goes unanswered) is read with `kv.get`.
+ * there is refused) is read with `kv.get`.
  */
 function directRead(direct: { nc: NatsConnection; bucket: string; timeoutMs?: number }, kv: KV): (key: string) => Promise<boolean> {
   const { nc, bucket } = direct;

@@ -29,8 +29,9 @@ export async function findUnacked(
   const timeoutMs = options.timeoutMs ?? UNACKED_LOOKUP_TIMEOUT_MS;
   let read;
   try {
+    // One event more than sent is enough to tell another writer's (a stale writer need not read a busy tail).
     // The read's own bound covers its consumer, not the lookup of the last sequence before it: this one covers all.
-    const reading = log.read(where.tenant, where.sessionId, { after: where.after, timeoutMs });
+    const reading = log.read(where.tenant, where.sessionId, { after: where.after, timeoutMs, limit: ids.length + 1 });
     read = await withTimeout(reading, timeoutMs, `reading the log of ${where.tenant}/${where.sessionId} past ${where.after}`);
   } catch {
     // Nothing is known: the caller keeps the append's own failure.
