@@ -30,7 +30,8 @@ export interface BenchResults {
   readonly sessions: readonly PeerRow[];
   readonly roundTrips: RoundTrips;
   readonly sequential: { latencyMs: Summary; logEventsPerSession: number; ops: { requests: number; jetStreamGets: number; appends: number }; floorMs: number };
-  readonly firstDelta: { bus: Summary; provider: Summary };
+  /** `bus`: a new session's first prompt (the goal's figure); `held`: the next prompt to a session its node holds (absent in older results). */
+  readonly firstDelta: { bus: Summary; held?: Summary; provider: Summary };
   /** CPU per agentbus session at concurrency 200, by process (Linux only). */
   readonly cpuAt200?: CpuShare;
   /** Event-loop delay of each service that reports one on `$SRV.STATS`, right after the load at 200. */
@@ -178,6 +179,9 @@ function figuresTable(results: BenchResults): string[] {
     `| sequential session latency p50 (ms) | ${fixed(sequential.latencyMs.p50)} | floor ${fixed(sequential.floorMs)} = ${sequential.ops.requests} requests × ${fixed(rt.request.p50, 3)} + ${sequential.ops.jetStreamGets} JetStream gets × ${fixed(rt.get.p50, 3)} + ${fixed(sequential.ops.appends, 1)} appends × ${fixed(rt.append.p50, 3)} | ${fixed(sequential.latencyMs.p50 / sequential.floorMs)}× |`,
   );
   lines.push(`| time to first delta p50 / p99 (ms) | through the bus ${fixed(firstDelta.bus.p50)} / ${fixed(firstDelta.bus.p99)} | provider service alone ${fixed(firstDelta.provider.p50)} / ${fixed(firstDelta.provider.p99)} | ${fixed(firstDelta.bus.p50 / firstDelta.provider.p50)}× |`);
+  if (firstDelta.held) {
+    lines.push(`| … a held session's next prompt p50 / p99 (ms) | through the bus ${fixed(firstDelta.held.p50)} / ${fixed(firstDelta.held.p99)} | provider service alone ${fixed(firstDelta.provider.p50)} / ${fixed(firstDelta.provider.p99)} | ${fixed(firstDelta.held.p50 / firstDelta.provider.p50)}× |`);
+  }
   const mb = (bytes: number) => fixed(bytes / 1024 ** 2, 1);
   lines.push(
     `| heap per hydrated idle session (${heap.sessions} sessions, ${heap.eventsPerSession} log events each) | ${fixed(heap.bytesPerIdleSession / 1024)} KB (heap ${mb(heap.baselineBytes)} → ${mb(heap.hydratedBytes)} MB) | after passivation: ${heap.hostedPassivated} hosted, heap ${mb(heap.passivatedBytes)} MB (baseline held ${heap.hostedBefore} warm-up sessions, passivated too) | ${fixed(Math.max(0, heap.bytesPerSessionAfterPassivation) / 1024)} KB |`,

@@ -84,4 +84,17 @@ describe('bench goals', () => {
     for (const check of targets) expect(markdown).toContain(`| ${check.goal} |`);
     expect(markdown).toContain('CPU per agentbus session at 200 concurrent');
   });
+
+  it("reports a held session's first delta beside a new session's, when the run measured it", () => {
+    const held = { ...saved.firstDelta.bus, p50: 1.5, p99: 3 };
+    const withHeld = { ...saved, firstDelta: { ...saved.firstDelta, held } };
+    const row = renderMarkdown(withHeld, targetsOf(withHeld))
+      .split('\n')
+      .find((line) => line.startsWith("| … a held session's next prompt"));
+    expect(row).toContain('through the bus 1.50 / 3.00');
+    expect(row).toContain(`${(1.5 / saved.firstDelta.provider.p50).toFixed(2)}×`);
+    // A run saved before the figure existed renders as before.
+    const { held: _none, ...older } = withHeld.firstDelta;
+    expect(renderMarkdown({ ...saved, firstDelta: older }, targetsOf(saved))).not.toContain('a held session');
+  });
 });
