@@ -253,7 +253,13 @@ export function createSessionLog(deps: {
       const signal = options.signal ? AbortSignal.any([options.signal, AbortSignal.timeout(timeoutMs)]) : AbortSignal.timeout(timeoutMs);
       const limit = options.limit ?? Number.POSITIVE_INFINITY;
       const maxBytes = options.maxBytes ?? Number.POSITIVE_INFINITY;
+      const timedOut = () => {
+        if (options.signal?.aborted) return abortReason(options.signal);
+        return new TimeoutError(`reading the log of ${tenant}/${sessionId} took over ${timeoutMs} ms`, timeoutMs);
+      };
       const stored = await (options.last ?? lastSeq(tenant, sessionId));
+      // The waits before the consumer have bounds of their own; a signal that fired meanwhile ends the read here.
+      if (signal.aborted) throw timedOut();
       const last = options.through === undefined ? stored : Math.min(stored, options.through);
       if (last <= after) return { events: [], lastSeq: after, more: false };
       const consumer = await js.consumers.get(stream, {
@@ -268,6 +274,8 @@ export function createSessionLog(deps: {
       const messages = await consumer.consume(Number.isFinite(limit) ? { max_messages: Math.min(limit, 100) } : {});
       const stop = () => void messages.stop();
       signal.addEventListener('abort', stop, { once: true });
+      // A listener added to a signal that already fired is never called.
+      if (signal.aborted) stop();
       try {
         for await (const message of messages) {
           // Past `through` (the session's last message may be after it): nothing more is wanted.
@@ -287,10 +295,7 @@ export function createSessionLog(deps: {
         signal.removeEventListener('abort', stop);
         await messages.close().catch(() => undefined);
       }
-      if (signal.aborted) {
-        if (options.signal?.aborted) throw abortReason(options.signal);
-        throw new TimeoutError(`reading the log of ${tenant}/${sessionId} took over ${timeoutMs} ms`, timeoutMs);
-      }
+      if (signal.aborted) throw timedOut();
       return { events, lastSeq: through, more: !pastEnd && through < last };
     },
 

@@ -143,6 +143,15 @@ describe('session log', () => {
   it('reads an empty session as no events', async () => {
     expect(await log.read('acme', 'nobody')).toEqual({ events: [], lastSeq: 0, more: false });
   });
+
+  it('ends a read whose signal fired before its consumer started, though the log never reaches the sequence it waits for', async () => {
+    await log.append(userMessage('aborted-early', 'one'), 0);
+    const cancelled = new AbortController();
+    cancelled.abort(new Error('cancelled before the read'));
+    // `last` past what is stored: without the early stop the read would wait for that message for good.
+    await expect(log.read('acme', 'aborted-early', { last: Promise.resolve(100), signal: cancelled.signal })).rejects.toThrow('cancelled before the read');
+    await expect(log.read('acme', 'aborted-early', { last: Promise.resolve(100), timeoutMs: 1 })).rejects.toThrow('took over 1 ms');
+  }, 10_000);
 });
 
 /** The texts of a session's user messages, as read back. */
