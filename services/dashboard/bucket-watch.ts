@@ -62,6 +62,8 @@ export function watchBucket(deps: {
     };
     void (async () => {
       for await (const entry of iterator) {
+        // Entries a stopped watch still had buffered are older than the new watch's: they would undo its sweep.
+        if (mine !== generation) break;
         unseen?.delete(entry.key);
         if (entry.operation === 'PUT') {
           present.add(entry.key);
