@@ -1,6 +1,6 @@
 import { Kvm } from '@nats-io/kv';
 import type { KvWatchEntry } from '@nats-io/kv';
-import type { NatsConnection } from '@nats-io/nats-core';
+import type { NatsConnection, Status } from '@nats-io/nats-core';
 import type { Logger } from '../../src/logging.ts';
 
 /**
@@ -63,7 +63,7 @@ export function watchBucket(deps: {
     void (async () => {
       for await (const entry of iterator) {
         // Entries a stopped watch still had buffered are older than the new watch's: they would undo its sweep.
-        if (mine !== generation) break;
+        if (stopped || mine !== generation) break;
         unseen?.delete(entry.key);
         if (entry.operation === 'PUT') {
           present.add(entry.key);
@@ -77,13 +77,16 @@ export function watchBucket(deps: {
     if (unseen) {
       // An empty bucket's watch delivers nothing to flag the end of its first entries.
       const status = await kv.status().catch(() => undefined);
-      if (status?.values === 0 && mine === generation) sweep();
+      if (status?.values === 0 && !stopped && mine === generation) sweep();
     }
   };
-  const statuses = deps.nc.status()[Symbol.asyncIterator]();
+  // nats.js hands out a queued iterator: its `stop()` unregisters it from the connection at once, where ending the
+  // generator (`return()`) waits for the next status, which a steady connection may never send.
+  const statuses = deps.nc.status() as AsyncIterable<Status> & { stop?: () => void };
   void (async () => {
-    for (let next = await statuses.next(); !next.done && !stopped; next = await statuses.next()) {
-      if (next.value.type !== 'reconnect') continue;
+    for await (const status of statuses) {
+      if (stopped) break;
+      if (status.type !== 'reconnect') continue;
       watch?.stop();
       watch = undefined;
       clearTimeout(timer);
@@ -96,7 +99,7 @@ export function watchBucket(deps: {
       stopped = true;
       clearTimeout(timer);
       watch?.stop();
-      void statuses.return?.();
+      statuses.stop?.();
     },
   };
 }

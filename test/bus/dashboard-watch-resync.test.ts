@@ -8,6 +8,7 @@ import { createSessionLeases } from '../../services/runtime/node/leases.ts';
 import { startNodeLiveness } from '../../services/runtime/node/node-liveness.ts';
 import { createLeaseDeleteMarkers, deleteMarkerRemoval } from '../../services/runtime/node/lease-delete-markers.ts';
 import { createLeasesWatcher } from '../../services/dashboard/leases-watcher.ts';
+import { watchBucket } from '../../services/dashboard/bucket-watch.ts';
 import { createCodec } from '../../src/protocol/index.ts';
 import { useNatsServer } from '../helpers/nats-fixture.ts';
 import { freePort } from '../helpers/nats-server.ts';
@@ -99,4 +100,37 @@ describe('the dashboard watch across a lost connection', () => {
       await liveness.stop();
     }
   }, 30_000);
+
+  it('leaves nothing behind once stopped: no status listener on the connection, no entry delivered after', async () => {
+    const kv = await new Kvm(jetstream(nats.nc)).create('RESYNC_STOP', { history: 1 });
+    await Promise.all(Array.from({ length: 500 }, (_, i) => kv.put(`k${i}`, 'x')));
+    // nats.js keeps a connection's status listeners here.
+    const listeners = () => (nats.nc as unknown as { protocol: { listeners: unknown[] } }).protocol.listeners.length;
+    const before = listeners();
+    let stopped = false;
+    let afterStop = 0;
+    let watch: { stop(): void } | undefined;
+    await new Promise<void>((resolve) => {
+      let puts = 0;
+      watch = watchBucket({
+        nc: nats.nc,
+        bucket: 'RESYNC_STOP',
+        logger,
+        retryMs: 50,
+        onPut: () => {
+          if (stopped) afterStop += 1;
+          puts += 1;
+          if (puts === 10) {
+            stopped = true;
+            watch!.stop();
+            resolve();
+          }
+        },
+        onRemove: () => undefined,
+      });
+    });
+    await sleep(300);
+    expect(afterStop).toBe(0);
+    expect(listeners()).toBe(before);
+  });
 });
