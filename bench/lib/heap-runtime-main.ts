@@ -11,7 +11,7 @@ import type { RuntimeConfig } from '../../services/runtime/index.ts';
 
 // The runtime alone in a process started with --expose-gc, wired as startRuntimeService wires it but with
 // a config object the bench can change: it measures the heap on `bench.heap.measure` and passivates every
-// idle session on `bench.heap.passivate` (idleMs dropped to 1 ms, then it waits for the sweep).
+// idle session on `bench.heap.passivate` (its clock moved past idleMs, then it waits for the sweep).
 const gc = (globalThis as { gc?: () => void }).gc;
 if (!gc) throw new Error('start with --expose-gc');
 const logger = createLogger({ name: 'bench-runtime', level: process.env.LOG_LEVEL ?? 'warn' });
@@ -26,6 +26,7 @@ const config: { -readonly [K in keyof RuntimeConfig]: RuntimeConfig[K] } = {
   // The bench hydrates thousands of sessions a second from one tenant: admission is not what it measures.
   admission: { ...DEFAULT_RUNTIME_CONFIG.admission, sessionRate: { perSecond: 0, burst: 0 }, tenantRate: { perSecond: 0, burst: 0 } },
 };
+let skewMs = 0;
 const runtime = await startRuntime({
   nc,
   codec,
@@ -36,7 +37,9 @@ const runtime = await startRuntime({
   tokens: createTokenCounter(),
   scrubber: createScrubber(),
   newId: () => nuid.next(),
-  now: () => Date.now(),
+  // Passivation moves this clock past `idleMs`: the runtime copies `idleMs` from its config at start, so setting
+  // the config's field afterwards (as this bench did) passivated nothing.
+  now: () => Date.now() + skewMs,
 });
 
 async function settledHeap(): Promise<number> {
@@ -62,7 +65,7 @@ nc.subscribe('bench.heap.measure', {
 nc.subscribe('bench.heap.passivate', {
   callback: (error, message) => {
     if (error) return;
-    config.idleMs = 1;
+    skewMs += config.idleMs + 1;
     const started = Date.now();
     const check = setInterval(() => {
       if (runtime.sessions() > 0 && Date.now() - started < 120_000) return;
