@@ -102,8 +102,13 @@ async function diagnose(): Promise<string> {
 /** How many instances of a `$SRV` service answer a ping now. */
 async function pingCount(service: string): Promise<number> {
   let count = 0;
-  const replies = await client.requestMany(`$SRV.PING.${service}`, new Uint8Array(), { maxWait: 500 }).catch(() => undefined);
-  for await (const _reply of replies ?? []) count += 1;
+  try {
+    // With nobody subscribed yet (right after a server restart) the iteration, not the request, throws NoResponders.
+    const replies = await client.requestMany(`$SRV.PING.${service}`, new Uint8Array(), { maxWait: 500 });
+    for await (const _reply of replies) count += 1;
+  } catch {
+    // Nobody answers yet: the count so far.
+  }
   return count;
 }
 
