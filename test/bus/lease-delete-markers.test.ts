@@ -13,11 +13,18 @@ import { createCodec } from '../../src/protocol/index.ts';
 import type { Logger } from '../../src/logging.ts';
 import { captureLogs } from '../helpers/captured-logs.ts';
 import { useNatsServer } from '../helpers/nats-fixture.ts';
-import { NO_PURGE_CONFIG } from '../helpers/no-purge-config.ts';
 
 // A lease released idle is deleted (its watchers see the release), and its delete marker purged from the stream
 // later, up to its own sequence: what a fleet passivates must not pile up in the bucket, and no newer claim may go.
-const nats = useNatsServer({ config: NO_PURGE_CONFIG });
+const nats = useNatsServer({
+  config: `no_auth_user: admin
+authorization {
+  users = [
+    { user: admin, password: admin }
+    { user: nopurge, password: nopurge, permissions: { publish: { allow: [">"], deny: ["$JS.API.STREAM.PURGE.>"] }, subscribe: { allow: [">"] } } }
+  ]
+}`,
+});
 const codec = createCodec();
 const silent = pino({ level: 'silent' });
 

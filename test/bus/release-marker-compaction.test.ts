@@ -9,11 +9,18 @@ import { markerListing, markerRemoval } from '../../services/runtime/node/marker
 import { createReleasedMarkers } from '../../services/runtime/node/released-markers.ts';
 import { createCodec } from '../../src/protocol/index.ts';
 import { useNatsServer } from '../helpers/nats-fixture.ts';
-import { NO_PURGE_CONFIG } from '../helpers/no-purge-config.ts';
 
 // A user that may do everything but purge a stream, as a server config written before markers were purged; a
 // connection without credentials is admin.
-const nats = useNatsServer({ config: NO_PURGE_CONFIG });
+const nats = useNatsServer({
+  config: `no_auth_user: admin
+authorization {
+  users = [
+    { user: admin, password: admin }
+    { user: nopurge, password: nopurge, permissions: { publish: { allow: [">"], deny: ["$JS.API.STREAM.PURGE.>"] }, subscribe: { allow: [">"] } } }
+  ]
+}`,
+});
 const codec = createCodec();
 const logger = pino({ level: 'silent' });
 

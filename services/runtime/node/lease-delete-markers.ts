@@ -1,9 +1,9 @@
+import { Bucket } from '@nats-io/kv';
 import type { KV } from '@nats-io/kv';
 import type { Logger } from '../../../src/logging.ts';
 import { withTimeout } from '../../../src/with-timeout.ts';
 import { isPermissionDenied } from '../../../src/bus/permission-denied.ts';
 import { TimeoutError } from '../../../src/errors.ts';
-import { keyPurge } from './marker-stream.ts';
 
 /**
  * Removes a lease key's messages up to and including stream sequence `seq` (its delete marker), leaving nothing
@@ -11,9 +11,16 @@ import { keyPurge } from './marker-stream.ts';
  */
 export type DeleteMarkerRemoval = (key: string, seq: number) => Promise<void>;
 
-/** The {@link DeleteMarkerRemoval} of a nats.js KV bucket: {@link keyPurge}, as for release markers. */
+/**
+ * The {@link DeleteMarkerRemoval} of a nats.js KV bucket: a stream purge filtered to the key's subject, up to the
+ * sequence after `seq` (`$JS.API.STREAM.PURGE.<stream>`, as for release markers: `marker-stream.ts`).
+ */
 export function deleteMarkerRemoval(kv: KV): DeleteMarkerRemoval {
-  return keyPurge(kv);
+  if (!(kv instanceof Bucket)) throw new TypeError('lease delete markers need a nats.js KV bucket');
+  const bucket = kv;
+  return async (key, seq) => {
+    await bucket.jsm.streams.purge(bucket.stream, { filter: bucket.fullKeyName(bucket.encodeKey(key)), seq: seq + 1 });
+  };
 }
 
 /** How long a delete marker stays before it is compacted: watchers (the dashboard's) must have seen it. */

@@ -9,22 +9,15 @@ import type { MarkerEntry, MarkerListing, MarkerRemoval, MarkerValue } from './r
 // The release markers as messages of the leases bucket's stream: how they are listed and removed.
 
 /**
- * Removes a key's messages of a nats.js KV bucket up to and including stream sequence `seq`, leaving nothing behind
- * (no delete marker): a stream purge filtered to the key's subject, up to the sequence after `seq`
- * (`$JS.API.STREAM.PURGE.<stream>`; nats-server 2.3 and later). A newer write of the key, past `seq`, stays.
+ * The {@link MarkerRemoval} of a nats.js KV bucket: a stream purge filtered to the marker's subject, up to the
+ * sequence after `revision` (`$JS.API.STREAM.PURGE.<stream>`; nats-server 2.3 and later).
  */
-export function keyPurge(kv: KV): (key: string, seq: number) => Promise<void> {
-  if (!(kv instanceof Bucket)) throw new TypeError('purging a key needs a nats.js KV bucket');
-  const bucket = kv;
-  return async (key, seq) => {
-    await bucket.jsm.streams.purge(bucket.stream, { filter: bucket.fullKeyName(bucket.encodeKey(key)), seq: seq + 1 });
-  };
-}
-
-/** The {@link MarkerRemoval} of a nats.js KV bucket: {@link keyPurge} of the marker's key, up to its revision. */
 export function markerRemoval(kv: KV): MarkerRemoval {
-  const purge = keyPurge(kv);
-  return (key, revision) => purge(`${RELEASED_PREFIX}.${key}`, revision);
+  if (!(kv instanceof Bucket)) throw new TypeError('release markers need a nats.js KV bucket');
+  const bucket = kv;
+  return async (key, revision) => {
+    await bucket.jsm.streams.purge(bucket.stream, { filter: bucket.fullKeyName(`${RELEASED_PREFIX}.${key}`), seq: revision + 1 });
+  };
 }
 
 /**
